@@ -1,0 +1,3 @@
+from iclr_cli.cli.app import main
+
+main()

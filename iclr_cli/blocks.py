@@ -1,0 +1,98 @@
+"""Reasoning text <-> blocks, with an exact round trip (METHOD.md, "Blocks").
+
+``R_t`` is split at blank lines (one or more lines holding only whitespace). Whitespace-only
+pieces are not blocks: they are folded into the separators, so that
+``join(split(text)) == text`` for every string.
+
+A block whose whole text is the literal ``[SKIP]`` was removed by an earlier compression; it is
+not a candidate again (this project's decision, see README "Method decisions").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+SKIP = "[SKIP]"
+
+# A separator is a line break followed by one or more whitespace-only lines. ``[^\S\n]`` is
+# "whitespace but not a newline", so "\r\n" line ends are separators too.
+_SPLITTERS: dict[str, re.Pattern[str]] = {
+    "paragraph": re.compile(r"\n(?:[^\S\n]*\n)+"),
+    "line": re.compile(r"\n+"),
+    "sentence": re.compile(r"(?<=[.!?])\s+|\n(?:[^\S\n]*\n)*"),
+}
+SPLITTERS = tuple(_SPLITTERS)
+
+
+@dataclass(frozen=True)
+class Split:
+    """A reasoning text cut into blocks.
+
+    ``seps`` has one more item than ``blocks``; the text is
+    ``seps[0] + blocks[0] + seps[1] + ... + blocks[-1] + seps[-1]``. ``starts[i]`` is the
+    character offset of ``blocks[i]`` in the text.
+    """
+
+    seps: tuple[str, ...]
+    blocks: tuple[str, ...]
+    starts: tuple[int, ...]
+
+    def join(self, blocks: Sequence[str] | None = None) -> str:
+        """Rebuild the text, optionally with replacement ``blocks`` (same count)."""
+        blocks = self.blocks if blocks is None else blocks
+        if len(blocks) != len(self.blocks):
+            raise ValueError(f"expected {len(self.blocks)} blocks, got {len(blocks)}")
+        out = [self.seps[0]]
+        for block, sep in zip(blocks, self.seps[1:]):
+            out.append(block)
+            out.append(sep)
+        return "".join(out)
+
+    @property
+    def spans(self) -> tuple[tuple[int, int], ...]:
+        """``(start, end)`` character offsets of each block in the text."""
+        return tuple((s, s + len(b)) for s, b in zip(self.starts, self.blocks))
+
+
+def split_blocks(text: str, splitter: str = "paragraph") -> Split:
+    """Split ``text`` into blocks at blank lines (or by ``splitter``: line, sentence).
+
+    Raises:
+        ValueError: for an unknown splitter name.
+    """
+    try:
+        pattern = _SPLITTERS[splitter]
+    except KeyError:
+        raise ValueError(f"unknown splitter {splitter!r}; choose one of {', '.join(SPLITTERS)}") from None
+    seps: list[str] = []
+    blocks: list[str] = []
+    starts: list[int] = []
+    pending = ""  # separator text accumulated since the last block
+    pos = 0
+    for m in pattern.finditer(text):
+        piece = text[pos : m.start()]
+        if piece.strip():
+            seps.append(pending)
+            blocks.append(piece)
+            starts.append(pos)
+            pending = m.group()
+        else:
+            pending += piece + m.group()
+        pos = m.end()
+    tail = text[pos:]
+    if tail.strip():
+        seps.append(pending)
+        blocks.append(tail)
+        starts.append(pos)
+        pending = ""
+    else:
+        pending += tail
+    seps.append(pending)
+    return Split(tuple(seps), tuple(blocks), tuple(starts))
+
+
+def is_skip(block: str) -> bool:
+    """True when ``block`` is a ``[SKIP]`` marker left by an earlier compression."""
+    return block.strip() == SKIP

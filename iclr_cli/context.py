@@ -1,0 +1,83 @@
+"""The deterministic text the proxy model scores (METHOD.md, "Context conditioning").
+
+Every part is rendered as a label line, its text, and a blank line::
+
+    [system]
+    You are a coding agent...
+
+    [reasoning]
+    First I need to find where the config is loaded.
+
+    [tool_call:bash]
+    {"command": "grep -rn load_config ."}
+
+    [tool_result]
+    src/config.py:12: def load_config(path):
+
+P is rendered part by part, then each earlier step as it stands (compressed), then the
+completed step with its reasoning visible. The ``step-only`` variant renders the step's
+reasoning parts alone, joined by a blank line, with no labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from iclr_cli.blocks import Split
+from iclr_cli.trajectory import Part, Step
+
+
+def render_part(part: Part) -> str:
+    """``[label]\\ntext\\n\\n`` for one part (label defaults to the part kind)."""
+    return f"[{part.label or part.kind}]\n{part.text}\n\n"
+
+
+def render_prompt(prompt: Sequence[Part]) -> tuple[str, ...]:
+    """One rendered segment per part of P."""
+    return tuple(render_part(p) for p in prompt)
+
+
+def render_step(step: Step) -> str:
+    """A whole step (reasoning, actions, observations) as it appears in the history."""
+    return "".join(render_part(p) for p in step.parts)
+
+
+@dataclass(frozen=True)
+class RenderedStep:
+    """A completed step rendered for scoring, cut after its last reasoning block.
+
+    ``spans[i]`` locates block i (numbered across the step's reasoning parts, in order)
+    inside ``text``.
+    """
+
+    text: str
+    spans: tuple[tuple[int, int], ...]
+
+
+def render_for_scoring(step: Step, splits: Sequence[Split], *, step_only: bool = False) -> RenderedStep:
+    """Render ``step`` with block offsets; ``splits`` holds one Split per reasoning part.
+
+    Blocks listed are those of ``splits`` (callers drop ``[SKIP]`` blocks themselves by
+    passing only the spans they want scored; here every block is located).
+    """
+    pieces: list[str] = []
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    reasoning_seen = 0
+    parts = step.reasoning if step_only else step.parts
+    for part in parts:
+        if part.is_scorable_reasoning:
+            split = splits[reasoning_seen]
+            reasoning_seen += 1
+            head = "" if step_only else f"[{part.label or part.kind}]\n"
+            body_start = pos + len(head)
+            spans.extend((body_start + s, body_start + e) for s, e in split.spans)
+            piece = head + part.text + "\n\n"
+        else:
+            piece = render_part(part)
+        pieces.append(piece)
+        pos += len(piece)
+    text = "".join(pieces)
+    end = spans[-1][1] if spans else 0
+    return RenderedStep(text[:end], tuple(spans))

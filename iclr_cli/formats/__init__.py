@@ -1,0 +1,1 @@
+"""Format adapters: one module per on-disk transcript format, found through :mod:`registry`."""

@@ -1,0 +1,74 @@
+"""What every format adapter provides, and the document it returns.
+
+An adapter reads the bytes of one file into a :class:`Document` (the trajectories plus its
+own private record of the raw input) and writes a compressed version back in the same format:
+records it did not edit come out byte for byte, edited ones keep every field the tool does
+not understand.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from iclr_cli.trajectory import Trajectory
+
+
+class OpaqueEdits(enum.Enum):
+    """What to do with an edited reasoning item whose original is encrypted (Codex/Responses).
+
+    METHOD.md: an edited item is not replayable: drop the whole item (``DROP``, default) or
+    leave it untouched (``KEEP``, the edit is then reported but not written).
+    """
+
+    DROP = "drop"
+    KEEP = "keep"
+
+
+@dataclass
+class Document:
+    """One parsed input file.
+
+    Attributes:
+        format: the adapter name that read it.
+        source: the file name as given by the user (``-`` for stdin), used in messages.
+        trajectories: every trajectory found, in file order.
+        state: adapter-private data needed to write the file back (raw records, line ends).
+        warnings: problems that did not stop the read (skipped bad lines), one line each.
+    """
+
+    format: str
+    source: str
+    trajectories: list[Trajectory]
+    state: object = None
+    warnings: list[str] = field(default_factory=list)
+
+
+class FormatAdapter(Protocol):
+    """One on-disk transcript format.
+
+    ``name`` is what ``--format`` takes; ``description`` one line for help and errors.
+    """
+
+    name: str
+    description: str
+
+    def sniff(self, head: bytes) -> bool:
+        """True when ``head`` (the first 64 KiB of a file, BOM stripped) looks like this format."""
+        ...
+
+    def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
+        """Parse a whole file.
+
+        Raises:
+            InputError: naming ``source``, the line (for line formats) and the field.
+        """
+        ...
+
+    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
+        """Write ``doc`` back with the reasoning of ``trajectories`` (same ids and order as
+        ``doc.trajectories``, reasoning text possibly edited). Unedited input must come back
+        byte for byte."""
+        ...

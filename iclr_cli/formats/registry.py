@@ -1,0 +1,68 @@
+"""Find the adapter for a file: by ``--format`` name, or by sniffing its first bytes.
+
+Adapters are listed most specific first: the first whose ``sniff`` accepts the head wins.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from iclr_cli.errors import InputError, UsageError
+from iclr_cli.formats.base import Document, FormatAdapter
+from iclr_cli.jsonio import BOM, read_input
+
+HEAD_BYTES = 64 * 1024
+
+
+def adapters() -> list[FormatAdapter]:
+    """Every registered adapter, in sniffing order."""
+    return [importlib.import_module(f"iclr_cli.formats.{name}").ADAPTER for name in _ADAPTER_MODULES]
+
+
+# Most specific first. A module listed here exposes ``ADAPTER``.
+_ADAPTER_MODULES: list[str] = [
+    "openai_chat",
+]
+
+
+def names() -> list[str]:
+    """Names ``--format`` accepts."""
+    return [a.name for a in adapters()]
+
+
+def get(name: str) -> FormatAdapter:
+    """The adapter called ``name``.
+
+    Raises:
+        UsageError: listing the known formats when there is none by that name.
+    """
+    for adapter in adapters():
+        if adapter.name == name:
+            return adapter
+    raise UsageError(f"unknown format {name!r}; known formats: {', '.join(names())}")
+
+
+def detect(data: bytes, source: str) -> FormatAdapter:
+    """The first adapter whose ``sniff`` accepts the head of ``data``.
+
+    Raises:
+        InputError: when the file is empty or no adapter recognises it; the message lists
+        the formats that exist.
+    """
+    head = data[:HEAD_BYTES]
+    if head.startswith(BOM):
+        head = head[len(BOM) :]
+    if not head.strip():
+        raise InputError(source, "file is empty")
+    for adapter in adapters():
+        if adapter.sniff(head):
+            return adapter
+    known = "; ".join(f"{a.name} ({a.description})" for a in adapters())
+    raise InputError(source, f"not a recognised trajectory format. Known formats: {known}. Use --format to force one")
+
+
+def load(path: str, fmt: str | None = None, *, skip_bad_lines: bool = False) -> tuple[FormatAdapter, Document]:
+    """Read ``path`` (``-`` for stdin) with the named adapter or the detected one."""
+    data = read_input(path)
+    adapter = get(fmt) if fmt else detect(data, path)
+    return adapter, adapter.load(data, path, skip_bad_lines=skip_bad_lines)

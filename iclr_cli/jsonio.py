@@ -1,0 +1,170 @@
+"""Bytes in, bytes out: JSON / JSONL parsing with located errors, and atomic writes.
+
+Format adapters parse through here so every input error names the file, the 1-based line and
+the problem, and every output is written with temp file + rename so an error mid-run never
+leaves a partial file (and never touches the input).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from iclr_cli.errors import InputError
+
+BOM = b"\xef\xbb\xbf"
+
+
+def read_input(path: str) -> bytes:
+    """Read a whole input file, or standard input for ``-``.
+
+    Raises:
+        InputError: when the file does not exist or cannot be read.
+    """
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a directory, not a trajectory file") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def write_output(path: str | None, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename).
+
+    ``None`` or ``-`` writes to standard output.
+    """
+    if path is None or path == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def loads(data: bytes | str):
+    """Parse one JSON value. orjson first; the stdlib parser as fallback because it accepts
+    lone UTF-16 surrogates (``"\\ud800"``) that real transcripts contain and orjson rejects.
+
+    Raises:
+        ValueError: when neither parser accepts the text (message from the stdlib parser,
+        which names the column).
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        text = data.decode("utf-8", errors="surrogatepass") if isinstance(data, bytes) else data
+        return json.loads(text)
+
+
+def dumps_like(value, original: bytes) -> bytes:
+    """Serialise ``value`` in the style of ``original`` (compact or spaced separators,
+    ``\\uXXXX`` escapes or raw UTF-8), without a trailing newline."""
+    spaced = b'": ' in original or b'", "' in original
+    escaped = not _has_non_ascii(original) and b"\\u" in original
+    if not spaced and not escaped:
+        try:
+            return orjson.dumps(value)
+        except TypeError:  # lone surrogates: orjson cannot encode them
+            pass
+    separators = (", ", ": ") if spaced else (",", ":")
+    return json.dumps(value, ensure_ascii=escaped, separators=separators).encode("utf-8", errors="surrogatepass")
+
+
+def _has_non_ascii(data: bytes) -> bool:
+    return any(b >= 0x80 for b in data)
+
+
+@dataclass(frozen=True)
+class JsonLine:
+    """One line of a JSONL file.
+
+    ``number`` is 1-based; ``raw`` is the line's bytes without its line end; ``end`` is the
+    line end as found (``b"\\n"``, ``b"\\r\\n"`` or ``b""`` on a last line without one);
+    ``value`` is the parsed JSON, or ``None`` for a blank line.
+    """
+
+    number: int
+    raw: bytes
+    end: bytes
+    value: object
+
+
+def iter_jsonl(data: bytes, source: str, *, skip_bad_lines: bool = False, warnings: list[str] | None = None) -> Iterator[JsonLine]:
+    """Yield every line of a JSONL document, parsed, in order; blank lines have ``value None``.
+
+    A UTF-8 BOM at the start is tolerated (and kept in ``raw`` of line 1 so writing the lines
+    back reproduces the input). A line that is not valid JSON raises :class:`InputError`
+    naming ``source`` and the line, or, with ``skip_bad_lines``, is reported in ``warnings``
+    and yielded with ``value`` set to :data:`BAD_LINE` so writers can keep it byte for byte.
+    """
+    start = 0
+    number = 0
+    size = len(data)
+    while start < size:
+        number += 1
+        nl = data.find(b"\n", start)
+        if nl == -1:
+            line, end, start = data[start:], b"", size
+        else:
+            line, end, start = data[start:nl], b"\n", nl + 1
+        if line.endswith(b"\r"):
+            line, end = line[:-1], b"\r" + end
+        body = line[len(BOM) :] if number == 1 and line.startswith(BOM) else line
+        if not body.strip():
+            yield JsonLine(number, line, end, None)
+            continue
+        try:
+            value = loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            problem = _describe_bad_line(body, exc)
+            if not skip_bad_lines:
+                raise InputError(source, problem + " (use --skip-bad-lines to skip such lines)", line=number) from None
+            if warnings is not None:
+                warnings.append(f"{source}:{number}: skipped: {problem}")
+            yield JsonLine(number, line, end, BAD_LINE)
+            continue
+        yield JsonLine(number, line, end, value)
+
+
+class _BadLine:
+    def __repr__(self) -> str:
+        return "BAD_LINE"
+
+
+BAD_LINE = _BadLine()
+"""Sentinel ``value`` of a line that could not be parsed and was skipped."""
+
+
+def _describe_bad_line(body: bytes, exc: Exception) -> str:
+    if body.strip(b"\x00") == b"":
+        return "line holds only NUL bytes"
+    msg = str(exc)
+    if "Extra data" in msg:
+        return f"two JSON values on one line ({msg})"
+    if "Unterminated string" in msg or "Expecting" in msg:
+        return f"line is not a complete JSON record, cut or split across lines ({msg})"
+    return f"invalid JSON ({msg})"

@@ -1,0 +1,101 @@
+"""Variants and selection rules as pure functions (METHOD.md, "Select and replace", "Variants").
+
+Nothing here touches a model, a file or the terminal: scores and token spans come in, the
+indices to remove go out. The online loop in :mod:`iclr_cli.compress` applies them.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from iclr_cli.errors import UsageError
+
+DEFAULT_RATIO = 0.8
+VARIANT_NAMES = ("none", "iclr", "step-only", "delete-all", "random-R", "sliding-window-K")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A parsed variant name.
+
+    ``kind`` is one of ``none``, ``iclr``, ``step-only``, ``delete-all``, ``random``,
+    ``sliding-window``; ``param`` is R (percent of reasoning tokens deleted) for ``random``
+    and K (steps kept) for ``sliding-window``, else ``None``.
+    """
+
+    name: str
+    kind: str
+    param: int | None = None
+
+    @property
+    def needs_scores(self) -> bool:
+        """True when the variant ranks blocks by proxy entropy."""
+        return self.kind in ("iclr", "step-only")
+
+    @property
+    def edits_reasoning(self) -> bool:
+        """True when the variant rewrites reasoning text of completed steps."""
+        return self.kind in ("iclr", "step-only", "delete-all", "random")
+
+
+_PARAM = re.compile(r"^(random|sliding-window)-(\d+)$")
+
+
+def parse_variant(name: str) -> Variant:
+    """Parse ``none``, ``iclr``, ``step-only``, ``delete-all``, ``random-R`` or ``sliding-window-K``.
+
+    Raises:
+        UsageError: for any other name, or R outside 0..100, or K < 1.
+    """
+    if name in ("none", "iclr", "step-only", "delete-all"):
+        return Variant(name, name)
+    m = _PARAM.match(name)
+    if m:
+        kind, value = m.group(1), int(m.group(2))
+        if kind == "random" and not 0 <= value <= 100:
+            raise UsageError(f"variant {name!r}: R must be a percentage between 0 and 100")
+        if kind == "sliding-window" and value < 1:
+            raise UsageError(f"variant {name!r}: K must be at least 1")
+        return Variant(name, kind, value)
+    raise UsageError(f"unknown variant {name!r}; choose one of {', '.join(VARIANT_NAMES)} (e.g. random-10, sliding-window-5)")
+
+
+def bottom_k(scores: Sequence[float | None], ratio: float = DEFAULT_RATIO) -> frozenset[int]:
+    """Indices of the ``floor(ratio * N)`` lowest scores: ``D_t = BottomK`` (paper section 3.2).
+
+    ``N = len(scores)``; ``N = 1`` removes nothing. Ties go to the earlier block first, so the
+    result is deterministic. A ``None`` score (a block no proxy token started in) is never
+    removed but still counts in ``N``.
+
+    Raises:
+        ValueError: when ``ratio`` is outside [0, 1].
+    """
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError(f"ratio must be within [0, 1], got {ratio}")
+    n = len(scores)
+    if n <= 1:
+        return frozenset()
+    # The epsilon keeps floor(0.29 * 100) at 29 despite binary floating point.
+    k = math.floor(ratio * n + 1e-9)
+    candidates = sorted((s, i) for i, s in enumerate(scores) if s is not None)
+    return frozenset(i for _, i in candidates[:k])
+
+
+def random_token_deletion(n_tokens: int, percent: float, *, seed: int, trajectory: str, step: int) -> frozenset[int]:
+    """Indices of ``round(percent/100 * n_tokens)`` reasoning tokens to delete (variant ``random-R``).
+
+    Deterministic: the generator is seeded by ``(seed, trajectory, step)`` only, so the same
+    trajectory gets the same deletions on any machine and in any run order.
+    """
+    k = math.floor(percent / 100.0 * n_tokens + 0.5)
+    rng = random.Random(f"iclr-random:{seed}:{trajectory}:{step}")
+    return frozenset(rng.sample(range(n_tokens), min(k, n_tokens)))
+
+
+def sliding_window_start(n_steps: int, keep: int) -> int:
+    """Index of the first step that stays in context when only the last ``keep`` do (Table 1)."""
+    return max(0, n_steps - keep)

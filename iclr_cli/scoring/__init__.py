@@ -1,0 +1,5 @@
+"""Proxy-model scoring: the :class:`~iclr_cli.scoring.base.Scorer` interface and its engines.
+
+``base`` and ``window`` are pure Python; ``transformers_scorer`` and ``loading`` import torch
+only when a scorer is built; ``fake`` is a deterministic scorer for tests and dry runs.
+"""

@@ -1,0 +1,100 @@
+"""The scorer interface: one batched method over self-contained requests.
+
+A request carries the rendered scorer input in segments (P, the history as it stands, the
+completed step) and the character spans of the step's reasoning blocks. The scorer decides
+how much history fits (see :mod:`iclr_cli.scoring.window`), tokenizes, runs the proxy model
+and returns one mean entropy in bits per block (METHOD.md, "Score").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+Overflow = Literal["window", "skip"]
+DEFAULT_MAX_TOKENS = 42_000
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """Everything needed to score the blocks of one completed step.
+
+    Attributes:
+        stream: key of the sequence this request continues (the trajectory id). A scorer may
+            keep a prefix cache per stream; results never depend on it.
+        prompt: rendered segments of P, in order.
+        history: rendered earlier steps as they stand (already compressed), oldest first.
+            Empty for the ``step-only`` variant.
+        step: rendered completed step, cut after its last reasoning block (tokens after it
+            cannot change the entropies of block tokens under a causal LM).
+        spans: ``(start, end)`` character offsets of each block inside ``step``.
+    """
+
+    stream: str
+    prompt: tuple[str, ...]
+    history: tuple[str, ...]
+    step: str
+    spans: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class BlockScore:
+    """Mean token entropy of one block: ``entropy_bits`` over ``n_tokens`` proxy tokens.
+
+    ``entropy_bits`` is ``None`` when no proxy token starts inside the block.
+    """
+
+    n_tokens: int
+    entropy_bits: float | None
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """Scores for one request, or the reason it was not scored.
+
+    Attributes:
+        blocks: one :class:`BlockScore` per requested span; empty when ``skipped``.
+        skipped: why the step was not scored (``None`` when it was).
+        windowed: True when history was left out (or P cut) to fit the input limit.
+        history_kept: how many of the most recent history segments the proxy saw.
+        context_tokens: length of the scorer input in proxy tokens.
+    """
+
+    blocks: tuple[BlockScore, ...]
+    skipped: str | None = None
+    windowed: bool = False
+    history_kept: int = 0
+    context_tokens: int = 0
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """Counts and locates tokens the way the proxy model does."""
+
+    name: str
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """``(start, end)`` character offsets of each token of ``text`` (no special tokens)."""
+        ...
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """A frozen proxy LM that scores reasoning blocks.
+
+    ``max_tokens`` is the input limit actually enforced: ``min(--max-tokens, proxy max
+    positions)``. ``overflow`` says what happens above it (``window`` or ``skip``).
+    """
+
+    name: str
+    max_tokens: int
+    overflow: Overflow
+    tokenizer: Tokenizer
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+        """Score every request; results come back in request order.
+
+        Requests of the same ``stream`` must arrive in causal order (step t before step t+1).
+        """
+        ...

@@ -1,0 +1,79 @@
+"""A deterministic, model-free scorer for tests and dry runs (``--model fake``).
+
+Tokens are regex pieces (words, single punctuation marks, whitespace runs). The "entropy" of
+token t is a hash of the previous and current token mapped to [0, 8) bits, so scores depend
+on context and windowing exactly as a real proxy's would, while staying reproducible and
+instant. Never use it for real compression.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+from iclr_cli.scoring.base import BlockScore, DEFAULT_MAX_TOKENS, Overflow, ScoreRequest, ScoreResult
+from iclr_cli.scoring.window import lay_out
+
+_TOKEN = re.compile(r"\w+|[^\w\s]|\s+")
+
+
+class RegexTokenizer:
+    """Words, punctuation marks and whitespace runs as tokens."""
+
+    name = "regex-words"
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        return [m.span() for m in _TOKEN.finditer(text)]
+
+
+class FakeScorer:
+    """Context-dependent pseudo-entropies from a hash; see the module docstring.
+
+    ``calls`` counts :meth:`score` invocations and ``requests_seen`` the requests, for tests
+    that check batching and order.
+    """
+
+    name = "fake"
+
+    def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, overflow: Overflow = "window"):
+        self.max_tokens = max_tokens
+        self.overflow = overflow
+        self.tokenizer = RegexTokenizer()
+        self.calls = 0
+        self.requests_seen: list[ScoreRequest] = []
+        self._vocab: dict[str, int] = {}
+
+    def _encode(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        spans = self.tokenizer.token_spans(text)
+        ids = [self._vocab.setdefault(text[s:e], len(self._vocab)) for s, e in spans]
+        return ids, spans
+
+    @staticmethod
+    def _entropy(prev: int, tok: int) -> float:
+        digest = hashlib.blake2b(f"{prev}:{tok}".encode(), digest_size=4).digest()
+        return int.from_bytes(digest, "big") / 2**32 * 8.0
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+        self.calls += 1
+        self.requests_seen.extend(requests)
+        results = []
+        for req in requests:
+            layout = lay_out(req, self._encode, self.max_tokens, self.overflow)
+            if layout.plan.skipped:
+                results.append(ScoreResult((), skipped=layout.plan.skipped))
+                continue
+            ids = layout.ids
+            blocks = []
+            for positions in layout.block_positions:
+                hs = [self._entropy(ids[p - 1], ids[p]) for p in positions]
+                blocks.append(BlockScore(len(hs), sum(hs) / len(hs) if hs else None))
+            results.append(
+                ScoreResult(
+                    tuple(blocks),
+                    windowed=layout.plan.windowed,
+                    history_kept=len(req.history) - layout.plan.first_history,
+                    context_tokens=len(ids),
+                )
+            )
+        return results

@@ -1,0 +1,142 @@
+"""Which part of the history the proxy sees when the input is over its limit (pure).
+
+METHOD.md, "Score": with ``--overflow window`` the scorer sees P, then as much of the most
+recent history as fits, then the whole step; with ``--overflow skip`` (the paper's rule) an
+over-limit step is not pruned. A step whose own tokens exceed the limit is skipped either way.
+
+To keep prefix-cache reuse working, the oldest history is dropped on a fixed grid: history
+segment ``i`` is kept only if its starting token offset (counted from the first history
+segment) is at or past a multiple of ``stride`` tokens. The window start therefore moves in
+jumps of about ``stride`` tokens and stays put between jumps, and it depends only on token
+counts, never on run order or cache state: cached and uncached scoring see the same input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """Outcome of :func:`plan_window`.
+
+    ``first_history`` is the index of the first history segment kept; ``prompt_cut`` is the
+    number of tokens cut from the start of P (only when P and the step alone are over the
+    limit); ``skipped`` is a reason, or ``None``.
+    """
+
+    first_history: int
+    prompt_cut: int = 0
+    skipped: str | None = None
+
+    @property
+    def windowed(self) -> bool:
+        return self.first_history > 0 or self.prompt_cut > 0
+
+
+def plan_window(
+    prompt_tokens: int,
+    history_tokens: Sequence[int],
+    step_tokens: int,
+    limit: int,
+    *,
+    overflow: str = "window",
+    stride: int | None = None,
+) -> WindowPlan:
+    """Decide what the scorer sees for one step.
+
+    Args:
+        prompt_tokens: tokens of P.
+        history_tokens: tokens of each earlier step, oldest first.
+        step_tokens: tokens of the completed step (up to its last reasoning block).
+        limit: the scorer's input limit in tokens.
+        overflow: ``window`` or ``skip``.
+        stride: grid of the window start in tokens; default ``limit // 4``.
+    """
+    total = prompt_tokens + sum(history_tokens) + step_tokens
+    n_hist = len(history_tokens)
+    if step_tokens > limit:
+        return WindowPlan(n_hist, skipped=f"step is {step_tokens} tokens, over the scorer's limit of {limit}")
+    if total <= limit:
+        return WindowPlan(0)
+    if overflow == "skip":
+        return WindowPlan(n_hist, skipped=f"context is {total} tokens, over the limit of {limit} (--overflow skip)")
+    if prompt_tokens + step_tokens > limit:
+        return WindowPlan(n_hist, prompt_cut=prompt_tokens + step_tokens - limit)
+    stride = max(1, stride if stride is not None else limit // 4)
+    budget = limit - prompt_tokens - step_tokens
+    offsets = []
+    acc = 0
+    for n in history_tokens:
+        offsets.append(acc)
+        acc += n
+    # Smallest start whose remaining history fits, then rounded up to the stride grid.
+    first = n_hist
+    remaining = 0
+    for i in range(n_hist - 1, -1, -1):
+        if remaining + history_tokens[i] > budget:
+            break
+        remaining += history_tokens[i]
+        first = i
+    if first < n_hist:
+        grid = -(-offsets[first] // stride) * stride
+        while first < n_hist and offsets[first] < grid:
+            first += 1
+    return WindowPlan(first)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A request turned into one token sequence for the proxy.
+
+    Attributes:
+        ids: the token ids the proxy sees, P first, then the kept history, then the step.
+        block_positions: for each requested block, the positions in ``ids`` of its tokens (a
+            token belongs to the block its first character falls in; METHOD.md, "Score").
+            Position 0 has no predicting distribution and is never listed.
+        plan: the window decision.
+    """
+
+    ids: tuple[int, ...]
+    block_positions: tuple[tuple[int, ...], ...]
+    plan: WindowPlan
+
+
+def lay_out(request, encode, limit: int, overflow: str = "window") -> Layout:
+    """Tokenize a :class:`~iclr_cli.scoring.base.ScoreRequest` segment by segment and window it.
+
+    Each segment is tokenized on its own (segments end in a blank line, so this matches
+    natural boundaries) which keeps the token ids of P and of earlier steps stable from one
+    step to the next: the prefix cache relies on it.
+
+    Args:
+        request: the request.
+        encode: ``text -> (ids, offsets)`` with ``offsets[i] = (start, end)`` of token i.
+        limit: input limit in tokens.
+        overflow: ``window`` or ``skip``.
+    """
+    prompt_ids: list[int] = []
+    for seg in request.prompt:
+        prompt_ids.extend(encode(seg)[0])
+    hist_ids = [encode(seg)[0] for seg in request.history]
+    step_ids, step_offsets = encode(request.step)
+    plan = plan_window(len(prompt_ids), [len(h) for h in hist_ids], len(step_ids), limit, overflow=overflow)
+    if plan.skipped:
+        return Layout((), tuple(() for _ in request.spans), plan)
+    ids = list(prompt_ids[plan.prompt_cut :])
+    for h in hist_ids[plan.first_history :]:
+        ids.extend(h)
+    base = len(ids)
+    ids.extend(step_ids)
+    positions: list[list[int]] = [[] for _ in request.spans]
+    block = 0
+    spans = request.spans
+    for tok, (start, _end) in enumerate(step_offsets):
+        while block < len(spans) and start >= spans[block][1]:
+            block += 1
+        if block == len(spans):
+            break
+        if start >= spans[block][0] and base + tok > 0:
+            positions[block].append(base + tok)
+    return Layout(tuple(ids), tuple(tuple(p) for p in positions), plan)
