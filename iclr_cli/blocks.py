@@ -4,8 +4,11 @@
 pieces are not blocks: they are folded into the separators, so that
 ``join(split(text)) == text`` for every string.
 
-A block whose whole text is the literal ``[SKIP]`` was removed by an earlier compression; it is
-not a candidate again (this project's decision, see README "Method decisions").
+Two kinds of block are never candidates for removal (this project's decisions, README
+"Method decisions"): a block whose whole text is the literal ``[SKIP]`` (removed by an earlier
+compression), and a block holding a text-encoded tool call (DeepSeek-R1 style
+``<function=...>``, ``<tool_call>``, ``<｜tool▁call▁begin｜>``), because agent frameworks parse
+the call out of the reasoning and removing it would remove an action.
 """
 
 from __future__ import annotations
@@ -91,6 +94,19 @@ def split_blocks(text: str, splitter: str = "paragraph") -> Split:
         pending += tail
     seps.append(pending)
     return Split(tuple(seps), tuple(blocks), tuple(starts))
+
+
+_TOOL_CALL_MARKUP = re.compile(r"<function=|<tool_call>|<\|tool_call\|>|<｜tool▁call▁begin｜>|<｜tool▁calls▁begin｜>")
+
+
+def is_protected(block: str) -> bool:
+    """True when ``block`` holds a text-encoded tool call and must never be removed."""
+    return _TOOL_CALL_MARKUP.search(block) is not None
+
+
+def is_candidate(block: str) -> bool:
+    """True when ``block`` may be scored and removed (neither ``[SKIP]`` nor a tool call)."""
+    return not is_skip(block) and not is_protected(block)
 
 
 def is_skip(block: str) -> bool:

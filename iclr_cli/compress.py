@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from iclr_cli.blocks import SKIP, Split, is_skip, split_blocks
+from iclr_cli.blocks import SKIP, Split, is_candidate, split_blocks
 from iclr_cli.context import render_for_scoring, render_prompt, render_step
 from iclr_cli.policies import DEFAULT_RATIO, Variant, bottom_k, random_token_deletion
 from iclr_cli.scoring.base import ScoreRequest, ScoreResult, Scorer, Tokenizer
@@ -24,7 +24,7 @@ class BlockReport:
     """One reasoning block of a step: what the proxy thought of it and whether it went.
 
     ``block`` numbers the candidate blocks of the step from 0 (``[SKIP]`` markers from an
-    earlier compression are not candidates); ``part`` is the index of the reasoning part it
+    earlier compression and blocks holding text-encoded tool calls are not candidates); ``part`` is the index of the reasoning part it
     lies in; ``n_tokens`` and ``entropy_bits`` are ``None`` when the step was not scored.
     """
 
@@ -99,7 +99,7 @@ def count_tokens(tokenizer: Tokenizer, parts: Sequence[Part]) -> int:
 
 def _prepare(traj_id: str, prompt: Sequence[str], history: Sequence[str], step: Step, settings: Settings) -> _Pending:
     splits = [split_blocks(p.text, settings.splitter) for p in step.reasoning]
-    candidates = [(pi, bi) for pi, sp in enumerate(splits) for bi, b in enumerate(sp.blocks) if not is_skip(b)]
+    candidates = [(pi, bi) for pi, sp in enumerate(splits) for bi, b in enumerate(sp.blocks) if is_candidate(b)]
     request = None
     if settings.variant.needs_scores and candidates:
         step_only = settings.variant.kind == "step-only"

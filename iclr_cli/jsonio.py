@@ -8,6 +8,7 @@ leaves a partial file (and never touches the input).
 from __future__ import annotations
 
 import json
+import re
 import os
 import sys
 import tempfile
@@ -168,3 +169,21 @@ def _describe_bad_line(body: bytes, exc: Exception) -> str:
     if "Unterminated string" in msg or "Expecting" in msg:
         return f"line is not a complete JSON record, cut or split across lines ({msg})"
     return f"invalid JSON ({msg})"
+
+
+def dumps_document_like(value, original: bytes) -> bytes:
+    """Serialise a whole-file JSON document in the layout of ``original``: the same indent
+    (or compact), the same escaping of non-ASCII text, the same trailing newline."""
+    body = original[len(BOM) :] if original.startswith(BOM) else original
+    m = re.match(rb"\s*[\[{]\s*?\n([ \t]+)\S", body)
+    indent: int | str | None = None
+    if m:
+        ws = m.group(1).decode()
+        indent = ws if "\t" in ws else len(ws)
+    escaped = not _has_non_ascii(body) and b"\\u" in body
+    if indent is None:
+        text = dumps_like(value, body)
+    else:
+        text = json.dumps(value, indent=indent, ensure_ascii=escaped).encode("utf-8", errors="surrogatepass")
+    trailing = body[len(body.rstrip()) :]
+    return (BOM if original.startswith(BOM) else b"") + text + trailing

@@ -1,0 +1,65 @@
+"""The ``iclr`` Typer application and the process entry point.
+
+Subcommands live one per module; each is imported only when the app is built, and heavy
+libraries (torch, transformers, openai) only inside the command that needs them.
+Errors: :class:`~iclr_cli.errors.IclrError` subclasses print one line and exit with their
+code (1 failure, 2 usage or input error); click usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+# (command name, module, function). Keep in the order ``iclr --help`` should list them.
+_COMMANDS: list[tuple[str, str, str]] = [
+    ("score", "iclr_cli.cli.score", "score"),
+    ("prune", "iclr_cli.cli.prune", "prune"),
+    ("formats", "iclr_cli.cli.formats_cmd", "formats"),
+]
+
+
+def build_app() -> typer.Typer:
+    """Build the Typer app with every subcommand registered."""
+    app = typer.Typer(
+        name="iclr",
+        help="Online reasoning compression for long-horizon LLM agents (ICLR, arXiv 2609.29875).",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    for name, module, func in _COMMANDS:
+        app.command(name)(getattr(importlib.import_module(module), func))
+    return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; never returns (exits with the command's code)."""
+    import click
+
+    from iclr_cli.errors import IclrError
+
+    app = build_app()
+    try:
+        app(args=argv, standalone_mode=False, prog_name="iclr")
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        print("iclr: aborted", file=sys.stderr)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+    except IclrError as exc:
+        print(f"iclr: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print("iclr: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        # `iclr score f | head` closes the pipe early; that is not a failure.
+        sys.exit(0)
+    sys.exit(0)

@@ -1,0 +1,64 @@
+"""``iclr prune``: the same file format out, selected reasoning blocks replaced by ``[SKIP]``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from iclr_cli.cli import options as opt
+
+
+def prune(
+    input: Annotated[str, typer.Argument(help="Trajectory file ('-' for stdin).", show_default=False)],
+    variant: Annotated[str, typer.Option("--variant", "-v", help="none, iclr, step-only, delete-all, random-R (e.g. random-10).")] = "iclr",
+    output: opt.Output = None,
+    ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
+    seed: opt.Seed = 0,
+    model: opt.Model = "smollm2",
+    max_tokens: opt.MaxTokens = 42_000,
+    overflow: opt.Overflow = "window",
+    dtype: opt.Dtype = "float32",
+    no_prefix_cache: opt.NoPrefixCache = False,
+    batch_size: opt.BatchSize = 8,
+    device: opt.Device = None,
+    split: opt.Split = "paragraph",
+    fmt: opt.Format = None,
+    skip_bad_lines: opt.SkipBadLines = False,
+    opaque: Annotated[str, typer.Option("--encrypted-reasoning", help="Edited reasoning items that carry encrypted_content (Codex/Responses): 'drop' the item or 'keep' it unedited.")] = "drop",
+    quiet: opt.Quiet = False,
+) -> None:
+    """Prune reasoning online and write the trajectory back in its own format.
+
+    Actions, tool calls and observations are never changed. A summary (steps, blocks, blocks
+    removed, reasoning tokens before/after and the tokenizer that counted them) goes to stderr.
+    """
+    from iclr_cli.cli.common import check_splitter, print_summary, scorer_config, warn_precision
+    from iclr_cli.compress import Settings
+    from iclr_cli.errors import UsageError
+    from iclr_cli.formats.base import OpaqueEdits
+    from iclr_cli.pipeline import Summary, build_engines, load_inputs, run
+    from iclr_cli.policies import parse_variant
+    from iclr_cli.render.output import Output
+
+    parsed = parse_variant(variant)
+    if parsed.kind == "sliding-window":
+        raise UsageError("sliding-window-K drops whole steps from the agent's context; it exists only in 'iclr replay' (prune never removes actions or observations)")
+    if opaque not in ("drop", "keep"):
+        raise UsageError(f"--encrypted-reasoning must be 'drop' or 'keep', not {opaque!r}")
+    check_splitter(split)
+    config = scorer_config(model, max_tokens, overflow, dtype, no_prefix_cache, batch_size, device)
+    out = Output(output, quiet=quiet)
+    [item] = load_inputs([input], fmt, skip_bad_lines=skip_bad_lines)
+    for w in item.doc.warnings:
+        out.warn(w)
+    warn_precision(out, config)
+    scorer, tokenizer = build_engines(parsed, config)
+    total = sum(len(t.steps) for t in item.doc.trajectories)
+    with out.progress(f"pruning ({parsed.name})", total) as advance:
+        [results] = run([item], Settings(parsed, ratio=ratio, seed=seed, splitter=split), scorer, tokenizer, on_step=lambda _r: advance())
+    data = item.adapter.dump(item.doc, [r.compressed for r in results], opaque=OpaqueEdits(opaque))
+    out.write_bytes(data)
+    summary = Summary()
+    summary.add(results)
+    print_summary(out, summary, tokenizer.name, parsed.name)

@@ -1,0 +1,230 @@
+"""OpenAI chat-completions messages (``role``, ``content``, ``tool_calls``, ``role: "tool"``).
+
+Shapes accepted (one trajectory per message list):
+- a JSON list of messages, or an object with ``messages``;
+- JSONL with one such list or object per line;
+- a list of benchmark results, each with a ``traj`` message list (tau-bench);
+- API traffic logs, one ``{"request": {"messages": [...]}, "response": {"choices": [...]}}``
+  per line: a trajectory is the request's messages plus the message its response returned.
+
+Reasoning (METHOD.md, "Objects"): ``reasoning_content``, ``reasoning`` (when a string; when
+both hold the same text they are one part and both are edited), and inline
+``<think>...</think>`` in ``content``. Everything else is an action (visible content, tool
+calls) or an observation (tool results, later user messages). Messages before the first
+assistant message form P.
+
+Write-back: only edited records are re-serialised (in the input's own layout); a fully deleted
+``reasoning_content`` becomes ``""``, never a missing field (DeepSeek thinking mode requires
+the field on assistant turns with tool calls).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from iclr_cli.errors import InputError
+from iclr_cli.formats.base import Document, OpaqueEdits
+from iclr_cli.jsonio import BAD_LINE, BOM, JsonLine, dumps_document_like, dumps_like, iter_jsonl, loads
+from iclr_cli.trajectory import Part, Step, Trajectory
+
+_THINK = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL)
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+Path = tuple  # keys from a record's root to one message
+
+
+@dataclass
+class _State:
+    original: bytes
+    lines: list[JsonLine] | None  # JSONL input; None for one JSON document
+    values: list[object]  # parsed record per line (or the single document)
+    trajectories: list[tuple[int, list[Path]]]  # (record index, message paths)
+
+
+def _get(value, path: Path):
+    for key in path:
+        value = value[key]
+    return value
+
+
+def _message_paths(value, source: str, line: int | None) -> list[list[Path]] | None:
+    """The message lists inside one JSON value, or None when it holds none."""
+
+    def is_messages(x) -> bool:
+        return isinstance(x, list) and bool(x) and all(isinstance(m, dict) and "role" in m for m in x)
+
+    if is_messages(value):
+        return [[(i,) for i in range(len(value))]]
+    if isinstance(value, dict):
+        req, resp = value.get("request"), value.get("response")
+        if isinstance(req, dict) and isinstance(req.get("messages"), list):
+            paths = [("request", "messages", i) for i in range(len(req["messages"]))]
+            choices = resp.get("choices") if isinstance(resp, dict) else None
+            if isinstance(choices, list) and choices and isinstance(choices[0], dict) and isinstance(choices[0].get("message"), dict):
+                paths.append(("response", "choices", 0, "message"))
+            return [paths]
+        for key in ("messages", "traj"):
+            if isinstance(value.get(key), list):
+                return [[(key, i) for i in range(len(value[key]))]]
+    if isinstance(value, list) and value and all(isinstance(r, dict) and isinstance(r.get("traj"), list) for r in value):
+        return [[(k, "traj", i) for i in range(len(r["traj"]))] for k, r in enumerate(value)]
+    return None
+
+
+def _field_name(path: Path) -> str:
+    return "".join(f"[{k}]" if isinstance(k, int) else (f".{k}" if i else k) for i, k in enumerate(path))
+
+
+def _text_of(content) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _assistant_parts(msg: dict, rec: int, path: Path) -> list[Part]:
+    parts: list[Part] = []
+    fields = [f for f in _REASONING_FIELDS if isinstance(msg.get(f), str)]
+    if len(fields) == 2 and msg[fields[0]] != msg[fields[1]]:
+        groups = [(f,) for f in fields]
+    else:
+        groups = [tuple(fields)] if fields else []
+    for group in groups:
+        parts.append(Part("reasoning", msg[group[0]], label="reasoning", ref=("field", rec, path, group)))
+    content = msg.get("content")
+    if isinstance(content, str):
+        items = [(None, content)]
+    elif isinstance(content, list):
+        items = [(i, p["text"]) for i, p in enumerate(content) if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    else:
+        items = []
+    for idx, text in items:
+        visible = text
+        for k, m in enumerate(_THINK.finditer(text)):
+            parts.append(Part("reasoning", m.group(1), label="reasoning", ref=("think", rec, path, idx, k)))
+        if "<think>" in text:
+            visible = _THINK.sub("", text)
+        if visible.strip():
+            parts.append(Part("action", visible, label="assistant"))
+    for call in msg.get("tool_calls") or []:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            args = fn.get("arguments")
+            parts.append(Part("action", args if isinstance(args, str) else str(args), label=f"tool_call:{fn.get('name', '?')}"))
+    fc = msg.get("function_call")
+    if isinstance(fc, dict):
+        parts.append(Part("action", str(fc.get("arguments", "")), label=f"tool_call:{fc.get('name', '?')}"))
+    return parts
+
+
+def _trajectory(value, paths: list[Path], rec: int, traj_id: str, source: str, line: int | None) -> Trajectory:
+    prompt: list[Part] = []
+    steps: list[tuple[int, list[Part]]] = []
+    for path in paths:
+        msg = _get(value, path)
+        if not isinstance(msg, dict):
+            raise InputError(source, "message is not a JSON object", line=line, field=_field_name(path))
+        role = msg.get("role")
+        if not isinstance(role, str):
+            raise InputError(source, "message has no string 'role'", line=line, field=_field_name(path) + ".role")
+        if role == "assistant":
+            steps.append((len(steps), _assistant_parts(msg, rec, path)))
+            continue
+        label = "tool_result" if role in ("tool", "function") else role
+        part_kind = "prompt" if not steps else "observation"
+        part = Part(part_kind, _text_of(msg.get("content")), label=label)
+        (prompt if not steps else steps[-1][1]).append(part)
+    return Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in steps), meta={"format": "openai"})
+
+
+class OpenAIChatAdapter:
+    """OpenAI chat messages in a JSON file or JSONL (see module docstring)."""
+
+    name = "openai"
+    description = "OpenAI chat messages (JSON list, {messages}, JSONL, tau-bench traj, request/response logs)"
+
+    def sniff(self, head: bytes) -> bool:
+        stripped = head.lstrip()
+        return stripped[:1] in (b"[", b"{") and b'"role"' in head
+
+    def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
+        base = os.path.basename(source) if source != "-" else "stdin"
+        warnings: list[str] = []
+        body = data[len(BOM) :] if data.startswith(BOM) else data
+        whole = None
+        try:
+            whole = loads(body)
+        except (ValueError, UnicodeDecodeError):
+            pass
+        trajectories: list[Trajectory] = []
+        spans: list[tuple[int, list[Path]]] = []
+        if whole is not None and _message_paths(whole, source, None) is not None:
+            state = _State(data, None, [whole], spans)
+            for paths in _message_paths(whole, source, None) or []:
+                spans.append((0, paths))
+                trajectories.append(_trajectory(whole, paths, 0, f"{base}#{len(trajectories)}", source, None))
+            return Document(self.name, source, trajectories, state, warnings)
+        lines = list(iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings))
+        values: list[object] = []
+        for rec, line in enumerate(lines):
+            values.append(line.value)
+            if line.value is None or line.value is BAD_LINE:
+                continue
+            found = _message_paths(line.value, source, line.number)
+            if found is None:
+                problem = "no message list found (expected a list of messages, 'messages', 'traj', or request/response)"
+                if not skip_bad_lines:
+                    raise InputError(source, problem, line=line.number)
+                warnings.append(f"{source}:{line.number}: passed through unscored: {problem}")
+                continue
+            for paths in found:
+                spans.append((rec, paths))
+                trajectories.append(_trajectory(line.value, paths, rec, f"{base}#{len(trajectories)}", source, line.number))
+        if not lines:
+            raise InputError(source, "file is empty")
+        return Document(self.name, source, trajectories, _State(data, lines, values, spans), warnings)
+
+    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
+        state: _State = doc.state  # type: ignore[assignment]
+        edited: dict[int, object] = {}
+        for original, new in zip(doc.trajectories, trajectories):
+            for ref, (_part, text) in original.reasoning_edits(new).items():
+                rec = ref[1]
+                if rec not in edited:
+                    edited[rec] = copy.deepcopy(state.values[rec])
+                _apply(edited[rec], ref, text)
+        if state.lines is None:
+            return dumps_document_like(edited[0], state.original) if edited else state.original
+        out = []
+        for rec, line in enumerate(state.lines):
+            if rec in edited:
+                bom = BOM if line.raw.startswith(BOM) else b""
+                out.append(bom + dumps_like(edited[rec], line.raw[len(bom) :]))
+            else:
+                out.append(line.raw)
+            out.append(line.end)
+        return b"".join(out)
+
+
+def _apply(value, ref, text: str) -> None:
+    kind, _rec, path, *rest = ref
+    msg = _get(value, path)
+    if kind == "field":
+        for field in rest[0]:
+            msg[field] = text
+        return
+    idx, k = rest
+    holder, key = (msg, "content") if idx is None else (msg["content"][idx], "text")
+    original = holder[key]
+    match = list(_THINK.finditer(original))[k]
+    holder[key] = original[: match.start(1)] + text + original[match.end(1) :]
+
+
+ADAPTER = OpenAIChatAdapter()

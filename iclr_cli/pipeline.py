@@ -1,0 +1,187 @@
+"""The main job end to end: files -> trajectories -> online compression -> records / files.
+
+Format adapter -> Trajectory -> blocks -> scorer -> policy -> compressed Trajectory -> the
+same adapter writes it back. Commands (``score``, ``prune``, ``convert``) are thin wrappers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories
+from iclr_cli.errors import UsageError
+from iclr_cli.formats import registry
+from iclr_cli.formats.base import Document, FormatAdapter
+from iclr_cli.policies import Variant
+from iclr_cli.scoring.base import Scorer, Tokenizer
+
+
+@dataclass(frozen=True)
+class ScorerConfig:
+    """How to build the proxy scorer (CLI options of ``score`` and ``prune``).
+
+    ``model``: ``smollm2`` (embedded default), ``fake``, a local folder, a GGUF file or a
+    cached Hugging Face id. ``max_tokens``: input limit before ``min`` with the proxy's
+    maximum positions. ``dtype``: ``float32`` (default) or ``bfloat16`` (entropies change).
+    """
+
+    model: str = "smollm2"
+    max_tokens: int = 42_000
+    overflow: str = "window"
+    dtype: str = "float32"
+    prefix_cache: bool = True
+    batch_size: int = 8
+    device: str | None = None
+
+
+@dataclass
+class Loaded:
+    """One input file with the adapter that read it."""
+
+    path: str
+    adapter: FormatAdapter
+    doc: Document
+
+
+def load_inputs(paths: Sequence[str], fmt: str | None, *, skip_bad_lines: bool) -> list[Loaded]:
+    """Read every input (``-`` is stdin, at most once).
+
+    Raises:
+        InputError: for the first file that cannot be read (nothing is written then).
+        UsageError: for ``-`` given twice or an unknown ``--format``.
+    """
+    if sum(p == "-" for p in paths) > 1:
+        raise UsageError("standard input ('-') can be read only once")
+    loaded = []
+    for path in paths:
+        adapter, doc = registry.load(path, fmt, skip_bad_lines=skip_bad_lines)
+        loaded.append(Loaded(path, adapter, doc))
+    return loaded
+
+
+def build_engines(variant: Variant, config: ScorerConfig) -> tuple[Scorer | None, Tokenizer]:
+    """The scorer (only for variants that rank by entropy) and the tokenizer that counts
+    reasoning tokens (always the proxy's, so counts match the scorer's budget)."""
+    from iclr_cli.scoring.factory import build_scorer, load_tokenizer
+
+    if variant.needs_scores:
+        scorer = build_scorer(
+            config.model,
+            max_tokens=config.max_tokens,
+            overflow=config.overflow,
+            dtype=config.dtype,
+            device=config.device,
+            prefix_cache=config.prefix_cache,
+            batch_size=config.batch_size,
+        )
+        return scorer, scorer.tokenizer
+    return None, load_tokenizer(config.model)
+
+
+def run(
+    inputs: Sequence[Loaded],
+    settings: Settings,
+    scorer: Scorer | None,
+    tokenizer: Tokenizer,
+    *,
+    on_step=None,
+) -> list[list[CompressionResult]]:
+    """Compress every trajectory of every input online; results grouped per input, in order.
+
+    All trajectories of all inputs go through one run so step t of each is batched together.
+    """
+    flat = [t for item in inputs for t in item.doc.trajectories]
+    _check_unique_ids(inputs)
+    results = compress_trajectories(flat, settings, scorer, tokenizer, on_step=on_step)
+    grouped, pos = [], 0
+    for item in inputs:
+        n = len(item.doc.trajectories)
+        grouped.append(results[pos : pos + n])
+        pos += n
+    return grouped
+
+
+def _check_unique_ids(inputs: Sequence[Loaded]) -> None:
+    # Trajectory ids key the scorer's prefix cache and the output records; two files with the
+    # same base name would collide, so such ids get the file's path instead.
+    seen: dict[str, str] = {}
+    for item in inputs:
+        for traj in item.doc.trajectories:
+            if traj.id in seen and seen[traj.id] != item.path:
+                raise UsageError(f"trajectory id {traj.id!r} occurs in both {seen[traj.id]} and {item.path}; rename one file")
+            seen[traj.id] = item.path
+
+
+def score_records(path: str, results: Sequence[CompressionResult], variant: Variant) -> Iterator[dict]:
+    """JSONL records of ``iclr score``: one per reasoning block, in trajectory/step/block order.
+
+    Fields: ``trajectory``, ``step`` (0-based assistant turn), ``block`` (0-based), ``n_blocks``,
+    ``n_tokens`` (proxy tokens), ``entropy_bits`` (mean bits per token), ``selected`` (the
+    variant replaces it with ``[SKIP]``), ``text``, plus ``part``, ``source``, ``variant``,
+    ``windowed``, ``history_kept``, ``context_tokens``. A step that was not scored yields one
+    record with ``skipped`` (the reason) and ``n_blocks`` instead of block records.
+    """
+    for result in results:
+        for report in result.steps:
+            if not report.blocks:
+                continue
+            if report.skipped:
+                yield {
+                    "trajectory": report.trajectory,
+                    "step": report.step,
+                    "n_blocks": len(report.blocks),
+                    "skipped": report.skipped,
+                    "source": path,
+                    "variant": variant.name,
+                }
+                continue
+            for block in report.blocks:
+                yield {
+                    "trajectory": report.trajectory,
+                    "step": report.step,
+                    "block": block.block,
+                    "n_blocks": len(report.blocks),
+                    "n_tokens": block.n_tokens,
+                    "entropy_bits": block.entropy_bits,
+                    "selected": block.selected,
+                    "text": block.text,
+                    "part": block.part,
+                    "source": path,
+                    "variant": variant.name,
+                    "windowed": report.windowed,
+                    "history_kept": report.history_kept,
+                    "context_tokens": report.context_tokens,
+                }
+
+
+@dataclass
+class Summary:
+    """Totals over a run, for the stderr summary of ``prune`` and ``score``."""
+
+    trajectories: int = 0
+    steps: int = 0
+    steps_with_reasoning: int = 0
+    blocks: int = 0
+    removed: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    skipped: list[str] = field(default_factory=list)
+    windowed: int = 0
+
+    def add(self, results: Sequence[CompressionResult]) -> None:
+        for result in results:
+            self.trajectories += 1
+            for report in result.steps:
+                self._add_step(report)
+
+    def _add_step(self, report: StepReport) -> None:
+        self.steps += 1
+        self.steps_with_reasoning += bool(report.tokens_before)
+        self.blocks += len(report.blocks)
+        self.removed += report.n_removed
+        self.tokens_before += report.tokens_before
+        self.tokens_after += report.tokens_after
+        self.windowed += report.windowed
+        if report.skipped and report.blocks:
+            self.skipped.append(f"{report.trajectory} step {report.step}: {report.skipped}")
