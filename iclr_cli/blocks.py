@@ -1,8 +1,8 @@
 """Reasoning text <-> blocks, with an exact round trip (METHOD.md, "Blocks").
 
 ``R_t`` is split at blank lines (one or more lines holding only whitespace). Whitespace-only
-pieces are not blocks: they are folded into the separators, so that
-``join(split(text)) == text`` for every string.
+pieces are not blocks, and whitespace at the edges of a block belongs to the separators: both
+are folded into ``seps`` so that ``join(split(text)) == text`` for every string.
 
 Two kinds of block are never candidates for removal (this project's decisions, README
 "Method decisions"): a block whose whole text is the literal ``[SKIP]`` (removed by an earlier
@@ -74,24 +74,21 @@ def split_blocks(text: str, splitter: str = "paragraph") -> Split:
     starts: list[int] = []
     pending = ""  # separator text accumulated since the last block
     pos = 0
-    for m in pattern.finditer(text):
-        piece = text[pos : m.start()]
-        if piece.strip():
-            seps.append(pending)
-            blocks.append(piece)
-            starts.append(pos)
-            pending = m.group()
+    bounds = [(m.start(), m.end()) for m in pattern.finditer(text)] + [(len(text), len(text))]
+    for sep_start, sep_end in bounds:
+        piece = text[pos:sep_start]
+        core = piece.strip()
+        if core:
+            # Whitespace at a block's edges belongs to the separators, so "[SKIP]" replaces
+            # only the words and the layout around it survives.
+            lead = len(piece) - len(piece.lstrip())
+            seps.append(pending + piece[:lead])
+            blocks.append(core)
+            starts.append(pos + lead)
+            pending = piece[lead + len(core) :] + text[sep_start:sep_end]
         else:
-            pending += piece + m.group()
-        pos = m.end()
-    tail = text[pos:]
-    if tail.strip():
-        seps.append(pending)
-        blocks.append(tail)
-        starts.append(pos)
-        pending = ""
-    else:
-        pending += tail
+            pending += piece + text[sep_start:sep_end]
+        pos = sep_end
     seps.append(pending)
     return Split(tuple(seps), tuple(blocks), tuple(starts))
 
