@@ -40,8 +40,12 @@ class BlockReport:
 class StepReport:
     """What compression did to one step.
 
-    ``tokens_before`` / ``tokens_after`` count the step's reasoning with the tokenizer named
-    in the run summary. ``skipped`` is the reason the step was left unpruned, if it was.
+    ``tokens_before`` / ``tokens_after`` count the step's reasoning, as generated and as
+    written back, with the tokenizer named in the run summary. ``tokens_removed`` counts the
+    deleted content itself (the removed blocks, the deleted random tokens, or everything for
+    ``delete-all``): it is the numerator of the deletion ratio and differs from
+    ``tokens_before - tokens_after`` by the ``[SKIP]`` markers and by re-tokenization.
+    ``skipped`` is the reason the step was left unpruned, if it was.
     """
 
     trajectory: str
@@ -49,6 +53,7 @@ class StepReport:
     blocks: tuple[BlockReport, ...]
     tokens_before: int
     tokens_after: int
+    tokens_removed: int = 0
     skipped: str | None = None
     windowed: bool = False
     history_kept: int | None = None
@@ -126,6 +131,7 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
     before = count_tokens(tokenizer, step.reasoning)
     texts = [p.text for p in step.reasoning]
     selected: frozenset[int] = frozenset()
+    removed = 0
     scores: list = [None] * len(candidates)
     skipped = result.skipped if result else None
 
@@ -136,7 +142,7 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
         selected = frozenset(range(len(candidates)))
         texts = ["" for _ in texts]
     elif variant.kind == "random":
-        texts = _delete_random_tokens(texts, tokenizer, variant.param or 0, settings.seed, traj_id, step.index)
+        texts, removed = _delete_random_tokens(texts, tokenizer, variant.param or 0, settings.seed, traj_id, step.index)
 
     if variant.needs_scores and selected:
         new_blocks = [list(sp.blocks) for sp in splits]
@@ -144,6 +150,9 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
             pi, bi = candidates[i]
             new_blocks[pi][bi] = SKIP
         texts = [sp.join(nb) for sp, nb in zip(splits, new_blocks)]
+        removed = sum(len(tokenizer.token_spans(splits[pi].blocks[bi])) for pi, bi in (candidates[i] for i in selected))
+    if variant.kind == "delete-all":
+        removed = before
 
     new_step = step.with_reasoning(texts) if texts != [p.text for p in step.reasoning] else step
     reports = tuple(
@@ -163,6 +172,7 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
         blocks=reports,
         tokens_before=before,
         tokens_after=count_tokens(tokenizer, new_step.reasoning),
+        tokens_removed=removed,
         skipped=skipped,
         windowed=result.windowed if result else False,
         history_kept=result.history_kept if result and not skipped else None,
@@ -171,7 +181,7 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
     return new_step, report
 
 
-def _delete_random_tokens(texts: list[str], tokenizer: Tokenizer, percent: int, seed: int, traj_id: str, step: int) -> list[str]:
+def _delete_random_tokens(texts: list[str], tokenizer: Tokenizer, percent: int, seed: int, traj_id: str, step: int) -> tuple[list[str], int]:
     spans = [tokenizer.token_spans(t) for t in texts]
     flat = [(pi, s) for pi, ps in enumerate(spans) for s in ps]
     gone = random_token_deletion(len(flat), percent, seed=seed, trajectory=traj_id, step=step)
@@ -187,7 +197,7 @@ def _delete_random_tokens(texts: list[str], tokenizer: Tokenizer, percent: int, 
             pos = e
         pieces.append(text[pos:])
         out.append("".join(pieces))
-    return out
+    return out, len(gone)
 
 
 def compress_step(

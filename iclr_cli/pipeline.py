@@ -166,6 +166,7 @@ class Summary:
     removed: int = 0
     tokens_before: int = 0
     tokens_after: int = 0
+    tokens_removed: int = 0
     skipped: list[str] = field(default_factory=list)
     windowed: int = 0
 
@@ -182,6 +183,7 @@ class Summary:
         self.removed += report.n_removed
         self.tokens_before += report.tokens_before
         self.tokens_after += report.tokens_after
+        self.tokens_removed += report.tokens_removed
         self.windowed += report.windowed
         if report.skipped and report.blocks:
             self.skipped.append(f"{report.trajectory} step {report.step}: {report.skipped}")

@@ -34,7 +34,7 @@ def warn_precision(out: Output, config: ScorerConfig) -> None:
 
 def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: str) -> None:
     """The run summary table on stderr."""
-    removed_pct = 100.0 * (summary.tokens_before - summary.tokens_after) / summary.tokens_before if summary.tokens_before else 0.0
+    ratio = summary.tokens_removed / summary.tokens_before if summary.tokens_before else 0.0
     rows = [
         ("trajectories", summary.trajectories),
         ("steps", summary.steps),
@@ -43,10 +43,12 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
         ("blocks removed", summary.removed),
         ("reasoning tokens before", summary.tokens_before),
         ("reasoning tokens after", summary.tokens_after),
-        ("reasoning tokens removed", f"{removed_pct:.1f}%"),
+        ("reasoning tokens deleted", summary.tokens_removed),
+        ("deletion ratio", f"{ratio:.3f}"),
+        ("tokenizer", tokenizer_name),
         ("steps windowed", summary.windowed),
         ("steps skipped", len(summary.skipped)),
     ]
-    out.table(f"iclr {variant} (tokens counted by {tokenizer_name})", ["", "value"], rows)
+    out.table(f"iclr prune/score: {variant}", ["", "value"], rows)
     for line in summary.skipped:
         out.warn(f"not pruned: {line}")
