@@ -1,0 +1,121 @@
+"""The CLI as users run it: exit codes, stdout/stderr separation, atomic outputs."""
+
+import json
+
+import orjson
+import pytest
+
+from iclr_cli.cli.app import main
+
+CHAT = [
+    {"role": "system", "content": "You are an agent."},
+    {"role": "user", "content": "Fix it."},
+    {"role": "assistant", "reasoning_content": "First idea.\n\nSecond idea.\n\nThird idea.\n\nFourth idea.\n\nFifth idea.",
+     "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\":\"ls\"}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+    {"role": "assistant", "reasoning_content": "Now edit.\n\nThen test.", "content": "Done.", "x_unknown": {"kept": True}},
+]
+
+
+def run_cli(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    captured = capsys.readouterr()
+    return exc.value.code, captured.out, captured.err
+
+
+@pytest.fixture
+def chat_file(tmp_path):
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(CHAT, indent=2))
+    return path
+
+
+def test_score_writes_one_record_per_block(chat_file, capsys):
+    code, out, err = run_cli(["score", str(chat_file), "--model", "fake", "--quiet"], capsys)
+    assert code == 0 and err == ""
+    records = [orjson.loads(line) for line in out.splitlines()]
+    assert [(r["step"], r["block"]) for r in records] == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (1, 0), (1, 1)]
+    assert {r["n_blocks"] for r in records if r["step"] == 0} == {5}
+    assert sum(r["selected"] for r in records if r["step"] == 0) == 4
+    assert sum(r["selected"] for r in records if r["step"] == 1) == 1
+    assert all(0 < r["entropy_bits"] < 8 for r in records)
+    assert records[0]["trajectory"] == "chat.json#0"
+
+
+def test_prune_writes_same_format_atomically_and_keeps_unknown_fields(chat_file, tmp_path, capsys):
+    out_path = tmp_path / "pruned.json"
+    code, out, err = run_cli(["prune", str(chat_file), "--model", "fake", "-o", str(out_path)], capsys)
+    assert code == 0 and out == ""
+    assert "blocks removed" in err
+    pruned = json.loads(out_path.read_text())
+    assert pruned[2]["reasoning_content"].count("[SKIP]") == 4
+    assert pruned[4]["x_unknown"] == {"kept": True}
+    assert [m.get("tool_calls") for m in pruned] == [m.get("tool_calls") for m in CHAT]
+    assert list(tmp_path.iterdir()) == [chat_file, out_path] or sorted(tmp_path.iterdir()) == sorted([chat_file, out_path])
+
+
+def test_prune_none_is_byte_identical(chat_file, capsys):
+    code, out, _ = run_cli(["prune", str(chat_file), "--variant", "none", "--model", "fake", "-q"], capsys)
+    assert code == 0
+    assert out == chat_file.read_text()
+
+
+def test_delete_all_keeps_empty_reasoning_field(chat_file, capsys):
+    code, out, _ = run_cli(["prune", str(chat_file), "--variant", "delete-all", "--model", "fake", "-q"], capsys)
+    assert code == 0
+    pruned = json.loads(out)
+    assert pruned[2]["reasoning_content"] == "" and pruned[4]["reasoning_content"] == ""
+
+
+def test_missing_file_is_an_input_error(capsys, tmp_path):
+    code, _, err = run_cli(["score", str(tmp_path / "nope.jsonl"), "--model", "fake"], capsys)
+    assert code == 2
+    assert "nope.jsonl: no such file" in err
+
+
+def test_bad_jsonl_line_names_file_and_line(tmp_path, capsys):
+    path = tmp_path / "bad.jsonl"
+    good = json.dumps({"messages": CHAT})
+    path.write_text(good + "\n" + good[:40] + "\n" + good + "\n")
+    out_path = tmp_path / "out.jsonl"
+    code, _, err = run_cli(["prune", str(path), "--model", "fake", "-o", str(out_path)], capsys)
+    assert code == 2
+    assert f"{path}:2:" in err
+    assert not out_path.exists()
+
+
+def test_skip_bad_lines_keeps_the_rest_in_order(tmp_path, capsys):
+    path = tmp_path / "bad.jsonl"
+    good = json.dumps({"messages": CHAT})
+    path.write_text(good + "\n" + "\x00" * 8 + "\n" + good + "\n")
+    code, out, err = run_cli(["prune", str(path), "--model", "fake", "--skip-bad-lines"], capsys)
+    assert code == 0
+    lines = out.split("\n")
+    assert lines[1] == "\x00" * 8
+    assert "[SKIP]" in lines[0] and "[SKIP]" in lines[2]
+    assert "bad.jsonl:2" in err and "NUL" in err
+
+
+def test_unknown_variant_and_sliding_window_in_prune_are_usage_errors(chat_file, capsys):
+    code, _, err = run_cli(["prune", str(chat_file), "--variant", "bogus", "--model", "fake"], capsys)
+    assert code == 2 and "unknown variant" in err
+    code, _, err = run_cli(["prune", str(chat_file), "--variant", "sliding-window-5", "--model", "fake"], capsys)
+    assert code == 2 and "replay" in err
+
+
+def test_unrecognised_file_lists_known_formats(tmp_path, capsys):
+    path = tmp_path / "x.txt"
+    path.write_text("hello world\n")
+    code, _, err = run_cli(["score", str(path), "--model", "fake"], capsys)
+    assert code == 2
+    assert "Known formats" in err and "openai" in err
+
+
+def test_help_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys\nfrom iclr_cli.cli.app import build_app\nbuild_app()\nprint('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
