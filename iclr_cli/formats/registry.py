@@ -21,6 +21,8 @@ def adapters() -> list[FormatAdapter]:
 
 # Most specific first. A module listed here exposes ``ADAPTER``.
 _ADAPTER_MODULES: list[str] = [
+    "claude_code",
+    "anthropic",
     "openai_chat",
 ]
 

@@ -1,0 +1,201 @@
+"""Claude Code session transcripts (``~/.claude/projects/<project>/<session>.jsonl``).
+
+One event per line, with a top-level ``type``: ``user``, ``assistant``, ``progress``,
+``system``, ``summary``, ``file-history-snapshot``, ``queue-operation``, ... Only ``user`` and
+``assistant`` lines carry a ``message`` (Anthropic Messages shape, see
+:mod:`iclr_cli.formats.anthropic`). Every other line passes through byte for byte.
+
+One file is one trajectory, with id ``sessionId`` (of its first conversation line; fallback
+``FILE#0``):
+- A step is one assistant API message. Claude Code writes a message over several lines that
+  share ``message.id``, one content block per line (thinking, text, tool_use, ...); lines are
+  grouped by ``message.id`` in file order, whether or not they are consecutive (a tool result
+  may be written between two tool_use lines of the same message). An assistant line with no
+  ``message.id`` is a step of its own.
+- Observations: user lines after the first assistant message (tool_result blocks, the user's
+  later text, system reminders, the compaction summary), attached to the latest step.
+- P: user lines, and the ``content`` of ``system`` lines, before the first assistant message.
+  ``system`` lines after it (local command echoes, ``compact_boundary`` markers) are
+  transcript bookkeeping the model is not sent, so they are not parts.
+
+Decisions (this project's, documented in the README):
+- Sub-agents: lines with ``isSidechain: true`` are kept in the file untouched and are not
+  steps of the main trajectory. When every conversation line of the file is a sidechain (a
+  sub-agent transcript such as ``agent-*.jsonl``), the sidechain is the trajectory.
+- Compaction: the ``isCompactSummary`` user line is an observation (label
+  ``compact_summary``) and the trajectory goes on across it; ``summary`` lines and the
+  ``compact_boundary`` system line pass through. The scorer may thus see pre-compaction
+  history the agent no longer saw (subject to the scorer's own window).
+- Write-back: only lines holding an edited thinking block are re-serialised, with
+  :func:`~iclr_cli.jsonio.dumps_like` in the line's own style; every other line is
+  byte-identical. Edited signed thinking loses its ``signature`` (same rule as Anthropic).
+  A fully deleted thinking block is removed from its line's ``content`` only when the line
+  holds other blocks; Claude Code lines hold one block each, so there it stays as
+  ``{"type": "thinking", "thinking": ""}``: no line is ever dropped, because later lines
+  point at it through ``parentUuid``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+from iclr_cli.errors import InputError
+from iclr_cli.formats.anthropic import apply_thinking_edits, assistant_parts, user_parts
+from iclr_cli.formats.base import Document, OpaqueEdits
+from iclr_cli.jsonio import BAD_LINE, BOM, JsonLine, dumps_like, iter_jsonl, loads
+from iclr_cli.trajectory import Part, Step, Trajectory
+
+EVENT_TYPES = frozenset(
+    {"user", "assistant", "progress", "system", "summary", "file-history-snapshot", "queue-operation", "result", "attachment"}
+)
+"""Top-level ``type`` values of Claude Code session lines (for sniffing; others pass through)."""
+
+_SESSION_KEYS = ("sessionId", "uuid", "parentUuid", "message", "messageId", "leafUuid")
+_SNIFF_LINES = 5
+
+
+def _looks_like_event(value: object) -> bool:
+    return isinstance(value, dict) and value.get("type") in EVENT_TYPES
+
+
+@dataclass
+class _State:
+    lines: list[JsonLine]
+    values: list[object]
+
+
+class ClaudeCodeAdapter:
+    """Claude Code session JSONL (see module docstring)."""
+
+    name = "claude_code"
+    description = "Claude Code session JSONL (~/.claude/projects/*/*.jsonl; sub-agent transcripts too)"
+
+    def sniff(self, head: bytes) -> bool:
+        """True when the first JSON lines are objects whose ``type`` is a Claude Code event
+        type and one of them has a session key (``sessionId``, ``uuid``, ``parentUuid``,
+        ``message``). A first line longer than the head is judged by its keys alone."""
+        parsed = []
+        for raw in head.split(b"\n")[:-1] if b"\n" in head else []:
+            if not raw.strip():
+                continue
+            try:
+                parsed.append(loads(raw))
+            except (ValueError, UnicodeDecodeError):
+                return False
+            if len(parsed) == _SNIFF_LINES:
+                break
+        if not parsed:
+            start = head.lstrip()
+            return start[:1] == b"{" and b'"sessionId"' in head and b'"parentUuid"' in head
+        return _looks_like_event(parsed[0]) and any(isinstance(v, dict) and any(k in v for k in _SESSION_KEYS) for v in parsed)
+
+    def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
+        base = os.path.basename(source) if source != "-" else "stdin"
+        warnings: list[str] = []
+        lines = list(iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings))
+        if not any(line.value is not None for line in lines):
+            raise InputError(source, "file is empty")
+        values: list[object] = []
+        conversation: list[int] = []  # indices of user/assistant lines with a message
+        for rec, line in enumerate(lines):
+            value = line.value
+            values.append(value)
+            if value is None or value is BAD_LINE:
+                continue
+            problem, field = _check(value)
+            if problem:
+                if not skip_bad_lines:
+                    raise InputError(source, problem, line=line.number, field=field)
+                warnings.append(f"{source}:{line.number}: passed through unscored: {problem}")
+                values[rec] = BAD_LINE
+                continue
+            if value.get("type") in ("user", "assistant"):  # type: ignore[union-attr]
+                conversation.append(rec)
+        trajectories = [] if not conversation else [_trajectory(lines, values, conversation, source, base)]
+        if not conversation:
+            warnings.append(f"{source}: no user or assistant messages; nothing to score")
+        return Document(self.name, source, trajectories, _State(lines, values), warnings)
+
+    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
+        """Write ``doc`` back, re-serialising only lines with an edited thinking block.
+        ``opaque`` is unused (no encrypted reasoning in this format)."""
+        state: _State = doc.state  # type: ignore[assignment]
+        per_line: dict[int, dict[int, str]] = {}
+        for original, new in zip(doc.trajectories, trajectories):
+            for ref, (_part, text) in original.reasoning_edits(new).items():
+                _kind, rec, block = ref
+                per_line.setdefault(rec, {})[block] = text
+        out = []
+        for rec, line in enumerate(state.lines):
+            if rec in per_line:
+                value = copy.deepcopy(state.values[rec])
+                message = value["message"]  # type: ignore[index]
+                message["content"] = apply_thinking_edits(message["content"], per_line[rec])
+                bom = BOM if line.raw.startswith(BOM) else b""
+                out.append(bom + dumps_like(value, line.raw[len(bom) :]))
+            else:
+                out.append(line.raw)
+            out.append(line.end)
+        return b"".join(out)
+
+
+def _check(value: object) -> tuple[str | None, str | None]:
+    """``(problem, field)`` for a line this adapter cannot read, else ``(None, None)``."""
+    if not isinstance(value, dict):
+        return "line is not a JSON object (expected one Claude Code event per line)", None
+    if value.get("type") in ("user", "assistant"):
+        message = value.get("message")
+        if not isinstance(message, dict):
+            return f"{value['type']} line has no 'message' object", "message"
+        if "content" not in message:
+            return "message has no 'content'", "message.content"
+    return None, None
+
+
+def _trajectory(lines: list[JsonLine], values: list, conversation: list[int], source: str, base: str) -> Trajectory:
+    main = [rec for rec in conversation if not values[rec].get("isSidechain")]
+    members = set(main or conversation)  # a pure sub-agent transcript is its own trajectory
+    sidechain = not main
+    first_member = min(members)
+    session = values[first_member].get("sessionId")
+    traj_id = session if isinstance(session, str) and session else f"{base}#0"
+
+    prompt: list[Part] = []
+    steps: list[list[Part]] = []
+    step_of: dict[Hashable, int] = {}
+    model = None
+    for rec, value in enumerate(values):
+        if not isinstance(value, dict):
+            continue
+        number = lines[rec].number
+        kind = value.get("type")
+        if kind == "system" and not steps and isinstance(value.get("content"), str) and bool(value.get("isSidechain")) == sidechain:
+            prompt.append(Part("prompt", value["content"], label="system"))
+            continue
+        if rec not in members:
+            continue
+        message = value["message"]
+        if kind == "assistant":
+            msg_id = message.get("id")
+            key: Hashable = msg_id if isinstance(msg_id, str) else ("line", rec)
+            if key not in step_of:
+                step_of[key] = len(steps)
+                steps.append([])
+            model = model or message.get("model")
+            parts = assistant_parts(message["content"], lambda b, r=rec: ("thinking", r, b), source, number, "message.content")
+            steps[step_of[key]].extend(parts)
+        else:
+            label = "compact_summary" if value.get("isCompactSummary") else "user"
+            part_kind = "observation" if steps else "prompt"
+            parts = user_parts(message["content"], part_kind, source, number, "message.content", label=label)
+            (steps[-1] if steps else prompt).extend(parts)
+    meta: dict[str, object] = {"format": "claude_code", "sidechain": sidechain}
+    if isinstance(model, str):
+        meta["model"] = model
+    return Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta)
+
+
+ADAPTER = ClaudeCodeAdapter()

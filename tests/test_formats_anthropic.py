@@ -1,0 +1,186 @@
+"""Anthropic Messages adapter: parsing, byte-exact round trip, signed write-back (METHOD.md,
+"Provider rules"), and the CLI on it."""
+
+import json
+
+import pytest
+
+from format_helpers import (
+    SAMPLES,
+    assert_signatures_follow_edits,
+    parse_any,
+    run_cli,
+    thinking_blocks,
+    tool_ids,
+    without_reasoning,
+)
+from iclr_cli.blocks import SKIP
+from iclr_cli.formats import registry
+from iclr_cli.formats.anthropic import ADAPTER, REDACTED_TEXT, apply_thinking_edits
+from iclr_cli.trajectory import WriteBack
+
+SAMPLE = SAMPLES / "anthropic_messages.json"
+
+
+def load_bytes(data: bytes, name: str = "t.json"):
+    return ADAPTER.load(data, name)
+
+
+def test_sample_is_detected_and_parsed_into_steps():
+    data = SAMPLE.read_bytes()
+    assert registry.detect(data, str(SAMPLE)).name == "anthropic"
+    [traj] = ADAPTER.load(data, str(SAMPLE)).trajectories
+    assert [p.label for p in traj.prompt] == ["system", "user"]
+    assert len(traj.steps) == 3
+    kinds = [[(p.kind, p.label) for p in s.parts] for s in traj.steps]
+    assert kinds[0] == [
+        ("reasoning", "reasoning"),
+        ("action", "assistant"),
+        ("action", "tool_call:describe_table"),
+        ("action", "tool_call:describe_table"),
+        ("observation", "tool_result"),
+        ("observation", "tool_result"),
+    ]
+    redacted, signed = traj.steps[1].parts[:2]
+    assert redacted.write_back is WriteBack.READ_ONLY and redacted.text == REDACTED_TEXT and redacted.label == "redacted_thinking"
+    assert signed.write_back is WriteBack.SIGNED
+    # READ_ONLY reasoning is not part of R_t: the step has one scorable reasoning part
+    assert [len(s.reasoning) for s in traj.steps] == [1, 1, 1]
+    assert all(s.reasoning[0].text.count("\n\n") >= 1 for s in traj.steps)
+    assert json.loads(traj.steps[0].parts[2].text) == {"table": "events"}
+    assert traj.meta["model"] == "claude-opus-4-6"
+
+
+def test_round_trip_is_byte_identical_for_json_and_jsonl(tmp_path):
+    data = SAMPLE.read_bytes()
+    doc = ADAPTER.load(data, "s.json")
+    assert ADAPTER.dump(doc, doc.trajectories) == data
+    record = json.loads(data)
+    jsonl = (json.dumps(record) + "\r\n" + json.dumps(record["messages"], ensure_ascii=False) + "\n").encode()
+    doc = ADAPTER.load(jsonl, "s.jsonl")
+    assert [t.id for t in doc.trajectories] == ["s.jsonl#0", "s.jsonl#1"]
+    assert ADAPTER.dump(doc, doc.trajectories) == jsonl
+
+
+def test_apply_thinking_edits_rules():
+    content = [
+        {"type": "thinking", "thinking": "a\n\nb", "signature": "SIG", "extra": 1},
+        {"type": "redacted_thinking", "data": "XYZ"},
+        {"type": "tool_use", "id": "t1", "name": "bash", "input": {}},
+    ]
+    edited = apply_thinking_edits(content, {0: "[SKIP]\n\nb"})
+    assert edited[0] == {"type": "thinking", "thinking": "[SKIP]\n\nb", "extra": 1}
+    assert edited[1:] == content[1:]
+    assert content[0]["signature"] == "SIG"  # the input is not mutated
+    assert apply_thinking_edits(content, {0: ""}) == content[1:]
+    alone = [{"type": "thinking", "thinking": "x", "signature": "S"}]
+    assert apply_thinking_edits(alone, {0: ""}) == [{"type": "thinking", "thinking": ""}]
+
+
+def test_prune_iclr_changes_only_reasoning_and_drops_signatures_of_edited_blocks(tmp_path, capsys):
+    out = tmp_path / "out.json"
+    code, stdout, _ = run_cli(capsys, "prune", str(SAMPLE), "--model", "fake", "--variant", "iclr", "-o", str(out), "-q")
+    assert code == 0 and stdout == ""
+    before, after = json.loads(SAMPLE.read_bytes()), json.loads(out.read_bytes())
+    assert without_reasoning(after) == without_reasoning(before)
+    assert tool_ids(after) == tool_ids(before)
+    assert assert_signatures_follow_edits(before, after) == 3
+    assert all(SKIP in b["thinking"] for b in thinking_blocks(after))
+    redacted = before["messages"][3]["content"][0]
+    assert redacted["type"] == "redacted_thinking"
+    assert json.dumps(redacted["data"]).encode() in out.read_bytes()
+    assert after["messages"][3]["content"][0] == redacted
+
+
+def test_prune_delete_all_removes_thinking_but_keeps_a_lone_block(tmp_path, capsys):
+    doc = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "p1\n\np2", "signature": "S1"}]},
+            {"role": "user", "content": "and?"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "q1\n\nq2", "signature": "S2"},
+                {"type": "redacted_thinking", "data": "OPAQUE=="},
+                {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"cmd": "ls"}},
+            ]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.txt"}]},
+        ]
+    }
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps(doc, indent=2))
+    out = tmp_path / "out.json"
+    code, _, _ = run_cli(capsys, "prune", str(src), "--variant", "delete-all", "--model", "fake", "-o", str(out), "-q")
+    assert code == 0
+    after = json.loads(out.read_text())
+    assert after["messages"][1]["content"] == [{"type": "thinking", "thinking": ""}]
+    assert after["messages"][3]["content"] == doc["messages"][3]["content"][1:]
+    assert tool_ids(after) == ["use:toolu_1", "result:toolu_1"]
+    assert without_reasoning(after) == without_reasoning(doc)
+    assert out.read_text().startswith('{\n  "messages": [\n')
+
+
+def test_unsigned_thinking_stays_unsigned_and_unknown_fields_survive(tmp_path, capsys):
+    doc = {
+        "model": "m",
+        "custom": {"keep": True},
+        "messages": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "id": "msg_1", "content": [
+                {"type": "thinking", "thinking": "one\n\ntwo\n\nthree", "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": "done"},
+            ]},
+        ],
+    }
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(json.dumps(doc, separators=(",", ":")).encode() + b"\n")
+    [traj] = ADAPTER.load(src.read_bytes(), str(src)).trajectories
+    assert traj.steps[0].reasoning[0].write_back is WriteBack.IN_PLACE
+    out = tmp_path / "out.jsonl"
+    code, _, _ = run_cli(capsys, "prune", str(src), "--model", "fake", "-o", str(out), "-q")
+    assert code == 0
+    raw = out.read_bytes()
+    assert raw.endswith(b"}\n") and b'": ' not in raw  # compact style kept
+    block = json.loads(raw)["messages"][1]["content"][0]
+    assert block["thinking"].count(SKIP) == 2 and "signature" not in block
+    assert block["cache_control"] == {"type": "ephemeral"}
+    assert json.loads(raw)["custom"] == {"keep": True}
+
+
+@pytest.mark.parametrize(
+    "line, field",
+    [
+        ('{"messages":[{"role":"assistant","content":[{"thinking":"x"}]}]}', "messages[0].content[0]"),
+        ('{"messages":[{"role":"assistant","content":[{"type":"thinking","thinking":3}]}]}', "messages[0].content[0].thinking"),
+        ('{"messages":[{"role":"assistant","content":7}]}', "messages[0].content"),
+        ('{"messages":[{"content":"hi"}]}', None),
+    ],
+)
+def test_malformed_content_exits_2_naming_file_line_and_field(tmp_path, capsys, line, field):
+    src = tmp_path / "bad.jsonl"
+    good = '{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"x","input":{}}]}]}'
+    src.write_text(good + "\n" + line + "\n")
+    code, _, err = run_cli(capsys, "prune", str(src), "--format", "anthropic", "--model", "fake", "-q")
+    assert code == 2
+    assert f"{src}:2" in err
+    if field:
+        assert repr(field) in err
+
+
+def test_bad_json_line_exits_2_and_skip_bad_lines_keeps_it(tmp_path, capsys):
+    good = json.dumps({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "a\n\nb", "signature": "s"}]}]})
+    src = tmp_path / "in.jsonl"
+    src.write_text(good + "\n{not json\n" + good + "\n")
+    code, _, err = run_cli(capsys, "prune", str(src), "--model", "fake", "-q")
+    assert code == 2 and f"{src}:2" in err
+    out = tmp_path / "out.jsonl"
+    code, _, _ = run_cli(capsys, "prune", str(src), "--model", "fake", "--skip-bad-lines", "-o", str(out), "-q")
+    assert code == 0
+    assert out.read_bytes().split(b"\n")[1] == b"{not json"
+
+
+def test_sniff_does_not_claim_openai_or_plain_text_content():
+    assert not ADAPTER.sniff(b'[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]')
+    assert not ADAPTER.sniff(b'[{"role": "assistant", "content": "say \\"type\\": \\"tool_use\\""}]')
+    assert ADAPTER.sniff(b'[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"x","input":{}}]}]')
+    for name in ("openai_chat.json", "openai_think_tags.jsonl"):
+        assert registry.detect((SAMPLES / name).read_bytes(), name).name == "openai"
