@@ -12,6 +12,8 @@ import re
 import os
 import sys
 import tempfile
+import contextlib
+from typing import BinaryIO
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,34 @@ def read_input(path: str) -> bytes:
         raise InputError(path, "is a directory, not a trajectory file") from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def open_output(path: str | None) -> Iterator[BinaryIO]:
+    """A binary file to stream output into, made visible only when the block succeeds.
+
+    ``None`` or ``-`` is standard output (streamed as written). For a path, data goes to a
+    temp file in the same folder that is renamed over ``path`` at the end; on any exception
+    the temp file is removed and ``path`` is left as it was.
+    """
+    if path is None or path == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
 
 
 def write_output(path: str | None, data: bytes) -> None:
@@ -112,6 +142,7 @@ class JsonLine:
     raw: bytes
     end: bytes
     value: object
+    problem: str | None = None
 
 
 def iter_jsonl(data: bytes, source: str, *, skip_bad_lines: bool = False, warnings: list[str] | None = None) -> Iterator[JsonLine]:
@@ -120,7 +151,8 @@ def iter_jsonl(data: bytes, source: str, *, skip_bad_lines: bool = False, warnin
     A UTF-8 BOM at the start is tolerated (and kept in ``raw`` of line 1 so writing the lines
     back reproduces the input). A line that is not valid JSON raises :class:`InputError`
     naming ``source`` and the line, or, with ``skip_bad_lines``, is reported in ``warnings``
-    and yielded with ``value`` set to :data:`BAD_LINE` so writers can keep it byte for byte.
+    and yielded with ``value`` set to :data:`BAD_LINE` (and ``problem`` set) so writers can
+    keep it byte for byte.
     """
     start = 0
     number = 0
@@ -146,7 +178,7 @@ def iter_jsonl(data: bytes, source: str, *, skip_bad_lines: bool = False, warnin
                 raise InputError(source, problem + " (use --skip-bad-lines to skip such lines)", line=number) from None
             if warnings is not None:
                 warnings.append(f"{source}:{number}: skipped: {problem}")
-            yield JsonLine(number, line, end, BAD_LINE)
+            yield JsonLine(number, line, end, BAD_LINE, problem)
             continue
         yield JsonLine(number, line, end, value)
 

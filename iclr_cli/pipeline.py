@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories
 from iclr_cli.errors import UsageError
 from iclr_cli.formats import registry
+from iclr_cli.jsonio import read_input
 from iclr_cli.formats.base import Document, FormatAdapter
 from iclr_cli.policies import Variant
 from iclr_cli.scoring.base import Scorer, Tokenizer
@@ -36,28 +37,42 @@ class ScorerConfig:
 
 
 @dataclass
-class Loaded:
-    """One input file with the adapter that read it."""
+class Input:
+    """One input file: its bytes and the adapter that reads them."""
 
     path: str
     adapter: FormatAdapter
-    doc: Document
+    data: bytes
+
+    def documents(self, *, skip_bad_lines: bool, chunk_size: int = 256) -> Iterator[Document]:
+        """The file's documents: several chunks for adapters that stream (one trajectory per
+        line), else the whole file as one document.
+
+        Raises:
+            InputError: naming the file, line and field of the first bad record.
+        """
+        chunks = getattr(self.adapter, "load_chunks", None)
+        if chunks is not None:
+            yield from chunks(self.data, self.path, skip_bad_lines=skip_bad_lines, chunk_size=chunk_size)
+        else:
+            yield self.adapter.load(self.data, self.path, skip_bad_lines=skip_bad_lines)
 
 
-def load_inputs(paths: Sequence[str], fmt: str | None, *, skip_bad_lines: bool) -> list[Loaded]:
-    """Read every input (``-`` is stdin, at most once).
+def open_inputs(paths: Sequence[str], fmt: str | None) -> list[Input]:
+    """Read every input (``-`` is stdin, at most once) and pick its adapter.
 
     Raises:
-        InputError: for the first file that cannot be read (nothing is written then).
+        InputError: for a file that cannot be read or is not a known format.
         UsageError: for ``-`` given twice or an unknown ``--format``.
     """
     if sum(p == "-" for p in paths) > 1:
         raise UsageError("standard input ('-') can be read only once")
-    loaded = []
+    inputs = []
     for path in paths:
-        adapter, doc = registry.load(path, fmt, skip_bad_lines=skip_bad_lines)
-        loaded.append(Loaded(path, adapter, doc))
-    return loaded
+        data = read_input(path)
+        adapter = registry.get(fmt) if fmt else registry.detect(data, path)
+        inputs.append(Input(path, adapter, data))
+    return inputs
 
 
 def build_engines(variant: Variant, config: ScorerConfig) -> tuple[Scorer | None, Tokenizer]:
@@ -79,38 +94,23 @@ def build_engines(variant: Variant, config: ScorerConfig) -> tuple[Scorer | None
     return None, load_tokenizer(config.model)
 
 
-def run(
-    inputs: Sequence[Loaded],
-    settings: Settings,
-    scorer: Scorer | None,
-    tokenizer: Tokenizer,
-    *,
-    on_step=None,
-) -> list[list[CompressionResult]]:
-    """Compress every trajectory of every input online; results grouped per input, in order.
+class IdRegistry:
+    """Trajectory ids key the scorer's prefix cache and the output records: two inputs with
+    the same file name would collide, so a repeated id is a usage error."""
 
-    All trajectories of all inputs go through one run so step t of each is batched together.
-    """
-    flat = [t for item in inputs for t in item.doc.trajectories]
-    _check_unique_ids(inputs)
-    results = compress_trajectories(flat, settings, scorer, tokenizer, on_step=on_step)
-    grouped, pos = [], 0
-    for item in inputs:
-        n = len(item.doc.trajectories)
-        grouped.append(results[pos : pos + n])
-        pos += n
-    return grouped
+    def __init__(self) -> None:
+        self._seen: dict[str, str] = {}
+
+    def check(self, path: str, doc: Document) -> None:
+        for traj in doc.trajectories:
+            other = self._seen.setdefault(traj.id, path)
+            if other != path:
+                raise UsageError(f"trajectory id {traj.id!r} occurs in both {other} and {path}; rename one file")
 
 
-def _check_unique_ids(inputs: Sequence[Loaded]) -> None:
-    # Trajectory ids key the scorer's prefix cache and the output records; two files with the
-    # same base name would collide, so such ids get the file's path instead.
-    seen: dict[str, str] = {}
-    for item in inputs:
-        for traj in item.doc.trajectories:
-            if traj.id in seen and seen[traj.id] != item.path:
-                raise UsageError(f"trajectory id {traj.id!r} occurs in both {seen[traj.id]} and {item.path}; rename one file")
-            seen[traj.id] = item.path
+def compress_document(doc: Document, settings: Settings, scorer: Scorer | None, tokenizer: Tokenizer, *, on_step=None) -> list[CompressionResult]:
+    """Compress every trajectory of ``doc`` online (step t of all of them batched together)."""
+    return compress_trajectories(doc.trajectories, settings, scorer, tokenizer, on_step=on_step)
 
 
 def score_records(path: str, results: Sequence[CompressionResult], variant: Variant) -> Iterator[dict]:

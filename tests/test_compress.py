@@ -22,7 +22,7 @@ def make_traj(tid="t", n_steps=3, reasoning=REASONING):
 
 
 def run(variant, trajs, **kw):
-    scorer = FakeScorer()
+    scorer = FakeScorer(record_requests=True)
     results = compress_trajectories(trajs, Settings(parse_variant(variant), **kw), scorer, scorer.tokenizer)
     return scorer, results
 

@@ -147,3 +147,23 @@ def test_empty_file_is_an_input_error(tmp_path, capsys):
     path.write_bytes(b"")
     code, _, err = run_cli(["score", str(path), "--model", "fake"], capsys)
     assert code == 2 and "empty.jsonl: file is empty" in err
+
+
+def test_streamed_chunks_give_the_same_output_as_one_document(tmp_path):
+    from iclr_cli.compress import Settings, compress_trajectories
+    from iclr_cli.policies import parse_variant
+    from iclr_cli.scoring.fake import FakeScorer
+
+    data = b"".join(line(i) + b"\n" for i in range(7)) + b"\n"
+    adapter = registry.get("openai")
+    scorer = FakeScorer()
+    settings = Settings(parse_variant("iclr"))
+
+    def prune_doc(doc):
+        results = compress_trajectories(doc.trajectories, settings, scorer, scorer.tokenizer)
+        return adapter.dump(doc, [r.compressed for r in results])
+
+    chunks = list(adapter.load_chunks(data, "in.jsonl", chunk_size=3))
+    assert [len(c.trajectories) for c in chunks] == [3, 3, 1]
+    assert [t.id for c in chunks for t in c.trajectories] == [f"in.jsonl#{i}" for i in range(7)]
+    assert b"".join(prune_doc(c) for c in chunks) == prune_doc(adapter.load(data, "in.jsonl"))

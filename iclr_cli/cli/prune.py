@@ -37,7 +37,7 @@ def prune(
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
-    from iclr_cli.pipeline import Summary, build_engines, load_inputs, run
+    from iclr_cli.pipeline import Summary, build_engines, compress_document, open_inputs
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
 
@@ -49,16 +49,16 @@ def prune(
     check_splitter(split)
     config = scorer_config(model, max_tokens, overflow, dtype, no_prefix_cache, batch_size, device)
     out = Output(output, quiet=quiet)
-    [item] = load_inputs([input], fmt, skip_bad_lines=skip_bad_lines)
-    for w in item.doc.warnings:
-        out.warn(w)
+    [item] = open_inputs([input], fmt)
     warn_precision(out, config)
     scorer, tokenizer = build_engines(parsed, config)
-    total = sum(len(t.steps) for t in item.doc.trajectories)
-    with out.progress(f"pruning ({parsed.name})", total) as advance:
-        [results] = run([item], Settings(parsed, ratio=ratio, seed=seed, splitter=split), scorer, tokenizer, on_step=lambda _r: advance())
-    data = item.adapter.dump(item.doc, [r.compressed for r in results], opaque=OpaqueEdits(opaque))
-    out.write_bytes(data)
+    settings = Settings(parsed, ratio=ratio, seed=seed, splitter=split)
     summary = Summary()
-    summary.add(results)
+    with out.stream() as sink, out.progress(f"pruning ({parsed.name})") as advance:
+        for doc in item.documents(skip_bad_lines=skip_bad_lines):
+            for w in doc.warnings:
+                out.warn(w)
+            results = compress_document(doc, settings, scorer, tokenizer, on_step=lambda _r: advance())
+            sink.write(item.adapter.dump(doc, [r.compressed for r in results], opaque=OpaqueEdits(opaque)))
+            summary.add(results)
     print_summary(out, summary, tokenizer.name, parsed.name)

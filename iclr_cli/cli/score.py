@@ -35,7 +35,7 @@ def score(
     from iclr_cli.cli.common import check_splitter, print_summary, scorer_config, warn_precision
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
-    from iclr_cli.pipeline import Summary, build_engines, load_inputs, run, score_records
+    from iclr_cli.pipeline import IdRegistry, Summary, build_engines, compress_document, open_inputs, score_records
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
 
@@ -45,18 +45,18 @@ def score(
     check_splitter(split)
     config = scorer_config(model, max_tokens, overflow, dtype, no_prefix_cache, batch_size, device)
     out = Output(output, quiet=quiet)
-    loaded = load_inputs(inputs, fmt, skip_bad_lines=skip_bad_lines)
-    for item in loaded:
-        for w in item.doc.warnings:
-            out.warn(w)
+    inputs = open_inputs(inputs, fmt)
     warn_precision(out, config)
     scorer, tokenizer = build_engines(parsed, config)
-    total = sum(len(t.steps) for item in loaded for t in item.doc.trajectories)
-    with out.progress("scoring steps", total) as advance:
-        grouped = run(loaded, Settings(parsed, ratio=ratio, splitter=split), scorer, tokenizer, on_step=lambda _r: advance())
-    records = [r for item, results in zip(loaded, grouped) for r in score_records(item.path, results, parsed)]
-    out.write_records(records)
-    summary = Summary()
-    for results in grouped:
-        summary.add(results)
+    settings = Settings(parsed, ratio=ratio, splitter=split)
+    summary, ids = Summary(), IdRegistry()
+    with out.stream() as sink, out.progress("scoring steps") as advance:
+        for item in inputs:
+            for doc in item.documents(skip_bad_lines=skip_bad_lines):
+                ids.check(item.path, doc)
+                for w in doc.warnings:
+                    out.warn(w)
+                results = compress_document(doc, settings, scorer, tokenizer, on_step=lambda _r: advance())
+                sink.write(out.encode_records(score_records(item.path, results, parsed)))
+                summary.add(results)
     print_summary(out, summary, tokenizer.name, parsed.name)

@@ -155,27 +155,63 @@ class OpenAIChatAdapter:
         return stripped[:1] in (b"[", b"{") and b'"role"' in head
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
+        docs = list(self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None))
+        if len(docs) == 1:
+            return docs[0]
+        lines = [line for d in docs for line in d.state.lines]  # type: ignore[union-attr]
+        values = [v for d in docs for v in d.state.values]  # type: ignore[union-attr]
+        spans, offset = [], 0
+        for d in docs:
+            spans.extend((rec + offset, paths) for rec, paths in d.state.trajectories)  # type: ignore[union-attr]
+            offset += len(d.state.lines)  # type: ignore[union-attr]
+        return Document(self.name, source, [t for d in docs for t in d.trajectories], _State(data, lines, values, spans), [w for d in docs for w in d.warnings])
+
+    def load_chunks(self, data: bytes, source: str, *, skip_bad_lines: bool = False, chunk_size: int | None = 256):
+        """Yield Documents of at most ``chunk_size`` JSONL lines each (one for a JSON file), so
+        a file of one trajectory per line is processed with flat memory. Each chunk's
+        :meth:`dump` returns exactly the bytes of its own lines."""
         base = os.path.basename(source) if source != "-" else "stdin"
-        warnings: list[str] = []
         body = data[len(BOM) :] if data.startswith(BOM) else data
-        whole = None
-        try:
-            whole = loads(body)
-        except (ValueError, UnicodeDecodeError):
-            pass
+        # A JSONL file fails this parse at the end of its first line, so the attempt is cheap.
+        if body.lstrip()[:1] in (b"[", b"{"):
+            whole = None
+            try:
+                whole = loads(body)
+            except (ValueError, UnicodeDecodeError):
+                pass
+            found = _message_paths(whole, source, None) if whole is not None else None
+            if found is not None:
+                spans = [(0, paths) for paths in found]
+                trajs = [_trajectory(whole, paths, 0, f"{base}#{i}", source, None) for i, paths in enumerate(found)]
+                yield Document(self.name, source, trajs, _State(data, None, [whole], spans), [])
+                return
+        count = 0
+        seen_any = False
+        chunk: list[JsonLine] = []
+        for line in iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, warnings=None):
+            seen_any = True
+            chunk.append(line)
+            if chunk_size is not None and len(chunk) >= chunk_size:
+                doc = self._chunk(chunk, data, source, base, count, skip_bad_lines)
+                count += len(doc.trajectories)
+                yield doc
+                chunk = []
+        if not seen_any:
+            raise InputError(source, "file is empty")
+        if chunk:
+            yield self._chunk(chunk, data, source, base, count, skip_bad_lines)
+
+    def _chunk(self, lines: list[JsonLine], data: bytes, source: str, base: str, first_id: int, skip_bad_lines: bool) -> Document:
+        warnings: list[str] = []
+        values: list[object] = []
         trajectories: list[Trajectory] = []
         spans: list[tuple[int, list[Path]]] = []
-        if whole is not None and _message_paths(whole, source, None) is not None:
-            state = _State(data, None, [whole], spans)
-            for paths in _message_paths(whole, source, None) or []:
-                spans.append((0, paths))
-                trajectories.append(_trajectory(whole, paths, 0, f"{base}#{len(trajectories)}", source, None))
-            return Document(self.name, source, trajectories, state, warnings)
-        lines = list(iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings))
-        values: list[object] = []
         for rec, line in enumerate(lines):
             values.append(line.value)
-            if line.value is None or line.value is BAD_LINE:
+            if line.value is BAD_LINE:
+                warnings.append(f"{source}:{line.number}: skipped: {line.problem}")
+                continue
+            if line.value is None:
                 continue
             found = _message_paths(line.value, source, line.number)
             if found is None:
@@ -186,9 +222,8 @@ class OpenAIChatAdapter:
                 continue
             for paths in found:
                 spans.append((rec, paths))
-                trajectories.append(_trajectory(line.value, paths, rec, f"{base}#{len(trajectories)}", source, line.number))
-        if not lines:
-            raise InputError(source, "file is empty")
+                tid = f"{base}#{first_id + len(trajectories)}"
+                trajectories.append(_trajectory(line.value, paths, rec, tid, source, line.number))
         return Document(self.name, source, trajectories, _State(data, lines, values, spans), warnings)
 
     def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import orjson
 
-from iclr_cli.jsonio import write_output
+from iclr_cli.jsonio import open_output, write_output
 
 
 class Output:
@@ -41,6 +41,16 @@ class Output:
     def write_bytes(self, data: bytes) -> None:
         """Write a finished output document atomically to the target."""
         write_output(self.target, data)
+
+    def stream(self):
+        """Context manager giving a binary file for the command's data: stdout, or a temp file
+        renamed over ``target`` only when the block succeeds (nothing half-written)."""
+        return open_output(self.target)
+
+    @staticmethod
+    def encode_records(records: Iterable[Mapping]) -> bytes:
+        """JSON records, one per line (orjson; non-ASCII kept as UTF-8)."""
+        return b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in records)
 
     def write_records(self, records: Iterable[Mapping]) -> int:
         """Write JSON records, one per line, atomically; returns how many were written."""
@@ -72,12 +82,13 @@ class Output:
         self.console.print(table)
 
     @contextlib.contextmanager
-    def progress(self, description: str, total: int) -> Iterator:
+    def progress(self, description: str, total: int | None = None) -> Iterator:
         """A progress bar on stderr, shown only on a terminal and when not quiet.
 
-        Yields a callable ``advance(n=1)``.
+        ``total=None`` shows a count without an end (streamed inputs). Yields a callable
+        ``advance(n=1)``.
         """
-        if self.quiet or not sys.stderr.isatty() or total <= 0:
+        if self.quiet or not sys.stderr.isatty():
             yield lambda n=1: None
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn

@@ -30,17 +30,19 @@ class RegexTokenizer:
 class FakeScorer:
     """Context-dependent pseudo-entropies from a hash; see the module docstring.
 
-    ``calls`` counts :meth:`score` invocations and ``requests_seen`` the requests, for tests
-    that check batching and order.
+    ``calls`` counts :meth:`score` invocations; with ``record_requests`` every request is kept
+    in ``requests_seen`` (tests check batching and order; off by default so long runs stay
+    flat in memory).
     """
 
     name = "fake"
 
-    def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, overflow: Overflow = "window"):
+    def __init__(self, max_tokens: int = DEFAULT_MAX_TOKENS, overflow: Overflow = "window", *, record_requests: bool = False):
         self.max_tokens = max_tokens
         self.overflow = overflow
         self.tokenizer = RegexTokenizer()
         self.calls = 0
+        self.record_requests = record_requests
         self.requests_seen: list[ScoreRequest] = []
         self._vocab: dict[str, int] = {}
 
@@ -56,7 +58,8 @@ class FakeScorer:
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         self.calls += 1
-        self.requests_seen.extend(requests)
+        if self.record_requests:
+            self.requests_seen.extend(requests)
         results = []
         for req in requests:
             layout = lay_out(req, self._encode, self.max_tokens, self.overflow)
