@@ -17,6 +17,8 @@ import typer
 _COMMANDS: list[tuple[str, str, str]] = [
     ("score", "iclr_cli.cli.score", "score"),
     ("prune", "iclr_cli.cli.prune", "prune"),
+    ("diff", "iclr_cli.cli.diff", "diff"),
+    ("report", "iclr_cli.cli.report", "report"),
     ("formats", "iclr_cli.cli.formats_cmd", "formats"),
 ]
 

@@ -1,0 +1,79 @@
+"""``iclr report``: the summary table of a replay run, and an HTML report with plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from iclr_cli.cli import options as opt
+
+
+def report(
+    run_dir: Annotated[str, typer.Argument(help="Run folder written by 'iclr replay --out' (holds results.jsonl).", show_default=False)],
+    html: Annotated[Optional[str], typer.Option("--html", help="Also write a self-contained HTML report with plots to this file.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON data instead of a table.")] = False,
+    heatmap: Annotated[Optional[str], typer.Option("--heatmap", help="Replay whose block heat map the HTML shows: TASK/VARIANT/SEED (default: the first iclr or step-only replay).")] = None,
+    model: opt.Model = "smollm2",
+    max_tokens: opt.MaxTokens = 42_000,
+    width: Annotated[Optional[int], typer.Option("--width", min=40, help="Table width in columns (default: the terminal's).")] = None,
+    quiet: opt.Quiet = False,
+) -> None:
+    """Summarise a replay run per variant: mean reward, wins/ties/losses against 'none',
+    token totals and their change, deletion ratio and amplification.
+
+    --html FILE adds plots (tokens per request over the steps, reward against tokens,
+    deletion ratio against the change in total tokens, and one trajectory's block entropy
+    heat map) in one file that opens without a network. Block entropies come from the
+    replay's saved scores, or are computed with --model when it saved none.
+    """
+    from iclr_cli.render import runs
+    from iclr_cli.render.output import Output
+    from iclr_cli.render.runsummary import summarize_variants
+
+    records = runs.load_run(run_dir)
+    rows = summarize_variants([r.record for r in records])
+    out = Output(None, quiet=quiet)
+    if as_json:
+        import dataclasses
+
+        import orjson
+
+        out.write_bytes(orjson.dumps([dataclasses.asdict(r) for r in rows], option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    else:
+        from iclr_cli.render import diff_view, report_view
+
+        report_view.paint(diff_view.make_console(width=width), Path(run_dir).name, rows)
+    if html:
+        from iclr_cli.jsonio import write_output
+        from iclr_cli.render import report_html
+
+        heat = _heat_map(records, heatmap, model, max_tokens, out)
+        figures = report_html.build_figures(records, heat)
+        write_output(html, report_html.render_html(f"iclr replay report: {Path(run_dir).resolve().name}", rows, figures).encode("utf-8"))
+        out.info(f"wrote {html}")
+
+
+def _heat_map(records, spec, model, max_tokens, out):
+    from iclr_cli.jsonio import read_input
+    from iclr_cli.render import runs
+    from iclr_cli.render.diffinput import read_scores, scores_from_results
+    from iclr_cli.render.report_html import heat_map
+
+    chosen = runs.pick(records, spec)
+    if chosen is None:
+        return None
+    rec = chosen.record
+    if isinstance(rec.get("block_scores"), str):
+        path = str(Path(chosen.run_dir) / rec["block_scores"])
+        return heat_map(chosen.label, read_scores(read_input(path), path))
+    from iclr_cli.compress import Settings, compress_trajectories
+    from iclr_cli.pipeline import ScorerConfig, build_engines
+    from iclr_cli.policies import parse_variant
+
+    variant = parse_variant(rec["variant"] if rec["variant"] in ("iclr", "step-only") else "iclr")
+    out.info(f"scoring {chosen.label} with {model} for the heat map (the replay saved no block scores)")
+    scorer, tokenizer = build_engines(variant, ScorerConfig(model=model, max_tokens=max_tokens))
+    results = compress_trajectories([chosen.trajectory], Settings(variant), scorer, tokenizer)
+    return heat_map(f"{chosen.label} ({variant.name} entropies by {scorer.name})", scores_from_results(results))

@@ -1,0 +1,211 @@
+"""Paint a :class:`~iclr_cli.render.diffdata.Diff` with rich: the only place ``iclr diff``
+output is styled.
+
+Every block is one row: a marker (``-`` removed, ``~`` changed, ``+`` added, blank kept), its
+entropy tag in bits (when scores are known) coloured on a heat scale from the lowest (blue,
+the proxy found it predictable: first to go) to the highest entropy in the diff (red), and the
+text. Removed blocks are struck through. Actions (``>``) and observations (``<``) are folded
+to one line. The markers carry the meaning on their own, so plain text (stdout not a
+terminal, or ``NO_COLOR``) reads the same without styles.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+from rich.console import Console, Group
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from iclr_cli.render.diffdata import BlockDiff, Diff, Folded, Gap, StepDiff, TrajectoryDiff
+
+# Sequential cold-to-hot scale (ColorBrewer RdYlBu, reversed): low entropy = blue.
+HEAT = ("#4575b4", "#74add1", "#abd9e9", "#e0f3f8", "#fee090", "#fdae61", "#f46d43", "#d73027")
+_MARK = {"kept": " ", "removed": "-", "changed": "~", "added": "+"}
+_TAG_WIDTH = 11  # "[12.34 bits]" minus one; entropies stay under 100 bits
+
+
+def make_console(*, file=None, width: int | None = None, force_terminal: bool | None = None, color_system: str | None = "auto") -> Console:
+    """A console on stdout (or ``file``). Colours follow rich's detection, which honours
+    ``NO_COLOR`` and ``FORCE_COLOR``; without a terminal the output is plain text."""
+    return Console(file=file, width=width, force_terminal=force_terminal, color_system=color_system, highlight=False, emoji=False)
+
+
+def heat_colour(entropy: float, lo: float | None, hi: float | None) -> str:
+    """The heat colour of ``entropy`` (bits) on the scale ``lo..hi`` (bits)."""
+    if lo is None or hi is None or hi <= lo:
+        return HEAT[len(HEAT) // 2]
+    x = (entropy - lo) / (hi - lo)
+    return HEAT[min(len(HEAT) - 1, max(0, int(x * len(HEAT))))]
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _tag(block: BlockDiff, diff: Diff) -> Text:
+    if diff.scores is None:
+        return Text("")
+    if block.entropy_bits is None:
+        return Text("[   -     ]", style="dim")
+    colour = heat_colour(block.entropy_bits, diff.summary.entropy_min, diff.summary.entropy_max)
+    # Background colour so the scale reads on light and dark terminals alike.
+    ink = "white" if colour in HEAT[:2] + HEAT[-2:] else "black"
+    return Text.assemble((f"[{block.entropy_bits:5.2f} bits]", f"{ink} on {colour}"))
+
+
+def _styled(text: str, style: str = "") -> Text:
+    # Style the span, not the Text: table padding of a struck-through block stays unstruck.
+    return Text.assemble((text, style))
+
+
+def _block_rows(block: BlockDiff, diff: Diff) -> list[tuple[Text, Text, Text]]:
+    mark = _MARK[block.status]
+    if block.status == "kept":
+        return [(Text(mark), _tag(block, diff), _styled(block.text))]
+    if block.status == "removed":
+        return [(_styled(mark, "red"), _tag(block, diff), _styled(block.text, "strike dim"))]
+    if block.status == "added":
+        return [(_styled("+", "green"), _tag(block, diff), _styled(block.new_text or "", "green"))]
+    return [
+        (_styled("~", "yellow"), _tag(block, diff), _styled(block.text, "strike dim")),
+        (_styled("+", "green"), Text(""), _styled(block.new_text or "", "green")),
+    ]
+
+
+def _folded_rows(item: Folded) -> list[tuple[Text, Text, Text]]:
+    mark = ">" if item.kind == "action" else "<"
+    body = _styled(f"{item.label}: ", "bold cyan" if item.kind == "action" else "bold magenta")
+    body.append(_fold(item.text) or "(empty)", style="dim" if item.kind == "observation" else "")
+    rows = [(Text(mark), Text(""), body)]
+    if item.new_text is not None:
+        new = _styled(f"{item.label} in pruned: ", "bold yellow")
+        new.append(_fold(item.new_text))
+        rows.append((_styled("!", "yellow"), Text(""), new))
+    return rows
+
+
+def step_title(step: StepDiff) -> str:
+    """One-line heading of a step: blocks removed, reasoning tokens before -> after."""
+    blocks = step.blocks
+    removed = sum(b.status == "removed" for b in blocks)
+    changed = sum(b.status == "changed" for b in blocks)
+    parts = [f"step {step.step}"]
+    if blocks:
+        parts.append(f"{removed}/{sum(b.status != 'added' for b in blocks)} blocks removed" + (f", {changed} changed" if changed else ""))
+        parts.append(f"reasoning {step.tokens_before} -> {step.tokens_after} tokens")
+    else:
+        parts.append("no reasoning")
+    return " · ".join(parts)
+
+
+def render_step(step: StepDiff, diff: Diff) -> Group:
+    """A step heading and one grid row per block / folded action or observation."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=1, no_wrap=True)
+    grid.add_column(width=_TAG_WIDTH + 1 if diff.scores is not None else 0, no_wrap=True)
+    grid.add_column(ratio=1, overflow="fold")
+    for item in step.items:
+        rows = _block_rows(item, diff) if isinstance(item, BlockDiff) else _folded_rows(item)
+        for mark, tag, body in rows:
+            if isinstance(item, Folded):
+                body.no_wrap = True
+                body.overflow = "ellipsis"
+            grid.add_row(mark, tag, body)
+    heading = [Rule(Text(step_title(step), style="bold"), align="left", style="dim")]
+    if step.skipped:
+        heading.append(Text(f"  not scored: {step.skipped}", style="yellow"))
+    return Group(*heading, grid)
+
+
+def render_gap(gap: Gap) -> Text:
+    n = gap.last - gap.first + 1
+    span = f"step {gap.first}" if n == 1 else f"steps {gap.first}-{gap.last}"
+    return Text(f"  ... {span} unchanged ({n} step{'s' if n != 1 else ''}) ...", style="dim")
+
+
+def render_summary(diff: Diff) -> Table:
+    """The closing summary: steps, blocks, removed, reasoning tokens before/after."""
+    s = diff.summary
+    pct = 100.0 * (s.tokens_before - s.tokens_after) / s.tokens_before if s.tokens_before else 0.0
+    table = Table(title=f"{diff.original} -> {diff.pruned}", title_justify="left", show_header=False)
+    table.add_column("")
+    table.add_column("", justify="right")
+    rows = [
+        ("trajectories", str(s.trajectories)),
+        ("steps", str(s.steps)),
+        ("steps changed", str(s.steps_changed)),
+        ("reasoning blocks", str(s.blocks)),
+        ("blocks kept", str(s.kept)),
+        ("blocks removed", str(s.removed)),
+    ]
+    if s.changed or s.added:
+        rows += [("blocks changed", str(s.changed)), ("blocks added", str(s.added))]
+    rows += [
+        (f"reasoning tokens before ({diff.tokenizer})", str(s.tokens_before)),
+        (f"reasoning tokens after ({diff.tokenizer})", str(s.tokens_after)),
+        ("reasoning tokens removed", f"{pct:.1f}%"),
+    ]
+    if diff.scores is not None:
+        rows.append(("entropies from", diff.scores))
+        if s.entropy_min is not None:
+            rows.append(("entropy range (bits)", f"{s.entropy_min:.2f} - {s.entropy_max:.2f}"))
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def paint(console: Console, diff: Diff, views: Sequence[tuple[TrajectoryDiff, Sequence[StepDiff | Gap]]]) -> None:
+    """Print the shown steps of every trajectory, then the summary."""
+    many = len(views) > 1
+    for traj, shown in views:
+        if many:
+            console.print(Text(f"trajectory {traj.id}", style="bold underline"))
+        for item in shown:
+            console.print(render_gap(item) if isinstance(item, Gap) else render_step(item, diff))
+        if not shown:
+            console.print(Text("  (no step matches)", style="dim"))
+    if diff.scores is not None and diff.summary.entropy_min is not None:
+        console.print(heat_legend(diff))
+    console.print(render_summary(diff))
+
+
+def heat_legend(diff: Diff) -> Text:
+    """``entropy: 0.52 ████████ 3.90 bits`` with the scale's colours."""
+    s = diff.summary
+    legend = Text("heat: ")
+    legend.append(f"{s.entropy_min:.2f} ")
+    for colour in HEAT:
+        legend.append("\u2588", style=colour)
+    legend.append(f" {s.entropy_max:.2f} bits (low entropy: removed first)")
+    return legend
+
+
+def emit(console: Console, draw: Callable[[Console], None], *, pager: bool = True) -> None:
+    """Run ``draw`` (which prints to the console it is given) and send the result out.
+
+    On a terminal, output taller than the screen goes through rich's pager when ``pager`` is
+    on (``LESS`` defaults to ``FRX``: colours, quit when it fits). Plain text (no terminal)
+    loses the trailing blanks rich pads table cells with.
+    """
+    with console.capture() as cap:
+        draw(console)
+    text = cap.get()
+    if not console.is_terminal:
+        console.file.write("\n".join(line.rstrip() for line in text.split("\n")))
+        console.file.flush()
+        return
+    if pager and text.count("\n") > console.height:
+        os.environ.setdefault("LESS", "FRX")
+        with console.pager(styles=True):
+            draw(console)
+        return
+    console.file.write(text)
+    console.file.flush()
+
+
+def show(console: Console, diff: Diff, views, *, pager: bool = True) -> None:
+    """Paint the diff (see :func:`paint`) through :func:`emit`."""
+    emit(console, lambda c: paint(c, diff, views), pager=pager)

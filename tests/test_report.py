@@ -1,0 +1,157 @@
+"""``iclr report``: per-variant summary of a replay run, its table, and the HTML report."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+import orjson
+import pytest
+
+from goldens import assert_golden
+from goldens.rundir import RUNS, write_run
+from iclr_cli.cli.app import main
+from iclr_cli.render import report_html, runs
+from iclr_cli.render.runsummary import summarize_variants
+
+
+def run_cli(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    captured = capsys.readouterr()
+    return exc.value.code, captured.out, captured.err
+
+
+@pytest.fixture
+def run_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES"):
+        monkeypatch.delenv(name, raising=False)
+    return write_run(tmp_path)
+
+
+def _total(key):
+    _, inputs, outputs, _, _ = RUNS[key]
+    return sum(inputs) + sum(outputs)
+
+
+def test_summary_numbers(run_dir):
+    rows = {r.variant: r for r in summarize_variants(runs.read_results(str(run_dir)))}
+    assert list(rows) == ["none", "iclr", "delete-all"]
+    iclr = rows["iclr"]
+    assert (iclr.wins, iclr.ties, iclr.losses) == (1, 1, 0)
+    assert iclr.mean_reward == 1.0 and rows["none"].mean_reward == 0.75
+    base = _total(("fix-bug", "none", 0)) + _total(("csv-sum", "none", 0))
+    mine = _total(("fix-bug", "iclr", 0)) + _total(("csv-sum", "iclr", 0))
+    assert iclr.change_total_pct == pytest.approx(100 * (mine - base) / base)
+    assert iclr.amplification == pytest.approx((mine - base) / (240 + 96))
+    assert iclr.deletion_ratio == pytest.approx((240 + 96) / (100 * 5 + 100 * 2))
+    assert rows["delete-all"].deletion_ratio == 1.0
+    assert rows["none"].wins is None and rows["none"].cache_read_tokens is None
+    assert (rows["delete-all"].wins, rows["delete-all"].losses) == (0, 1)
+
+
+def test_terminal_table_golden(run_dir, capsys):
+    code, out, err = run_cli(["report", "run", "--width", "170"], capsys)
+    assert code == 0, err
+    assert re.search(r"iclr\s+│\s+2\s+│\s+1\.000\s+│\s+1/1/0", out)
+    assert_golden("report_table.txt", out)
+
+
+def test_json_summary(run_dir, capsys):
+    code, out, _ = run_cli(["report", "run", "--json"], capsys)
+    assert code == 0
+    doc = orjson.loads(out)
+    assert [r["variant"] for r in doc] == ["none", "iclr", "delete-all"]
+    assert doc[2]["runs"] == 1 and doc[2]["change_total_pct"] == pytest.approx(100 * (_total(("fix-bug", "delete-all", 0)) - _total(("fix-bug", "none", 0))) / _total(("fix-bug", "none", 0)))
+
+
+class _Outline(HTMLParser):
+    """Headings, section/div ids, notes, table cells and scripts of the report, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+        self._tag: str | None = None
+        self._row: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self._tag = tag
+        if tag in ("section", "div") and attrs.get("id"):
+            self.lines.append(f"<{tag} id={attrs['id']}>")
+        if tag == "tr":
+            self._row = []
+
+    def handle_endtag(self, tag):
+        if tag == "tr":
+            self.lines.append("row: " + " | ".join(self._row))
+        self._tag = None
+
+    def handle_data(self, data):
+        if self._tag in ("h1", "h2"):
+            self.lines.append(f"{self._tag}: {data}")
+        elif self._tag == "p":
+            self.lines.append(f"note: {data}")
+        elif self._tag in ("td", "th"):
+            self._row.append(data)
+        elif self._tag == "script":
+            calls = re.findall(r'Plotly\.newPlot\(\s*"([\w-]+)"', data)
+            self.lines.append("script: plotly.js bundle" if len(data) > 100_000 else f"script: newPlot {calls}")
+
+
+def _figures_text(run_dir):
+    """The data of every figure, one trace per line (what the plots draw, independent of
+    the plotly version that renders them)."""
+    from iclr_cli.render.diffinput import read_scores
+
+    records = runs.load_run(str(run_dir))
+    heat = report_html.heat_map("t", read_scores((run_dir / "scores" / "fix-bug__iclr__0.jsonl").read_bytes(), "s"))
+    lines = []
+    for div_id, title, fig in report_html.build_figures(records, heat):
+        lines.append(f"{div_id}: {title}")
+        if isinstance(fig, str):
+            lines.append(f"  note: {fig}")
+            continue
+        for trace in fig.to_plotly_json()["data"]:
+            picked = {k: trace[k] for k in ("type", "name", "x", "y", "z") if k in trace}
+            lines.append("  " + json.dumps(picked, default=list))
+    return "\n".join(lines) + "\n"
+
+
+def test_html_structure_golden(run_dir, capsys):
+    code, _, err = run_cli(["report", "run", "--html", "report.html", "--quiet"], capsys)
+    assert code == 0, err
+    page = (run_dir.parent / "report.html").read_text()
+    # nothing to fetch: no external script, style sheet or image
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=", page)
+    outline = _Outline()
+    outline.feed(page)
+    text = "\n".join(outline.lines) + "\n"
+    assert text.count("script: plotly.js bundle") == 1
+    for div in ("plot-tokens", "plot-reward", "plot-amplification", "plot-heatmap"):
+        assert f"<div id={div}>" in text and f"newPlot ['{div}']" in text
+    assert_golden("report_outline.txt", text)
+    assert_golden("report_figures.txt", _figures_text(run_dir))
+
+
+def test_heat_map_scored_with_model_when_the_run_saved_none(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_run(tmp_path, block_scores=False)
+    code, _, err = run_cli(["report", "run", "--html", "r.html", "--model", "fake", "--heatmap", "fix-bug/iclr/0"], capsys)
+    assert code == 0
+    assert "scoring fix-bug/iclr/seed 0 with fake" in err
+    page = (tmp_path / "r.html").read_text()
+    assert 'Plotly.newPlot(                        "plot-heatmap"' in page or re.search(r'newPlot\(\s*"plot-heatmap"', page)
+    assert "no scored trajectory" not in page
+
+
+def test_heat_map_cells_and_removed_marks(run_dir):
+    from iclr_cli.render.diffinput import read_scores
+
+    scores = read_scores((run_dir / "scores" / "fix-bug__iclr__0.jsonl").read_bytes(), "s")
+    heat = report_html.heat_map("t", scores)
+    assert heat.steps == (0, 1, 2, 3, 4)
+    assert heat.z[3][2] == pytest.approx(1.0 + 1.5 + 0.5)
+    assert len(heat.removed) == 15 and (4, 3) not in heat.removed
