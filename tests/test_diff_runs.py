@@ -30,7 +30,7 @@ def run_dir(tmp_path, monkeypatch):
 
 def test_first_divergence_and_running_difference(run_dir):
     a = runs.load_record(str(run_dir), task="fix-bug", variant="none")
-    b = runs.load_record(str(run_dir / "trajectories" / "fix-bug__iclr__0.json"))
+    b = runs.load_record(str(run_dir / "runs" / "fix-bug" / "iclr" / "seed0" / "trajectory.json"))
     diff = rundiff.align_runs(a, b)
     assert diff.first_divergence == 2
     assert [r.same for r in diff.rows] == [True, True, False, False, False]
@@ -54,7 +54,7 @@ def test_cli_golden_plain(run_dir, capsys):
 
 
 def test_cli_json_from_trajectory_files(run_dir, capsys):
-    code, out, _ = run_cli(["diff", "run/trajectories/csv-sum__none__0.json", "run/trajectories/csv-sum__iclr__0.json", "--json"], capsys)
+    code, out, _ = run_cli(["diff", "run/runs/csv-sum/none/seed0/trajectory.json", "run/runs/csv-sum/iclr/seed0", "--json"], capsys)
     assert code == 0
     doc = orjson.loads(out)
     assert doc["first_divergence"] is None and doc["same_task"] is True
@@ -80,7 +80,7 @@ def test_bad_results_record_names_line_and_field(run_dir, capsys):
 
 
 def test_bad_request_log_names_line_and_field(run_dir, capsys):
-    (run_dir / "requests" / "csv-sum__iclr__0.jsonl").write_text('{"step": 0, "input_tokens": 1, "output_tokens": 2}\n{"step": 1, "input_tokens": 1.5}\n')
+    (run_dir / "runs" / "csv-sum" / "iclr" / "seed0" / "requests.jsonl").write_text('{"step": 0, "input_tokens": 1, "output_tokens": 2}\n{"step": 1, "input_tokens": 1.5}\n')
     code, _, err = run_cli(["diff", "run@none", "run@iclr", "--task", "csv-sum"], capsys)
     assert code == 2
-    assert "csv-sum__iclr__0.jsonl:2: field 'input_tokens': expected an integer or null, got float" in err
+    assert "requests.jsonl:2: field 'input_tokens': expected an integer or null, got float" in err

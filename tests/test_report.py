@@ -107,7 +107,7 @@ def _figures_text(run_dir):
     from iclr_cli.render.diffinput import read_scores
 
     records = runs.load_run(str(run_dir))
-    heat = report_html.heat_map("t", read_scores((run_dir / "scores" / "fix-bug__iclr__0.jsonl").read_bytes(), "s"))
+    heat = report_html.heat_map("t", read_scores((run_dir / "runs" / "fix-bug" / "iclr" / "seed0" / "block_scores.jsonl").read_bytes(), "s"))
     lines = []
     for div_id, title, fig in report_html.build_figures(records, heat):
         lines.append(f"{div_id}: {title}")
@@ -150,7 +150,7 @@ def test_heat_map_scored_with_model_when_the_run_saved_none(tmp_path, monkeypatc
 def test_heat_map_cells_and_removed_marks(run_dir):
     from iclr_cli.render.diffinput import read_scores
 
-    scores = read_scores((run_dir / "scores" / "fix-bug__iclr__0.jsonl").read_bytes(), "s")
+    scores = read_scores((run_dir / "runs" / "fix-bug" / "iclr" / "seed0" / "block_scores.jsonl").read_bytes(), "s")
     heat = report_html.heat_map("t", scores)
     assert heat.steps == (0, 1, 2, 3, 4)
     assert heat.z[3][2] == pytest.approx(1.0 + 1.5 + 0.5)

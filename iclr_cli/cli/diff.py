@@ -105,7 +105,7 @@ def _compute_scores(path, trajectories, model, variant, ratio, max_tokens, split
         raise UsageError(f"--score takes --variant iclr or step-only, not {variant!r}")
     scorer, tokenizer = build_engines(parsed, ScorerConfig(model=model, max_tokens=max_tokens))
     results = compress_trajectories(trajectories, Settings(parsed, ratio=ratio, splitter=split), scorer, tokenizer)
-    return scores_from_results(results), f"{parsed.name} scores of {Path(path).name} by {scorer.name}"
+    return scores_from_results(results), f"--score ({parsed.name}, {scorer.name} scorer)"
 
 
 def _emit(built, step, context, as_json, output, console, pager) -> None:

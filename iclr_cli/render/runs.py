@@ -16,8 +16,9 @@ Input contract (what ``iclr replay --out DIR`` writes; see issue 5):
   for the blocks scored during the run (the report's heat map).
 
 A replay record is named on the command line as a run folder (``--task``/``--seed`` pick one
-record when it holds several; ``DIR@VARIANT`` picks the variant) or as a trajectory file that
-a ``results.jsonl`` in one of its parent folders lists.
+record when it holds several; ``DIR@VARIANT`` picks the variant), or as a trajectory file (or
+the folder holding it, e.g. ``DIR/runs/TASK/VARIANT/seedN``) that a ``results.jsonl`` in one
+of its parent folders lists.
 """
 
 from __future__ import annotations
@@ -104,29 +105,42 @@ def _split_variant(arg: str) -> tuple[str, str | None]:
 
 
 def _owner_dir(path: Path) -> Path | None:
-    """The nearest parent folder (up to 3 levels) holding ``results.jsonl``."""
-    for parent in list(path.resolve().parents)[:3]:
+    """The nearest parent folder (up to 6 levels: ``DIR/runs/TASK/VARIANT/seedN/FILE``)
+    holding ``results.jsonl``."""
+    for parent in list(path.resolve().parents)[:6]:
         if (parent / RESULTS).is_file():
             return parent
     return None
+
+
+def _owned(owner: Path, records: Sequence[dict], p: Path) -> list[dict]:
+    """Records whose trajectory file is ``p``, or lies directly in folder ``p``."""
+    target = p.resolve()
+    out = []
+    for r in records:
+        if not isinstance(r.get("trajectory"), str):
+            continue
+        traj = (owner / r["trajectory"]).resolve()
+        if traj == target or (p.is_dir() and traj.parent == target):
+            out.append(r)
+    return out
 
 
 def is_run_record(arg: str) -> bool:
     """True when ``arg`` names a replay record (see the module docstring)."""
     path, _variant = _split_variant(arg)
     p = Path(path)
-    if p.is_dir():
-        return (p / RESULTS).is_file()
-    if not p.is_file() or p.name == RESULTS:
+    if p.is_dir() and (p / RESULTS).is_file():
+        return True
+    if not p.exists() or p.name == RESULTS:
         return False
     owner = _owner_dir(p)
     if owner is None:
         return False
     try:
-        records = read_results(str(owner))
+        return bool(_owned(owner, read_results(str(owner)), p))
     except InputError:
         return False
-    return any(isinstance(r.get("trajectory"), str) and (owner / r["trajectory"]).resolve() == p.resolve() for r in records)
 
 
 def load_record(arg: str, *, task: str | None = None, seed: int | None = None, variant: str | None = None) -> RunRecord:
@@ -140,7 +154,7 @@ def load_record(arg: str, *, task: str | None = None, seed: int | None = None, v
     path, at_variant = _split_variant(arg)
     variant = at_variant or variant
     p = Path(path)
-    if p.is_dir():
+    if p.is_dir() and (p / RESULTS).is_file():
         run_dir, records = p, read_results(path)
         matches = [
             r for r in records
@@ -151,7 +165,7 @@ def load_record(arg: str, *, task: str | None = None, seed: int | None = None, v
         if owner is None:
             raise InputError(path, f"no {RESULTS} in the folders above it")
         run_dir = owner
-        matches = [r for r in read_results(str(owner)) if isinstance(r.get("trajectory"), str) and (owner / r["trajectory"]).resolve() == p.resolve()]
+        matches = _owned(owner, read_results(str(owner)), p)
     if len(matches) != 1:
         found = ", ".join(f"{r['task']}/{r['variant']}/{r['seed']}" for r in matches[:6]) or "none"
         raise UsageError(f"{arg}: {len(matches)} replay records match ({found}); pick one with --task, --seed or RUN_DIR@VARIANT")

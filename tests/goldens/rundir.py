@@ -1,6 +1,7 @@
-"""A small replay run folder, written by the tests (the input contract of
-:mod:`iclr_cli.render.runs`): results.jsonl, one OpenAI chat trajectory and one request log
-per record, saved block scores for one record."""
+"""A small replay run folder, written by the tests in the layout ``iclr replay --out`` uses
+(the input contract of :mod:`iclr_cli.render.runs`): results.jsonl, and per record
+``runs/TASK/VARIANT/seedN/`` with trajectory.json (OpenAI chat messages), requests.jsonl
+(per-request usage) and, for one iclr record, block_scores.jsonl."""
 
 from __future__ import annotations
 
@@ -32,30 +33,34 @@ def _messages(actions: list[str]) -> list[dict]:
 def write_run(root: Path, *, block_scores: bool = True) -> Path:
     """Write the run folder under ``root/run`` and return its path."""
     run = root / "run"
-    (run / "trajectories").mkdir(parents=True)
-    (run / "requests").mkdir()
+    run.mkdir()
     records = []
     for (task, variant, seed), (actions, inputs, outputs, reward, removed) in RUNS.items():
-        stem = f"{task}__{variant}__{seed}"
-        (run / "trajectories" / f"{stem}.json").write_text(json.dumps(_messages(actions), indent=1))
-        log = [{"step": i, "messages": 3 + 2 * i, "usage": {"input_tokens": a, "output_tokens": b, "cache_read_tokens": None}} for i, (a, b) in enumerate(zip(inputs, outputs))]
-        (run / "requests" / f"{stem}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log))
+        rel = Path("runs") / task / variant / f"seed{seed}"
+        folder = run / rel
+        folder.mkdir(parents=True)
+        doc = {"messages": _messages(actions), "tools": [], "meta": {"task": task, "variant": variant, "seed": seed}}
+        (folder / "trajectory.json").write_text(json.dumps(doc, indent=1))
+        log = [
+            {"step": i, "messages_sent": 3 + 2 * i, "input_tokens": a, "output_tokens": b, "cache_read_tokens": None, "reasoning_tokens": None}
+            for i, (a, b) in enumerate(zip(inputs, outputs))
+        ]
+        (folder / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log))
         record = {
             "task": task, "variant": variant, "seed": seed, "reward": reward, "requests": len(actions),
             "input_tokens": sum(inputs), "output_tokens": sum(outputs), "cache_read_tokens": None,
             "reasoning_tokens_generated": 100 * len(actions), "reasoning_tokens_removed": removed,
             "wall_s": 1.5, "status": "submitted",
-            "trajectory": f"trajectories/{stem}.json", "requests_log": f"requests/{stem}.jsonl",
+            "trajectory": str(rel / "trajectory.json"), "requests_log": str(rel / "requests.jsonl"), "block_scores": None,
         }
         if block_scores and (task, variant) == ("fix-bug", "iclr"):
             scores = [
-                {"trajectory": f"{stem}.json#0", "step": s, "block": b, "n_blocks": 4, "n_tokens": 6,
+                {"trajectory": "generated.json#0", "step": s, "block": b, "n_blocks": 4, "n_tokens": 6,
                  "entropy_bits": round(1.0 + 0.5 * b + 0.25 * s, 3), "selected": b < 3, "text": ""}
                 for s in range(len(actions)) for b in range(4)
             ]
-            (run / "scores").mkdir(exist_ok=True)
-            (run / "scores" / f"{stem}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scores))
-            record["block_scores"] = f"scores/{stem}.jsonl"
+            (folder / "block_scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scores))
+            record["block_scores"] = str(rel / "block_scores.jsonl")
         records.append(record)
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return run
