@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from pathlib import Path
 
 import orjson
 import pytest
@@ -226,3 +227,41 @@ def test_changed_block_shows_old_struck_and_new_text():
     lines = buf.getvalue().splitlines()
     assert "~  the quick fox" in lines and "+  the fox" in lines
     assert "step 0 · 0/1 blocks removed, 1 changed · reasoning 4 -> 3 tokens" in lines[0]
+
+
+def test_long_output_on_a_terminal_goes_through_the_pager(monkeypatch):
+    import rich.pager
+
+    shown = []
+    monkeypatch.setattr(rich.pager.SystemPager, "show", lambda self, content: shown.append(content))
+    steps = tuple(diffdata.StepDiff("t", i, (diffdata.BlockDiff(0, 0, "removed", f"block {i}"),), 2, 1) for i in range(30))
+    traj = diffdata.TrajectoryDiff("t", steps)
+    diff = diffdata.Diff("a", "b", "regex-words", None, (traj,), diffdata.summarize([traj]))
+    buf = io.StringIO()
+    console = diff_view.Console(file=buf, width=80, height=20, force_terminal=True, color_system="truecolor")
+    diff_view.show(console, diff, [(traj, list(steps))])
+    assert len(shown) == 1 and "block 29" in shown[0] and "\x1b[" in shown[0]
+    assert buf.getvalue() == ""
+    shown.clear()
+    diff_view.show(console, diff, [(traj, list(steps))], pager=False)
+    assert shown == [] and "block 29" in buf.getvalue()
+
+
+REAL = Path(__file__).resolve().parents[1].parent / "shared" / "realdata" / "claude_code" / "spotter_258c7280_main_session_slice.jsonl"
+
+
+@pytest.mark.skipif(not REAL.exists(), reason=f"real transcripts not present at {REAL}")
+def test_real_claude_code_session(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    run_cli(["prune", str(REAL), "--model", "fake", "-o", "pruned.jsonl", "-q"], capsys)
+    run_cli(["score", str(REAL), "--model", "fake", "-o", "scores.jsonl", "-q"], capsys)
+    records = [orjson.loads(line) for line in (tmp_path / "scores.jsonl").read_text().splitlines()]
+    code, out, err = run_cli(["diff", str(REAL), "pruned.jsonl", "--model", "fake", "--json"], capsys)
+    assert code == 0, err
+    summary = orjson.loads(out)["summary"]
+    assert summary["steps"] == 103
+    assert summary["blocks"] == len(records) and summary["changed"] == summary["added"] == 0
+    assert summary["removed"] == sum(r["selected"] for r in records) > 0
+    code, text, _ = run_cli(["diff", "scores.jsonl", str(REAL), "--model", "fake", "--context", "0", "--width", "100"], capsys)
+    assert code == 0
+    assert text.count("\n- [") == summary["removed"]
