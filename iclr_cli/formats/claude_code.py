@@ -58,7 +58,7 @@ _SNIFF_LINES = 5
 
 
 def _looks_like_event(value: object) -> bool:
-    return isinstance(value, dict) and value.get("type") in EVENT_TYPES
+    return isinstance(value, dict) and isinstance(value.get("type"), str) and value["type"] in EVENT_TYPES
 
 
 @dataclass
