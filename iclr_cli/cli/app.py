@@ -19,6 +19,7 @@ _COMMANDS: list[tuple[str, str, str]] = [
     ("prune", "iclr_cli.cli.prune", "prune"),
     ("diff", "iclr_cli.cli.diff", "diff"),
     ("report", "iclr_cli.cli.report", "report"),
+    ("replay", "iclr_cli.cli.replay", "replay"),
     ("formats", "iclr_cli.cli.formats_cmd", "formats"),
 ]
 

@@ -22,6 +22,8 @@ def adapters() -> list[FormatAdapter]:
 # Most specific first. A module listed here exposes ``ADAPTER``.
 _ADAPTER_MODULES: list[str] = [
     "claude_code",
+    # after the specific sniffs above: a Claude-run SWE-agent / OpenHands log may hold
+    # Anthropic-style blocks, while those markers never occur in a Messages transcript
     "anthropic",
     "openai_chat",
 ]

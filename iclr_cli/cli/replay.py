@@ -1,0 +1,123 @@
+"""``iclr replay``: run a live agent on tasks with online compression, and account every token."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from iclr_cli.cli import options as opt
+
+
+def replay(
+    task: Annotated[Optional[list[str]], typer.Option("--task", "-t", help="Task name (repeatable); see --list-tasks.", show_default=False)] = None,
+    suite: Annotated[Optional[str], typer.Option("--suite", help="'all' or a domain of the task source: code, office, security, web.")] = None,
+    tasks_dir: Annotated[Optional[str], typer.Option("--tasks", help="Folder of your own tasks (see docs/TASKS.md) instead of the built-in suite.")] = None,
+    list_tasks: Annotated[bool, typer.Option("--list-tasks", help="Print the available tasks (name, domain, description) and exit.")] = False,
+    variant: Annotated[Optional[list[str]], typer.Option("--variant", "-v", help="none, iclr, step-only, delete-all, random-R, sliding-window-K (repeatable).", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Agent model name sent to the API (e.g. deepseek-chat).")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. https://api.deepseek.com or http://127.0.0.1:8080/v1.")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the API key (default: OPENAI_API_KEY if set; local servers need none).")] = None,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds per task and variant (0..N-1).")] = 1,
+    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Agent turns per run before it stops unsubmitted.")] = 30,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Runs in parallel (threads).")] = 1,
+    out: Annotated[Optional[str], typer.Option("--out", help="Output folder: results.jsonl, summary.json, runs/ (resumed when it exists).")] = None,
+    proxy_model: Annotated[str, typer.Option("--proxy-model", help="Proxy scorer for iclr/step-only and the tokenizer counting reasoning: 'smollm2', 'fake', a folder, a .gguf, a HF id.")] = "smollm2",
+    ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
+    max_tokens: opt.MaxTokens = 42_000,
+    overflow: opt.Overflow = "window",
+    dtype: opt.Dtype = "float32",
+    device: opt.Device = None,
+    split: opt.Split = "paragraph",
+    tool_protocol: Annotated[str, typer.Option("--tool-protocol", help="'native' (OpenAI tools; text calls also accepted) or 'text' (no tools field, protocol in the prompt).")] = "native",
+    send_reasoning: Annotated[str, typer.Option("--send-reasoning", help="How reasoning goes back: auto (as the provider returned it), reasoning_content, reasoning, think, omit.")] = "auto",
+    temperature: Annotated[Optional[float], typer.Option("--temperature", help="Sampling temperature (default: the provider's).")] = None,
+    max_output_tokens: Annotated[Optional[int], typer.Option("--max-output-tokens", min=1, help="max_tokens of each request (default: the provider's).")] = None,
+    extra_body: Annotated[Optional[str], typer.Option("--extra-body", help='JSON object merged into every request body, e.g. \'{"thinking": {"type": "enabled"}}\'.')] = None,
+    request_timeout: Annotated[float, typer.Option("--request-timeout", min=1, help="Seconds per HTTP attempt.")] = 300.0,
+    max_retries: Annotated[int, typer.Option("--max-retries", min=0, help="Retries per request on 429, 5xx, timeouts and connection errors (exponential backoff).")] = 6,
+    command_timeout: Annotated[float, typer.Option("--command-timeout", min=1, help="Seconds a bash tool call may run.")] = 30.0,
+    output_cap: Annotated[int, typer.Option("--output-cap", min=200, help="Characters of tool output the agent sees (head and tail kept).")] = 10_000,
+    retry_errors: Annotated[bool, typer.Option("--retry-errors", help="On resume, run again the cells whose record has status 'error'.")] = False,
+    keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep each run's temporary workspace (path recorded in results).")] = False,
+    summary_only: Annotated[bool, typer.Option("--summary", help="Only print the summary of the results already in --out.")] = False,
+    quiet: opt.Quiet = False,
+) -> None:
+    """Drive a live model through tasks; after every completed step the variant compresses that
+    step's reasoning and the compressed history is what every later request sends.
+
+    Writes --out/results.jsonl (one record per task, variant and seed), each trajectory in
+    OpenAI chat JSON (readable by score, prune and diff), a per-request usage log, and a
+    per-variant summary (reward, wins/ties/losses against none, tokens, deletion ratio,
+    amplification). An interrupted replay resumes: finished cells are skipped.
+    """
+    from pathlib import Path
+
+    from iclr_cli.errors import UsageError
+    from iclr_cli.render.output import Output
+    from iclr_cli.replay.tasks import load_tasks, select_tasks, BUILTIN_DIR
+
+    output = Output(None, quiet=quiet)
+    if list_tasks:
+        pool = load_tasks(Path(tasks_dir) if tasks_dir else BUILTIN_DIR)
+        width = max((len(t.name) for t in pool), default=0)
+        output.write_bytes("".join(f"{t.name:<{width}}  {t.domain:<8}  {t.description}\n" for t in pool).encode())
+        return
+    if out is None:
+        raise UsageError("--out DIR is required")
+    if summary_only:
+        _print_summary(output, Path(out))
+        return
+    missing = [name for name, value in (("--variant", variant), ("--model", model), ("--base-url", base_url)) if not value]
+    if missing:
+        raise UsageError(f"missing {', '.join(missing)} (or use --list-tasks / --summary)")
+    if task and suite:
+        raise UsageError("give --task or --suite, not both")
+    from iclr_cli.replay.session import build_run
+
+    tasks = select_tasks(task or [], suite, Path(tasks_dir) if tasks_dir else None)
+    setup = build_run(
+        output,
+        tasks=tasks,
+        variants=list(dict.fromkeys(variant or [])),
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        seeds=seeds,
+        max_steps=max_steps,
+        out=Path(out),
+        proxy_model=proxy_model,
+        scorer_options=dict(ratio=ratio, max_tokens=max_tokens, overflow=overflow, dtype=dtype, device=device, split=split),
+        tool_protocol=tool_protocol,
+        send_reasoning=send_reasoning,
+        temperature=temperature,
+        max_output_tokens=max_output_tokens,
+        extra_body=extra_body,
+        request_timeout=request_timeout,
+        max_retries=max_retries,
+        command_timeout=command_timeout,
+        output_cap=output_cap,
+        retry_errors=retry_errors,
+        keep_workspaces=keep_workspaces,
+    )
+    setup.run(jobs)
+    _print_summary(output, Path(out))
+
+
+def _print_summary(output, out_dir) -> None:
+    from iclr_cli.errors import InputError
+    from iclr_cli.jsonio import write_output
+    from iclr_cli.replay.runner import RESULTS, ResultsLog
+    from iclr_cli.replay.summary import summarize, table_rows, to_records
+
+    import orjson
+
+    path = out_dir / RESULTS
+    if not path.is_file():
+        raise InputError(str(path), "no such file (nothing has finished in this folder yet)")
+    log = ResultsLog(path)
+    log.close()
+    rows = summarize(log.records)
+    write_output(str(out_dir / "summary.json"), orjson.dumps(to_records(rows), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    columns, display = table_rows(rows)
+    output.table(f"replay summary ({out_dir}); tokens are API tokens, change against 'none' on the same task and seed", columns, display)

@@ -1,0 +1,168 @@
+"""Turn ``iclr replay`` options into a ready matrix: client, compressors, plan, results log."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from iclr_cli.errors import IclrError, UsageError
+from iclr_cli.replay.agent import AgentConfig
+from iclr_cli.replay.client import ChatClient, ClientConfig
+from iclr_cli.replay.history import Compressor
+from iclr_cli.replay.provider import STYLES
+from iclr_cli.replay.runner import RESULTS, ReplayConfig, ResultsLog, RunSpec, plan, run_matrix
+from iclr_cli.replay.tasks import Task
+from iclr_cli.replay.tools import ToolLimits
+
+
+@dataclass
+class Session:
+    """A replay ready to run: what is left to do and everything needed to do it."""
+
+    output: object  # iclr_cli.render.output.Output
+    specs: list[RunSpec]
+    client: ChatClient
+    compressors: Mapping[str, Compressor]
+    config: ReplayConfig
+    log: ResultsLog
+    skipped: int
+
+    def run(self, jobs: int) -> int:
+        """Run every remaining cell; returns how many records were written."""
+        out = self.output
+        if self.skipped:
+            out.info(f"resuming: {self.skipped} finished run(s) in {self.log.path} are skipped")
+        if not self.specs:
+            out.info("nothing left to run")
+            self.log.close()
+            return 0
+        try:
+            with out.progress("replay", len(self.specs)) as advance:
+
+                def on_record(r: dict) -> None:
+                    tokens = (r["input_tokens"] or 0) + (r["output_tokens"] or 0)
+                    out.info(f"{r['task']} {r['variant']} seed {r['seed']}: reward {r['reward']:.2f}, {r['status']}, {r['requests']} requests, {tokens:,} tokens")
+                    advance()
+
+                return run_matrix(self.specs, self.client, self.compressors, self.config, self.log, jobs=jobs, on_record=on_record)
+        finally:
+            self.log.close()
+
+
+def _api_key(var: str | None) -> str:
+    if var is not None:
+        value = os.environ.get(var)
+        if not value:
+            raise UsageError(f"--api-key-env {var}: the environment variable is not set")
+        return value
+    return os.environ.get("OPENAI_API_KEY") or "no-key"
+
+
+def _engines(variants: Sequence, proxy_model: str, options: Mapping):
+    from iclr_cli.cli.common import check_splitter, scorer_config
+    from iclr_cli.pipeline import build_engines
+
+    check_splitter(options["split"])
+    config = scorer_config(proxy_model, options["max_tokens"], options["overflow"], options["dtype"], False, 8, options["device"])
+    try:
+        needs = next((v for v in variants if v.needs_scores), variants[0])
+        return build_engines(needs, config)
+    except ImportError as exc:
+        raise IclrError(f"--proxy-model {proxy_model}: cannot load the proxy scorer/tokenizer ({exc}); '--proxy-model fake' runs without one") from exc
+
+
+def build_run(
+    output,
+    *,
+    tasks: Sequence[Task],
+    variants: Sequence[str],
+    model: str,
+    base_url: str,
+    api_key_env: str | None,
+    seeds: int,
+    max_steps: int,
+    out: Path,
+    proxy_model: str,
+    scorer_options: Mapping,
+    tool_protocol: str = "native",
+    send_reasoning: str = "auto",
+    temperature: float | None = None,
+    max_output_tokens: int | None = None,
+    extra_body: str | None = None,
+    request_timeout: float = 300.0,
+    max_retries: int = 6,
+    command_timeout: float = 30.0,
+    output_cap: int = 10_000,
+    retry_errors: bool = False,
+    keep_workspaces: bool = False,
+    http_client=None,
+) -> Session:
+    """Validate options, build the engines and plan the remaining runs.
+
+    Raises:
+        UsageError: for a bad variant, protocol, reasoning style, ``--extra-body`` or API key.
+        IclrError: when the proxy scorer cannot be loaded.
+    """
+    from iclr_cli.policies import parse_variant
+
+    parsed = [parse_variant(v) for v in variants]
+    if tool_protocol not in ("native", "text"):
+        raise UsageError(f"--tool-protocol must be 'native' or 'text', not {tool_protocol!r}")
+    if send_reasoning != "auto" and send_reasoning not in STYLES:
+        raise UsageError(f"--send-reasoning must be auto or one of {', '.join(STYLES)}, not {send_reasoning!r}")
+    body: dict = {}
+    if extra_body:
+        try:
+            body = orjson.loads(extra_body)
+        except orjson.JSONDecodeError as exc:
+            raise UsageError(f"--extra-body is not valid JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise UsageError("--extra-body must be a JSON object")
+    scorer, tokenizer = _engines(parsed, proxy_model, scorer_options)
+    compressors = {
+        v.name: Compressor(v, scorer if v.needs_scores else None, tokenizer, ratio=scorer_options["ratio"], splitter=scorer_options["split"])
+        for v in parsed
+    }
+    shared = next(iter(compressors.values())).lock
+    for c in compressors.values():
+        c.lock = shared  # one scorer, one lock
+    client = ChatClient(
+        ClientConfig(base_url, model, _api_key(api_key_env), request_timeout, max_retries, temperature, max_output_tokens, body),
+        http_client=http_client,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    _note_settings(output, out, {"model": model, "base_url": base_url, "proxy_model": proxy_model, "tool_protocol": tool_protocol, "max_steps": max_steps})
+    log = ResultsLog(out / RESULTS)
+    done = {(r["task"], r["variant"], r["seed"]) for r in log.records if not (retry_errors and r.get("status") == "error")}
+    specs = plan(tasks, [v.name for v in parsed], range(seeds), done)
+    wanted = len(tasks) * len(parsed) * seeds
+    config = ReplayConfig(
+        out=out,
+        model=model,
+        base_url=base_url,
+        agent=AgentConfig(max_steps=max_steps, tool_protocol=tool_protocol, reasoning_style=send_reasoning),
+        limits=ToolLimits(command_timeout, output_cap),
+        keep_workspaces=keep_workspaces,
+    )
+    return Session(output, specs, client, compressors, config, log, wanted - len(specs))
+
+
+def _note_settings(output, out: Path, settings: dict) -> None:
+    """Write ``replay.json`` the first time; warn when a resume uses other settings."""
+    from iclr_cli.jsonio import loads, write_output
+
+    path = out / "replay.json"
+    if path.is_file():
+        try:
+            before = loads(path.read_bytes())
+        except ValueError:
+            before = {}
+        changed = [k for k, v in settings.items() if isinstance(before, dict) and k in before and before[k] != v]
+        if changed:
+            output.warn(f"{out} was started with other settings ({', '.join(f'{k}={before[k]!r}' for k in changed)}); new records will mix with old ones")
+        return
+    write_output(str(path), orjson.dumps(settings, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))

@@ -1,0 +1,2 @@
+curl -s {url}/category/tools
+curl -s {url}/product/1042
