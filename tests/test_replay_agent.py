@@ -10,7 +10,7 @@ import pytest
 
 from replay_fixtures import call, completion, error, fake_openai, make_session, submit
 
-from iclr_cli.replay.tasks import load_tasks
+from iclr_cli.replay.suite import load_tasks
 
 REASONING = "Plan: read the file.\n\nThe file may be empty.\n\nI will write hi.\n\nThen submit.\n\nDone thinking."
 

@@ -11,7 +11,7 @@ from replay_fixtures import call, completion, fake_openai, make_session, submit
 
 from iclr_cli.formats import registry
 from iclr_cli.replay.runner import ResultsLog
-from iclr_cli.replay.tasks import load_tasks
+from iclr_cli.replay.suite import load_tasks
 
 REASONING = "First block.\n\nSecond block.\n\nThird block."
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from iclr_cli.errors import InputError, UsageError
-from iclr_cli.replay.tasks import BUILTIN_DIR, CheckContext, load_tasks, select_tasks
+from iclr_cli.replay.suite import BUILTIN_DIR, CheckContext, load_tasks, select_tasks
 from iclr_cli.replay.tools import ToolLimits, Workspace
 
 TASKS = load_tasks(BUILTIN_DIR)

@@ -55,7 +55,7 @@ def replay(
 
     from iclr_cli.errors import UsageError
     from iclr_cli.render.output import Output
-    from iclr_cli.replay.tasks import load_tasks, select_tasks, BUILTIN_DIR
+    from iclr_cli.replay.suite import BUILTIN_DIR, load_tasks, select_tasks
 
     output = Output(None, quiet=quiet)
     if list_tasks:

@@ -39,7 +39,7 @@ from iclr_cli.replay.accounting import total_usage
 from iclr_cli.replay.agent import Agent, AgentConfig, Interrupted, Outcome
 from iclr_cli.replay.client import ChatClient
 from iclr_cli.replay.history import Compressor, History
-from iclr_cli.replay.tasks import CheckContext, Task
+from iclr_cli.replay.suite import CheckContext, Task
 from iclr_cli.replay.tools import TEXT_PROTOCOL, TOOL_SPECS, ToolLimits, Workspace
 
 SYSTEM_PROMPT = """\

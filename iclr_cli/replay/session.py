@@ -15,7 +15,7 @@ from iclr_cli.replay.client import ChatClient, ClientConfig
 from iclr_cli.replay.history import Compressor
 from iclr_cli.replay.provider import STYLES
 from iclr_cli.replay.runner import RESULTS, ReplayConfig, ResultsLog, RunSpec, plan, run_matrix
-from iclr_cli.replay.tasks import Task
+from iclr_cli.replay.suite import Task
 from iclr_cli.replay.tools import ToolLimits
 
 
