@@ -231,3 +231,14 @@ def test_bom_crlf_and_blank_lines_survive_an_edit(tmp_path, capsys):
     old, new = data.split(b"\r\n"), after.split(b"\r\n")
     assert len(new) == 4 and new[0] == old[0] and new[1] == b"" and new[3] == old[3]
     assert b"[SKIP]" in new[2] and b"signature" not in new[2]
+
+
+def test_system_text_before_the_first_turn_is_prompt_and_id_falls_back_to_the_file_name(tmp_path):
+    system = lambda content: json.dumps({"type": "system", "subtype": "informational", "content": content, "isSidechain": False, "uuid": content})
+    rows = [system("hooks loaded"), line("user", "u", None, "go", session=None), line("assistant", "a", "u", THINK, msg_id="m", session=None), system("after")]
+    src = tmp_path / "nosession.jsonl"
+    src.write_text("\n".join(rows) + "\n")
+    [traj] = ADAPTER.load(src.read_bytes(), str(src)).trajectories
+    assert traj.id == "nosession.jsonl#0"
+    assert [(p.label, p.text) for p in traj.prompt] == [("system", "hooks loaded"), ("user", "go")]
+    assert [p.label for p in traj.steps[0].parts] == ["reasoning"]  # the later system line is not sent to the model

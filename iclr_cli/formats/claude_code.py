@@ -18,7 +18,7 @@ One file is one trajectory, with id ``sessionId`` (of its first conversation lin
   ``system`` lines after it (local command echoes, ``compact_boundary`` markers) are
   transcript bookkeeping the model is not sent, so they are not parts.
 
-Decisions (this project's, documented in the README):
+Decisions (this project's own; the Claude Code format documents none of this):
 - Sub-agents: lines with ``isSidechain: true`` are kept in the file untouched and are not
   steps of the main trajectory. When every conversation line of the file is a sidechain (a
   sub-agent transcript such as ``agent-*.jsonl``), the sidechain is the trajectory.
