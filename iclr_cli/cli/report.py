@@ -20,8 +20,9 @@ def report(
     width: Annotated[Optional[int], typer.Option("--width", min=40, help="Table width in columns (default: the terminal's).")] = None,
     quiet: opt.Quiet = False,
 ) -> None:
-    """Summarise a replay run per variant: mean reward, wins/ties/losses against 'none',
-    token totals and their change, deletion ratio and amplification.
+    """Summarise a replay run per variant (the rules of 'iclr replay''s summary): mean
+    reward, wins/ties/losses against 'none', token totals and their change, deletion ratio
+    and amplification.
 
     --html FILE adds plots (tokens per request over the steps, reward against tokens,
     deletion ratio against the change in total tokens, and one trajectory's block entropy
@@ -30,17 +31,15 @@ def report(
     """
     from iclr_cli.render import runs
     from iclr_cli.render.output import Output
-    from iclr_cli.render.runsummary import summarize_variants
+    from iclr_cli.replay.summary import summarize, to_records
 
     records = runs.load_run(run_dir)
-    rows = summarize_variants([r.record for r in records])
+    rows = summarize([r.record for r in records])
     out = Output(None, quiet=quiet)
     if as_json:
-        import dataclasses
-
         import orjson
 
-        out.write_bytes(orjson.dumps([dataclasses.asdict(r) for r in rows], option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+        out.write_bytes(orjson.dumps(to_records(rows), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     else:
         from iclr_cli.render import diff_view, report_view
 

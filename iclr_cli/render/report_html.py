@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from iclr_cli.errors import IclrError
 from iclr_cli.render.diffdata import ScoreMap
 from iclr_cli.render.runs import RunRecord, total_tokens
-from iclr_cli.render.runsummary import VariantSummary, pairs_with_base
+from iclr_cli.replay.summary import VariantSummary, latest, table_rows
 
 _PALETTE = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
 
@@ -64,6 +64,14 @@ def _entropy(scores: ScoreMap, traj: str, step: int, block: int) -> float | None
 def _step_tick(n: int) -> int:
     """Whole-number ticks, at most about a dozen of them."""
     return max(1, -(-n // 12))
+
+
+def _pairs(records: Sequence[dict], baseline: str = "none") -> list[tuple[dict, dict]]:
+    """``(record, baseline record of the same task and seed)``, with the pairing rules of
+    :mod:`iclr_cli.replay.summary`: the last record of each key wins, ``error`` runs are out."""
+    by_key = {k: r for k, r in latest(records).items() if r.get("status") != "error"}
+    base = {(t, s): r for (t, v, s), r in by_key.items() if v == baseline}
+    return [(r, base[(t, s)]) for (t, v, s), r in by_key.items() if v != baseline and (t, s) in base]
 
 
 def _colours(runs: Sequence[RunRecord]) -> dict[str, str]:
@@ -116,7 +124,7 @@ def build_figures(runs: Sequence[RunRecord], heat: HeatMap | None) -> list[tuple
 
     fig = go.Figure(layout=dict(layout, xaxis_title="deletion ratio (reasoning tokens removed / generated)", yaxis_title="change in total tokens vs none (%)"))
     points: dict[str, list[tuple[float, float, str]]] = {}
-    for r, base in pairs_with_base([x.record for x in runs]):
+    for r, base in _pairs([x.record for x in runs]):
         t, b = total_tokens(r), total_tokens(base)
         gen, rem = r.get("reasoning_tokens_generated"), r.get("reasoning_tokens_removed")
         if t is None or not b or not gen or rem is None:
@@ -138,33 +146,11 @@ def build_figures(runs: Sequence[RunRecord], heat: HeatMap | None) -> list[tuple
     return out
 
 
-def _fmt(value, spec: str = ",") -> str:
-    if value is None:
-        return "-"
-    return format(value, spec)
-
-
-SUMMARY_COLUMNS = ("variant", "runs", "mean reward", "W/T/L vs none", "requests", "input", "output", "cache read", "Δ input", "Δ output", "Δ total", "deletion ratio", "amplification")
-
-
-def summary_cells(s: VariantSummary) -> tuple[str, ...]:
-    """One summary row as display strings, in :data:`SUMMARY_COLUMNS` order ('-': unknown)."""
-
-    def pct(v: float | None) -> str:
-        return "-" if v is None else f"{v:+.1f}%"
-
-    return (
-        s.variant, str(s.runs), _fmt(s.mean_reward, ".3f"), "-" if s.wins is None else f"{s.wins}/{s.ties}/{s.losses}",
-        _fmt(s.requests), _fmt(s.input_tokens), _fmt(s.output_tokens), _fmt(s.cache_read_tokens),
-        pct(s.change_input_pct), pct(s.change_output_pct), pct(s.change_total_pct),
-        _fmt(s.deletion_ratio, ".3f"), _fmt(s.amplification, "+.2f"),
-    )
-
-
 def summary_table(rows: Sequence[VariantSummary]) -> str:
-    """The per-variant summary as an HTML table."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in SUMMARY_COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in summary_cells(s)) + "</tr>" for s in rows)
+    """The per-variant summary as an HTML table (the cells of the terminal table)."""
+    columns, cells = table_rows(rows)
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in cells)
     return f"<table class=\"summary\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
