@@ -1,46 +1,80 @@
-"""Build a scorer or a tokenizer from a ``--model`` spec; torch is imported only for real models."""
+"""Build a scorer or a tokenizer from a ``--model`` name (torch imported only when needed).
+
+``fake`` selects :class:`~iclr_cli.scoring.fake.FakeScorer` and its regex tokenizer; every
+other name is a model spec for :mod:`iclr_cli.scoring.loading` (``smollm2`` by default).
+"""
 
 from __future__ import annotations
 
-from iclr_cli.scoring.base import Scorer, Tokenizer
+from iclr_cli.errors import UsageError
+from iclr_cli.scoring.base import DEFAULT_MAX_TOKENS, Overflow, Scorer, Tokenizer
+from iclr_cli.scoring.fake import FakeScorer, RegexTokenizer
+
+FAKE = "fake"
+DEFAULT_MODEL = "smollm2"
 
 
 def build_scorer(
-    model: str = "smollm2",
+    model: str = DEFAULT_MODEL,
     *,
-    max_tokens: int = 42_000,
-    overflow: str = "window",
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    overflow: Overflow = "window",
     dtype: str = "float32",
     device: str | None = None,
     prefix_cache: bool = True,
     batch_size: int = 8,
     chunk_size: int = 256,
 ) -> Scorer:
-    """A :class:`~iclr_cli.scoring.fake.FakeScorer` for ``fake``, else the transformers scorer."""
-    if model == "fake":
-        from iclr_cli.scoring.fake import FakeScorer
+    """A ready scorer for ``model``.
 
-        return FakeScorer(max_tokens=max_tokens, overflow=overflow)  # type: ignore[arg-type]
+    Args:
+        model: ``fake`` or a model spec (``smollm2``/``default``, a ``.gguf`` file, a Hugging
+            Face folder, or a hub id already in the local cache).
+        max_tokens: requested input limit in tokens; the real scorer also caps it at the
+            model's maximum positions (8,192 for SmolLM2).
+        overflow: ``window`` (project default) or ``skip`` (the paper's rule).
+        dtype: ``float32`` (default) or ``bfloat16`` (explicit opt-in; callers should warn).
+        device: torch device; default CUDA when available, else CPU.
+        prefix_cache: reuse each trajectory's KV cache from step to step (``--no-prefix-cache``
+            turns it off; results are the same within 1e-3 bits).
+        batch_size: most requests per batched forward.
+        chunk_size: positions per LM-head call when computing entropies.
+
+    Raises:
+        UsageError: bad option values or an unresolvable model spec.
+        IclrError: the model could not be converted or loaded.
+    """
+    if overflow not in ("window", "skip"):
+        raise UsageError(f"--overflow {overflow!r}: choose window or skip")
+    if model == FAKE:
+        return FakeScorer(max_tokens=max_tokens, overflow=overflow)
+    from iclr_cli.scoring.loading import load_model
     from iclr_cli.scoring.transformers_scorer import TransformersScorer
 
-    return TransformersScorer.from_spec(
-        model,
+    lm, tokenizer, source = load_model(model, dtype=dtype, device=device)
+    return TransformersScorer(
+        lm,
+        tokenizer,
+        name=source.name,
         max_tokens=max_tokens,
         overflow=overflow,
-        dtype=dtype,
-        device=device,
         prefix_cache=prefix_cache,
         batch_size=batch_size,
         chunk_size=chunk_size,
     )
 
 
-def load_tokenizer(model: str = "smollm2") -> Tokenizer:
-    """Only the proxy's tokenizer (for variants that count tokens but need no scores)."""
-    if model == "fake":
-        from iclr_cli.scoring.fake import RegexTokenizer
+def load_tokenizer(model: str = DEFAULT_MODEL) -> Tokenizer:
+    """Only the tokenizer of ``model`` (for variants that count tokens but need no scores).
 
+    Fast once the model cache exists (no torch import); the first use of a GGUF model
+    converts it into the cache.
+
+    Raises:
+        UsageError: an unresolvable model spec.
+    """
+    if model == FAKE:
         return RegexTokenizer()
-    from iclr_cli.scoring.loading import load_proxy_tokenizer
+    from iclr_cli.scoring.loading import load_tokenizer as _load
 
-    return load_proxy_tokenizer(model)
+    return _load(model)

@@ -1,0 +1,80 @@
+"""The proxy model's own tokenizer, read from its ``tokenizer.json`` with the ``tokenizers`` library.
+
+Token counts and block membership must come from the tokenizer the scores refer to (STYLE.md).
+The fast tokenizer behind a transformers ``AutoTokenizer`` is exactly a ``tokenizers.Tokenizer``;
+loading that file directly costs ~0.1 s and no torch/transformers import, so commands that
+only count tokens (``random-R``, reports) start fast.
+
+Decision (this project's): text is tokenized with ``add_special_tokens=False`` and with special
+tokens *split*: a literal ``<|im_start|>`` inside a tool output is data, never a control token.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from iclr_cli.errors import IclrError
+
+
+class ProxyTokenizer:
+    """Implements :class:`iclr_cli.scoring.base.Tokenizer` for a Hugging Face fast tokenizer.
+
+    Attributes:
+        name: the model name the token counts refer to.
+        bos_id: id of the start token (``bos_token`` in ``tokenizer_config.json`` or
+            ``bos_token_id`` in ``config.json``), or ``None`` when the model has none.
+        vocab_size: size of the tokenizer's vocabulary, added tokens included.
+    """
+
+    def __init__(self, backend, name: str, bos_id: int | None):
+        self._tk = backend
+        # Literal special-token strings in trajectory text are encoded as plain text.
+        self._tk.encode_special_tokens = True
+        self.name = name
+        self.bos_id = bos_id
+        self.vocab_size = backend.get_vocab_size(with_added_tokens=True)
+
+    @classmethod
+    def from_folder(cls, folder: str | Path, name: str) -> ProxyTokenizer:
+        """Read ``tokenizer.json`` (and the start token) from a Hugging Face model folder.
+
+        Raises:
+            IclrError: when the folder has no ``tokenizer.json`` (slow tokenizers are not
+                supported: their offsets are not reliable).
+        """
+        import tokenizers
+
+        folder = Path(folder)
+        path = folder / "tokenizer.json"
+        if not path.is_file():
+            raise IclrError(f"{folder}: no tokenizer.json (a fast tokenizer is required for token offsets)")
+        backend = tokenizers.Tokenizer.from_file(str(path))
+        return cls(backend, name, _bos_id(folder, backend))
+
+    def encode(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Token ids of ``text`` and the ``(start, end)`` character offsets of each (no specials)."""
+        enc = self._tk.encode(text, add_special_tokens=False)
+        return enc.ids, enc.offsets
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """``(start, end)`` character offsets of each token of ``text`` (no special tokens added)."""
+        return self._tk.encode(text, add_special_tokens=False).offsets
+
+
+def _bos_id(folder: Path, backend) -> int | None:
+    """The start token id, looked up the way transformers does (tokenizer config first)."""
+    for file, key in (("tokenizer_config.json", "bos_token"), ("config.json", "bos_token_id")):
+        path = folder / file
+        if not path.is_file():
+            continue
+        value = json.loads(path.read_text(encoding="utf-8")).get(key)
+        if isinstance(value, dict):  # AddedToken serialised as a dict
+            value = value.get("content")
+        if isinstance(value, str):
+            tid = backend.token_to_id(value)
+            if tid is not None:
+                return tid
+        elif isinstance(value, int):
+            return value
+    return None
