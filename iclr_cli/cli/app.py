@@ -17,6 +17,7 @@ import typer
 _COMMANDS: list[tuple[str, str, str]] = [
     ("score", "iclr_cli.cli.score", "score"),
     ("prune", "iclr_cli.cli.prune", "prune"),
+    ("convert", "iclr_cli.cli.convert", "convert"),
     ("diff", "iclr_cli.cli.diff", "diff"),
     ("report", "iclr_cli.cli.report", "report"),
     ("replay", "iclr_cli.cli.replay", "replay"),

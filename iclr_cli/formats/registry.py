@@ -22,6 +22,11 @@ def adapters() -> list[FormatAdapter]:
 # Most specific first. A module listed here exposes ``ADAPTER``.
 _ADAPTER_MODULES: list[str] = [
     "claude_code",
+    "iclr_jsonl",
+    "codex",
+    "mini_swe_agent",
+    "swe_agent",
+    "openhands",
     # after the specific sniffs above: a Claude-run SWE-agent / OpenHands log may hold
     # Anthropic-style blocks, while those markers never occur in a Messages transcript
     "anthropic",

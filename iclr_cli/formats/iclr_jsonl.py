@@ -1,0 +1,170 @@
+"""The canonical ``iclr`` JSONL format: one trajectory per line, schema ``iclr.trajectory/1``.
+
+Full description: docs/FORMAT.md. In short::
+
+    {"schema": "iclr.trajectory/1",
+     "id": "run-42",
+     "prompt": [{"kind": "prompt", "label": "system", "text": "..."}],
+     "steps": [{"index": 0,
+                "parts": [{"kind": "reasoning", "label": "reasoning", "text": "...",
+                           "write_back": "in_place"},
+                          {"kind": "action", "label": "tool_call:bash", "text": "{...}"},
+                          {"kind": "observation", "label": "tool_result", "text": "..."}]}],
+     "meta": {"format": "codex", "model": "gpt-5-codex"}}
+
+It is the :class:`~iclr_cli.trajectory.Trajectory` model written out: every field the model
+has, nothing format-specific. Unknown fields (at any level) are kept on a round trip: an edit
+rewrites only the ``text`` of reasoning parts, and unedited lines are written byte for byte.
+``write_back`` (default ``in_place``) records how the source format allows an edit; in this
+format every edit is written as text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+
+from iclr_cli.errors import InputError
+from iclr_cli.formats.base import Document, OpaqueEdits
+from iclr_cli.formats.textsites import Records, Site, TextRef, write_back
+from iclr_cli.jsonio import BAD_LINE, JsonLine, iter_jsonl
+from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
+
+SCHEMA = "iclr.trajectory/1"
+_SNIFF = re.compile(rb'"schema"\s*:\s*"iclr\.trajectory/')
+_STEP_KINDS = ("reasoning", "action", "observation")
+
+
+def to_record(traj: Trajectory) -> dict:
+    """The canonical record of ``traj`` (``meta`` values that are not JSON are written as strings)."""
+
+    def part(p: Part) -> dict:
+        out = {"kind": p.kind, "label": p.label, "text": p.text}
+        if p.kind == "reasoning":
+            out["write_back"] = p.write_back.value
+        return out
+
+    return {
+        "schema": SCHEMA,
+        "id": traj.id,
+        "prompt": [part(p) for p in traj.prompt],
+        "steps": [{"index": s.index, "parts": [part(p) for p in s.parts]} for s in traj.steps],
+        "meta": {str(k): v if isinstance(v, (str, int, float, bool, type(None))) else str(v) for k, v in traj.meta.items()},
+    }
+
+
+def _part(value, source: str, line: int, where: str, kinds: tuple[str, ...], path: tuple) -> Part:
+    if not isinstance(value, dict):
+        raise InputError(source, "part must be an object", line=line, field=where)
+    kind, text, label = value.get("kind"), value.get("text"), value.get("label", "")
+    if kind not in kinds:
+        raise InputError(source, f"must be one of {', '.join(kinds)}", line=line, field=f"{where}.kind")
+    if not isinstance(text, str):
+        raise InputError(source, "must be a string", line=line, field=f"{where}.text")
+    if not isinstance(label, str):
+        raise InputError(source, "must be a string", line=line, field=f"{where}.label")
+    write = WriteBack.IN_PLACE
+    if "write_back" in value:
+        try:
+            write = WriteBack(value["write_back"])
+        except ValueError:
+            known = ", ".join(w.value for w in WriteBack)
+            raise InputError(source, f"must be one of {known}", line=line, field=f"{where}.write_back") from None
+    ref = TextRef((Site((*path, "text")),)) if kind == "reasoning" else None
+    return Part(kind, text, label=label, ref=ref, write_back=write)
+
+
+def _trajectory(value, rec: int, source: str, line: int) -> Trajectory:
+    if not isinstance(value, dict):
+        raise InputError(source, "line must hold a JSON object", line=line)
+    schema = value.get("schema")
+    if schema != SCHEMA:
+        raise InputError(source, f"unsupported schema {schema!r}; this version reads {SCHEMA!r}", line=line, field="schema")
+    if not isinstance(value.get("id"), str):
+        raise InputError(source, "must be a string", line=line, field="id")
+    prompt, steps, meta = value.get("prompt", []), value.get("steps"), value.get("meta", {})
+    if not isinstance(prompt, list):
+        raise InputError(source, "must be a list", line=line, field="prompt")
+    if not isinstance(steps, list):
+        raise InputError(source, "must be a list", line=line, field="steps")
+    if not isinstance(meta, dict):
+        raise InputError(source, "must be an object", line=line, field="meta")
+    p_parts = tuple(_part(p, source, line, f"prompt[{i}]", ("prompt",), (rec, "prompt", i)) for i, p in enumerate(prompt))
+    out_steps = []
+    for i, step in enumerate(steps):
+        if not isinstance(step, dict) or not isinstance(step.get("parts"), list):
+            raise InputError(source, "step must be an object with a 'parts' list", line=line, field=f"steps[{i}]")
+        if step.get("index", i) != i:
+            raise InputError(source, f"must be {i} (steps are numbered from 0 in order)", line=line, field=f"steps[{i}].index")
+        parts = tuple(_part(p, source, line, f"steps[{i}].parts[{j}]", _STEP_KINDS, (rec, "steps", i, "parts", j)) for j, p in enumerate(step["parts"]))
+        out_steps.append(Step(i, parts))
+    return Trajectory(value["id"], p_parts, tuple(out_steps), meta=dict(meta))
+
+
+class IclrJsonlAdapter:
+    """Canonical ``iclr.trajectory/1`` JSONL (see module docstring and docs/FORMAT.md)."""
+
+    name = "iclr"
+    description = f"canonical iclr JSONL ({SCHEMA}), one trajectory per line; see docs/FORMAT.md"
+
+    def sniff(self, head: bytes) -> bool:
+        return head.lstrip()[:1] == b"{" and _SNIFF.search(head) is not None
+
+    def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
+        [doc] = self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None)
+        return doc
+
+    def load_chunks(self, data: bytes, source: str, *, skip_bad_lines: bool = False, chunk_size: int | None = 256) -> Iterator[Document]:
+        """Yield Documents of at most ``chunk_size`` lines (all lines for ``None``); each
+        chunk's :meth:`dump` returns exactly the bytes of its own lines.
+
+        Raises:
+            InputError: for an empty file, or the first bad line (unless ``skip_bad_lines``).
+        """
+        chunk: list[JsonLine] = []
+        seen = False
+        for line in iter_jsonl(data, source, skip_bad_lines=skip_bad_lines):
+            seen = True
+            chunk.append(line)
+            if chunk_size is not None and len(chunk) >= chunk_size:
+                yield self._chunk(chunk, data, source, skip_bad_lines)
+                chunk = []
+        if not seen:
+            raise InputError(source, "file is empty")
+        if chunk or chunk_size is None:
+            yield self._chunk(chunk, data, source, skip_bad_lines)
+
+    def _chunk(self, lines: list[JsonLine], data: bytes, source: str, skip_bad_lines: bool) -> Document:
+        warnings: list[str] = []
+        trajectories = []
+        for rec, line in enumerate(lines):
+            if line.value is BAD_LINE:
+                warnings.append(f"{source}:{line.number}: skipped: {line.problem}")
+                continue
+            if line.value is None:
+                continue
+            try:
+                trajectories.append(_trajectory(line.value, rec, source, line.number))
+            except InputError as exc:
+                if not skip_bad_lines:
+                    raise
+                where = f"field {exc.field!r}: " if exc.field else ""
+                warnings.append(f"{source}:{line.number}: passed through unscored: {where}{exc.problem}")
+        return Document(self.name, source, trajectories, Records(data, lines, [line.value for line in lines]), warnings)
+
+    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
+        # This format has no encrypted payload to protect: every edit is written as text,
+        # opaque parts included (``opaque`` does not apply).
+        plain = Document(doc.format, doc.source, [_in_place(t) for t in doc.trajectories], doc.state, doc.warnings)
+        return write_back(doc.state, plain, trajectories, opaque)  # type: ignore[arg-type]
+
+
+def _in_place(traj: Trajectory) -> Trajectory:
+    def fix(p: Part) -> Part:
+        return replace(p, write_back=WriteBack.IN_PLACE) if p.write_back is WriteBack.OPAQUE else p
+
+    return traj.with_steps([replace(s, parts=tuple(fix(p) for p in s.parts)) for s in traj.steps])
+
+
+ADAPTER = IclrJsonlAdapter()

@@ -1,0 +1,167 @@
+"""mini-swe-agent trajectories (``*.traj.json``), both layouts.
+
+- v1: a JSON list of ``{"role", "content"}`` messages (or ``{"messages": [...], "info"}``),
+  where every assistant message is free text: a THOUGHT, then one fenced command block
+  (```` ```bash ```` or ```` ```mswea_bash_command ````); observations come back as user messages.
+- v2 (``"trajectory_format": "mini-swe-agent-1.1"``): ``messages`` in OpenAI chat form with
+  ``tool_calls``, ``role: "tool"`` results, a final ``role: "exit"`` message, and the raw
+  litellm response of each call under ``extra.response``.
+
+Trajectory: one per file, id ``instance_id`` (v2) or ``FILE#0``. P: the messages before the
+first assistant message. Step: one assistant message and the messages after it up to the next
+one (tool results, format-error user messages, the exit message).
+
+Reasoning (METHOD.md), all edited in place:
+- ``reasoning_content`` / ``reasoning`` on the message (one part when both hold the same text);
+- in the text of ``content``: the text before the command block (the first fenced block
+  opened as ```` ```bash ```` or ```` ```mswea_bash_command ````, else the first fenced block of
+  any kind): the THOUGHT. The block and what follows is the action. When the message has
+  ``tool_calls``, the whole text is the reasoning that went with the calls. A message with
+  neither a block nor calls (a format error) is an action: it is visible output, not reasoning.
+- v2 keeps a copy of each message in ``extra.response.choices[0].message``; the copy of a
+  reasoning text (same field, same text or the same prefix) is edited with it.
+
+The real v2 sample (gpt-5-mini through litellm) has ``content: null`` on every assistant
+message and its reasoning is hidden (only ``reasoning_tokens`` counts): 0 reasoning blocks
+is the right answer there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+
+from iclr_cli.errors import InputError
+from iclr_cli.formats.base import Document, OpaqueEdits
+from iclr_cli.formats.textsites import Records, Site, TextRef, field_name, get, locate, text_of, write_back
+from iclr_cli.jsonio import BOM, loads
+from iclr_cli.trajectory import Part, Step, Trajectory
+
+_COMMAND_FENCE = re.compile(r"^```(?:bash|mswea_bash_command)[ \t]*$", re.MULTILINE)
+_ANY_FENCE = re.compile(r"^```", re.MULTILINE)
+_FORMAT = re.compile(rb'"trajectory_format"\s*:\s*"mini-swe-agent')
+_MARKERS = (b"mswea_bash_command", b"COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", b"MINI_SWE_AGENT_FINAL_OUTPUT")
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def thought_end(text: str) -> int | None:
+    """Offset where the command block of a v1 assistant message starts, or None."""
+    m = _COMMAND_FENCE.search(text) or _ANY_FENCE.search(text)
+    return m.start() if m else None
+
+
+class MiniSweAgentAdapter:
+    """mini-swe-agent v1 and v2 trajectories (see module docstring)."""
+
+    name = "mini-swe-agent"
+    description = "mini-swe-agent .traj.json (v1 message list with fenced bash; v2 mini-swe-agent-1.1 tool calls)"
+
+    def sniff(self, head: bytes) -> bool:
+        if _FORMAT.search(head):
+            return True
+        return head.lstrip()[:1] in (b"[", b"{") and b'"role"' in head and any(m in head for m in _MARKERS)
+
+    def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
+        body = data[len(BOM) :] if data.startswith(BOM) else data
+        try:
+            doc = loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InputError(source, f"not valid JSON ({exc})") from None
+        if isinstance(doc, list):
+            messages, root = doc, ()
+        elif isinstance(doc, dict) and isinstance(doc.get("messages"), list):
+            messages, root = doc["messages"], ("messages",)
+        else:
+            raise InputError(source, "expected a list of messages or an object with a 'messages' list")
+        prompt: list[Part] = []
+        steps: list[list[Part]] = []
+        for i, msg in enumerate(messages):
+            path = (*root, i)
+            if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
+                raise InputError(source, "message must be an object with a string 'role'", field=field_name(path))
+            role = msg["role"]
+            if role == "assistant":
+                steps.append(_assistant_parts(msg, path, source))
+                continue
+            label = "tool_result" if role == "tool" else role
+            if steps:
+                steps[-1].append(Part("observation", text_of(msg.get("content")), label=label))
+            else:
+                prompt.append(Part("prompt", text_of(msg.get("content")), label=label))
+        base = os.path.basename(source) if source != "-" else "stdin"
+        traj_id = doc["instance_id"] if isinstance(doc, dict) and isinstance(doc.get("instance_id"), str) else f"{base}#0"
+        meta: dict[str, object] = {"format": self.name}
+        if isinstance(doc, dict) and isinstance(doc.get("trajectory_format"), str):
+            meta["trajectory_format"] = doc["trajectory_format"]
+        model = _model_name(doc)
+        if model:
+            meta["model"] = model
+        traj = Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta)
+        return Document(self.name, source, [traj], Records(data, None, [doc]))
+
+    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
+        return write_back(doc.state, doc, trajectories, opaque)  # type: ignore[arg-type]
+
+
+def _model_name(doc) -> str | None:
+    try:
+        name = get(doc, ("info", "config", "model", "model_name"))
+    except (KeyError, IndexError, TypeError):
+        return None
+    return name if isinstance(name, str) else None
+
+
+def _raw_message(msg: dict, path: tuple) -> tuple[dict, tuple] | None:
+    """The copy of ``msg`` inside ``extra.response`` (v2), with its path, if there is one."""
+    try:
+        raw = get(msg, ("extra", "response", "choices", 0, "message"))
+    except (KeyError, IndexError, TypeError):
+        return None
+    return (raw, (*path, "extra", "response", "choices", 0, "message")) if isinstance(raw, dict) else None
+
+
+def _assistant_parts(msg: dict, path: tuple, source: str) -> list[Part]:
+    parts: list[Part] = []
+    raw = _raw_message(msg, path)
+    fields = [f for f in _REASONING_FIELDS if isinstance(msg.get(f), str) and msg[f]]
+    groups = [(f,) for f in fields] if len(fields) == 2 and msg[fields[0]] != msg[fields[1]] else ([tuple(fields)] if fields else [])
+    for group in groups:
+        text = msg[group[0]]
+        sites = [Site((0, *path, f)) for f in group]
+        if raw is not None:
+            sites += [Site((0, *raw[1], f)) for f in _REASONING_FIELDS if raw[0].get(f) == text]
+        parts.append(Part("reasoning", text, label="reasoning", ref=TextRef(tuple(sites))))
+    content = msg.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise InputError(source, "must be a string, a list of parts or null", field=field_name((*path, "content")))
+    text, text_path = (content, (*path, "content")) if isinstance(content, str) else _first_text(content, path)
+    calls = msg.get("tool_calls") if isinstance(msg.get("tool_calls"), list) else []
+    end = thought_end(text) if text else None
+    thought = text[:end] if end is not None else (text if calls else "")
+    if thought.strip():
+        sites = [Site((0, *text_path), locate(text, thought))]
+        if raw is not None:
+            how = locate(text_of(raw[0].get("content")), thought)
+            if how and isinstance(raw[0].get("content"), str):
+                sites.append(Site((0, *raw[1], "content"), how))
+        parts.append(Part("reasoning", thought, label="reasoning", ref=TextRef(tuple(sites))))
+    rest = text[len(thought) :] if thought.strip() else text
+    if rest.strip():
+        parts.append(Part("action", rest, label="assistant"))
+    for call in calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            args = fn.get("arguments")
+            parts.append(Part("action", args if isinstance(args, str) else str(args), label=f"tool_call:{fn.get('name', '?')}"))
+    return parts
+
+
+def _first_text(content, path: tuple) -> tuple[str, tuple]:
+    for k, item in enumerate(content or []):
+        if isinstance(item, dict) and isinstance(item.get("text"), str):
+            return item["text"], (*path, "content", k, "text")
+    return "", (*path, "content")
+
+
+ADAPTER = MiniSweAgentAdapter()

@@ -1,0 +1,310 @@
+"""OpenHands event streams: V0 (``action`` / ``observation`` events) and V1 (``kind`` events).
+
+Input: a JSON list of events, or JSONL with one event per line. One trajectory per file,
+id ``FILE#0``.
+
+V0 (OpenHands <= 0.x, ``tests/runtime/trajs``): each event has ``source`` (``agent``,
+``user``, ``environment``) and either ``action`` with ``args`` or ``observation`` with
+``content``. Tool-driven events carry ``tool_call_metadata.model_response``, the raw
+LiteLLM response; its ``id`` groups the events of one model call (parallel tool calls give
+several action events, and each observation copies the metadata).
+
+V1 (OpenHands software-agent-sdk): events have ``kind``: ``SystemPromptEvent``,
+``MessageEvent`` (``llm_message``), ``ActionEvent`` (``thought`` text list,
+``reasoning_content``, ``thinking_blocks``, ``tool_call``), ``ObservationEvent``,
+``AgentErrorEvent``, ``UserRejectObservation``; other kinds are bookkeeping.
+
+Steps (docs/FORMAT.md): a step is one agent action event (V0: ``source: "agent"`` with an
+``action`` other than ``system``; V1: ``ActionEvent``, or ``MessageEvent`` from the agent)
+with the observations and user messages after it up to the next agent action. P is every
+system prompt and user message before the first step. State changes, ``null`` events and
+``recall`` actions are not shown to the model and are not parts.
+
+Reasoning (METHOD.md), one part per text, scored once:
+- V0 ``args.thought``, V1 ``thought`` text: the agent's thought before its action. When it
+  holds ``<think>...</think>``, the inside of each element is the reasoning and the rest is
+  visible text (an action).
+- ``reasoning_content`` (V0: in ``model_response.choices[0].message``; V1: on the event).
+  When a ``<think>`` element of the thought holds the same text, it is the same reasoning:
+  one part, and an edit is written into both.
+- V1 ``thinking_blocks`` of type ``thinking`` (Anthropic): :attr:`WriteBack.SIGNED`; an edited
+  block loses its ``signature``. ``redacted_thinking`` is passed through untouched.
+- The copies in the raw model response of every event of the same model call (V0) are
+  edited with the part. ``think`` tool calls are actions: tool arguments are never edited.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+
+from iclr_cli.errors import InputError
+from iclr_cli.formats.base import Document, OpaqueEdits
+from iclr_cli.formats.textsites import THINK, Records, Site, TextRef, field_name, get, locate, text_of, write_back
+from iclr_cli.jsonio import BAD_LINE, BOM, iter_jsonl, loads
+from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
+
+_V1_KINDS = re.compile(rb'"kind"\s*:\s*"(ActionEvent|MessageEvent|ObservationEvent|SystemPromptEvent)"')
+_V0_SOURCE = re.compile(rb'"source"\s*:\s*"(agent|user|environment)"')
+_V0_EVENT = re.compile(rb'"(action|observation)"\s*:\s*"')
+_SKIP_ACTIONS = {"change_agent_state", "null", "recall"}
+_SKIP_OBSERVATIONS = {"agent_state_changed", "null"}
+_V1_OBSERVATIONS = {"ObservationEvent", "AgentErrorEvent", "UserRejectObservation"}
+
+
+def _dig(value, *keys):
+    try:
+        return get(value, keys)
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def _think_sites(value, path: tuple, text: str) -> list[Site]:
+    """``think:K`` sites of ``text`` inside the string ``value``."""
+    if not isinstance(value, str) or "<think>" not in value:
+        return []
+    return [Site(path, f"think:{k}") for k, m in enumerate(THINK.finditer(value)) if m.group(1) == text]
+
+
+def _split_think(text: str) -> tuple[list[str], str]:
+    """The insides of the ``<think>`` elements of ``text``, and the text left around them."""
+    return [m.group(1) for m in THINK.finditer(text)], THINK.sub("", text).replace("</think>", "")
+
+
+class _Builder:
+    """Collects P and the steps while walking the events."""
+
+    def __init__(self) -> None:
+        self.prompt: list[Part] = []
+        self.steps: list[list[Part]] = []
+
+    def step(self, parts: list[Part]) -> None:
+        self.steps.append(parts)
+
+    def seen(self, text: str, label: str) -> None:
+        if self.steps:
+            self.steps[-1].append(Part("observation", text, label=label))
+        else:
+            self.prompt.append(Part("prompt", text, label=label))
+
+
+def _thought_parts(text: str, path: tuple, mirrors: list[tuple[tuple, object]], known: dict[str, list[Site]]) -> list[Part]:
+    """Reasoning (and visible) parts of one thought string at ``path``.
+
+    ``mirrors`` are ``(path, value)`` of strings that may hold a copy (raw model response
+    content); ``known`` maps reasoning texts already made into parts to their site lists, so
+    a ``<think>`` copy of ``reasoning_content`` joins that part instead of making a new one.
+    """
+    if not text.strip():
+        return []
+    if "<think>" not in text:
+        sites = [Site(path)]
+        for mpath, value in mirrors:
+            how = locate(value, text)
+            if how:
+                sites.append(Site(mpath, how))
+        return [Part("reasoning", text, label="reasoning", ref=TextRef(tuple(sites)))]
+    inner, visible = _split_think(text)
+    parts = []
+    for k, segment in enumerate(inner):
+        sites = [Site(path, f"think:{k}")] + [s for mpath, value in mirrors for s in _think_sites(value, mpath, segment)]
+        if segment in known:
+            known[segment].extend(s for s in sites if s not in known[segment])
+        elif segment.strip():
+            parts.append(Part("reasoning", segment, label="reasoning", ref=TextRef(tuple(sites))))
+    if visible.strip():
+        parts.append(Part("action", visible, label="assistant"))
+    return parts
+
+
+def _reasoning_part(text: str, sites: list[Site]) -> tuple[Part, list[Site]]:
+    """A reasoning part whose site list may still grow (think copies found later)."""
+    return Part("reasoning", text, label="reasoning", ref=None), sites
+
+
+def _freeze(pending: list[tuple[Part, list[Site]] | Part]) -> list[Part]:
+    out = []
+    for item in pending:
+        if isinstance(item, tuple):
+            part, sites = item
+            out.append(Part(part.kind, part.text, label=part.label, ref=TextRef(tuple(sites)), write_back=part.write_back))
+        else:
+            out.append(item)
+    return out
+
+
+class OpenHandsAdapter:
+    """OpenHands V0 / V1 event streams (see module docstring)."""
+
+    name = "openhands"
+    description = "OpenHands event stream (V0 action/observation events, V1 kind events; JSON list or JSONL)"
+
+    def sniff(self, head: bytes) -> bool:
+        if head.lstrip()[:1] not in (b"[", b"{"):
+            return False
+        return _V1_KINDS.search(head) is not None or (_V0_SOURCE.search(head) is not None and _V0_EVENT.search(head) is not None)
+
+    def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
+        body = data[len(BOM) :] if data.startswith(BOM) else data
+        warnings: list[str] = []
+        try:
+            doc = loads(body)
+        except (ValueError, UnicodeDecodeError):
+            doc = None
+        if isinstance(doc, list):
+            records = Records(data, None, [doc])
+            events = [((0, i), e, None) for i, e in enumerate(doc)]
+        else:
+            lines = list(iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings))
+            records = Records(data, lines, [line.value for line in lines])
+            events = [((r,), line.value, line.number) for r, line in enumerate(lines) if line.value is not None and line.value is not BAD_LINE]
+        if not events:
+            raise InputError(source, "no events found")
+        for path, event, line in events:
+            if not isinstance(event, dict):
+                raise InputError(source, "event must be a JSON object", line=line, field=field_name(path[1:]) or None)
+            for key in ("kind",) if "kind" in event else ("action", "observation"):  # V1 actions are objects
+                if key in event and not isinstance(event[key], str):
+                    raise InputError(source, "must be a string", line=line, field=field_name((*path[1:], key)))
+        v1 = any("kind" in e for _p, e, _l in events)
+        build = _Builder()
+        (_walk_v1 if v1 else _walk_v0)(events, build, source)
+        base = os.path.basename(source) if source != "-" else "stdin"
+        meta = {"format": self.name, "version": "v1" if v1 else "v0"}
+        steps = tuple(Step(i, tuple(p)) for i, p in enumerate(build.steps))
+        return Document(self.name, source, [Trajectory(f"{base}#0", tuple(build.prompt), steps, meta=meta)], records, warnings)
+
+    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
+        return write_back(doc.state, doc, trajectories, opaque)  # type: ignore[arg-type]
+
+
+def _walk_v0(events: list, build: _Builder, source: str) -> None:
+    groups: dict[str, list[tuple]] = defaultdict(list)  # model response id -> event paths
+    for path, event, _line in events:
+        rid = _dig(event, "tool_call_metadata", "model_response", "id")
+        if isinstance(rid, str):
+            groups[rid].append(path)
+    by_path = {path: event for path, event, _l in events}
+    reasoned: set[str] = set()
+    agent_ids: set = set()
+    for path, event, line in events:
+        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        if "action" in event:
+            kind = event["action"]
+            if kind in _SKIP_ACTIONS:
+                continue
+            if kind == "system":
+                build.prompt.append(Part("prompt", str(args.get("content", "")), label="system"))
+            elif event.get("source") == "agent":
+                if isinstance(event.get("id"), (int, str)):
+                    agent_ids.add(event["id"])
+                build.step(_v0_action(path, event, args, groups, by_path, reasoned, source, line))
+            elif event.get("source") == "user" and kind == "message":
+                build.seen(str(args.get("content", "")), "user")
+            continue
+        if "observation" in event and event["observation"] not in _SKIP_OBSERVATIONS:
+            cause = event.get("cause")
+            tool = "tool_call_metadata" in event or (isinstance(cause, (int, str)) and cause in agent_ids)
+            content = event.get("content")
+            build.seen(content if isinstance(content, str) else text_of(content), "tool_result" if tool else "user")
+
+
+def _v0_action(path, event, args, groups, by_path, reasoned, source, line) -> list[Part]:
+    meta = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), dict) else {}
+    rid = _dig(meta, "model_response", "id")
+    rid = rid if isinstance(rid, str) else None
+    mkey = ("tool_call_metadata", "model_response", "choices", 0, "message")
+    # (event path, its copy of the model's message) for every event of the same model call
+    msg_paths = [(p, m) for p in (groups[rid] if rid else [path]) if isinstance(m := _dig(by_path[p], *mkey), dict)]
+    pending: list = []
+    known: dict[str, list[Site]] = {}
+    message = _dig(meta, *mkey[1:])
+    reasoning = message.get("reasoning_content") if isinstance(message, dict) else None
+    if isinstance(reasoning, str) and reasoning.strip() and (rid is None or rid not in reasoned):
+        reasoned.add(rid)
+        sites = [Site((*p, *mkey, "reasoning_content")) for p, m in msg_paths if m.get("reasoning_content") == reasoning]
+        pending.append(_reasoning_part(reasoning, sites))
+        known[reasoning] = sites
+    kind = event["action"]
+    field = "content" if kind == "message" else "thought"
+    thought = args.get(field)
+    if thought is not None and not isinstance(thought, str):
+        raise InputError(source, "must be a string", line=line, field=field_name((*path[1:], "args", field)))
+    if thought and kind != "think":
+        mirrors = [((*p, *mkey, "content"), m.get("content")) for p, m in msg_paths]
+        parts = _thought_parts(thought, (*path, "args", field), mirrors, known)
+        if kind == "message" and "<think>" not in thought:
+            parts = [Part("action", thought, label="assistant")]  # a message is the visible answer
+        pending.extend(parts)
+    if kind != "message":
+        pending.append(Part("action", _v0_call_text(meta, message, args), label=f"tool_call:{meta.get('function_name') or kind}"))
+    return _freeze(pending)
+
+
+def _v0_call_text(meta: dict, message, args: dict) -> str:
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    for call in calls if isinstance(calls, list) else []:
+        if isinstance(call, dict) and call.get("id") == meta.get("tool_call_id"):
+            arguments = _dig(call, "function", "arguments")
+            if isinstance(arguments, str):
+                return arguments
+    return "\n".join(f"{k}: {v}" for k, v in args.items() if k != "thought")
+
+
+def _walk_v1(events: list, build: _Builder, source: str) -> None:
+    for path, event, line in events:
+        kind = event.get("kind")
+        if kind == "SystemPromptEvent":
+            prompt = event.get("system_prompt")
+            build.prompt.append(Part("prompt", text_of([prompt]) if isinstance(prompt, dict) else str(prompt or ""), label="system"))
+        elif kind == "MessageEvent" and event.get("source") != "agent":
+            build.seen(text_of(_dig(event, "llm_message", "content")), "user")
+        elif kind == "MessageEvent":
+            build.step(_v1_step(path, event, ("llm_message",), source, line))
+        elif kind == "ActionEvent":
+            build.step(_v1_step(path, event, (), source, line))
+        elif kind in _V1_OBSERVATIONS:
+            obs = event.get("observation")
+            text = text_of(obs.get("content")) if isinstance(obs, dict) else ""
+            text = text or str(event.get("error") or event.get("rejection_reason") or "")
+            build.seen(text, "tool_result")
+
+
+def _v1_step(path: tuple, event: dict, at: tuple, source: str, line) -> list[Part]:
+    holder = _dig(event, *at) if at else event
+    if not isinstance(holder, dict):
+        raise InputError(source, "must be an object", line=line, field=field_name((*path[1:], *at)))
+    base = (*path, *at)
+    pending: list = []
+    known: dict[str, list[Site]] = {}
+    reasoning = holder.get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning.strip():
+        sites = [Site((*base, "reasoning_content"))]
+        pending.append(_reasoning_part(reasoning, sites))
+        known[reasoning] = sites
+    blocks = holder.get("thinking_blocks")
+    for k, block in enumerate(blocks if isinstance(blocks, list) else []):
+        if isinstance(block, dict) and block.get("type") == "thinking" and isinstance(block.get("thinking"), str):
+            ref = TextRef((Site((*base, "thinking_blocks", k, "thinking")),), strip_keys=(((*base, "thinking_blocks", k), "signature"),))
+            pending.append(Part("reasoning", block["thinking"], label="thinking", ref=ref, write_back=WriteBack.SIGNED))
+    texts = holder.get("thought") if not at else holder.get("content")
+    if isinstance(texts, str):
+        texts = [{"text": texts}]
+    for k, item in enumerate(texts if isinstance(texts, list) else []):
+        if isinstance(item, dict) and isinstance(item.get("text"), str):
+            key = "thought" if not at else "content"
+            item_path = (*base, key, k, "text") if isinstance(holder.get(key), list) else (*base, key)
+            parts = _thought_parts(item["text"], item_path, [], known)
+            if at and "<think>" not in item["text"]:
+                parts = [Part("action", item["text"], label="assistant")] if item["text"].strip() else []
+            pending.extend(parts)
+    if not at:
+        call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
+        arguments = call.get("arguments")
+        pending.append(Part("action", arguments if isinstance(arguments, str) else str(event.get("action", "")), label=f"tool_call:{event.get('tool_name') or call.get('name', '?')}"))
+    return _freeze(pending)
+
+
+ADAPTER = OpenHandsAdapter()

@@ -1,0 +1,186 @@
+"""SWE-agent ``.traj`` files: ``{"trajectory": [...], "history": [...], "info": {...}}``.
+
+``trajectory[i]`` is one model call: ``thought``, ``action``, ``observation``, ``response``
+(the raw model output: thought text followed by the action, a fenced block in the text-based
+variant), ``state``. ``history`` is the message list the model was sent: ``system``, ``user``
+(the demonstration has ``is_demo``), and per step an ``assistant`` message (``content`` = the
+response, ``thought``, ``action``, and ``tool_calls`` in the function-calling variant)
+followed by the observation as a ``user`` or ``tool`` message.
+
+Trajectory: one per file, id ``FILE#0``. Steps: one per ``trajectory`` entry (or, when that
+list is empty, one per non-demo assistant message of ``history``). P: the ``history``
+messages before the first assistant message.
+
+Step i is paired with the next non-demo assistant ``history`` message whose ``thought``
+equals ``trajectory[i].thought`` (or whose content starts with it); the observations of the
+step are the history messages after it up to the next assistant message (what the model was
+shown, templates included), or ``trajectory[i].observation`` when there is no pair.
+
+Reasoning: ``thought`` only (METHOD.md), edited in place. The same text sits in up to four
+places; it is one part, scored once, and an edit is written into each place that holds it:
+``trajectory[i].thought`` and the paired history ``thought`` (whole strings), and
+``trajectory[i].response`` and the history ``content`` (where the thought is their prefix, or
+occurs exactly once; otherwise those strings are left as they are).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+
+from iclr_cli.errors import InputError
+from iclr_cli.formats.base import Document, OpaqueEdits
+from iclr_cli.formats.textsites import Records, Site, TextRef, field_name, locate, text_of, write_back
+from iclr_cli.jsonio import BOM, loads
+from iclr_cli.trajectory import Part, Step, Trajectory
+
+_SNIFF_TRAJ = re.compile(rb'"trajectory"\s*:\s*\[')
+_SNIFF_HIST = re.compile(rb'"(history|thought|action|observation)"\s*:')
+
+
+def _string(value, source: str, path: tuple, *, optional: bool = True) -> str:
+    if value is None and optional:
+        return ""
+    if not isinstance(value, str):
+        raise InputError(source, f"must be a string, not {type(value).__name__}", field=field_name(path))
+    return value
+
+
+def _content_sites(msg: dict, path: tuple, thought: str) -> list[Site]:
+    content = msg.get("content")
+    if isinstance(content, str):
+        how = locate(content, thought)
+        return [Site((0, *path, "content"), how)] if how else []
+    if isinstance(content, list):
+        for k, item in enumerate(content):
+            if isinstance(item, dict):
+                how = locate(item.get("text"), thought)
+                if how:
+                    return [Site((0, *path, "content", k, "text"), how)]
+    return []
+
+
+class SweAgentAdapter:
+    """SWE-agent ``.traj`` JSON (see module docstring)."""
+
+    name = "swe-agent"
+    description = "SWE-agent .traj (trajectory[] thought/action/observation, history[])"
+
+    def sniff(self, head: bytes) -> bool:
+        return head.lstrip()[:1] == b"{" and _SNIFF_TRAJ.search(head) is not None and _SNIFF_HIST.search(head) is not None
+
+    def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
+        body = data[len(BOM) :] if data.startswith(BOM) else data
+        try:
+            doc = loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InputError(source, f"not valid JSON ({exc})") from None
+        if not isinstance(doc, dict):
+            raise InputError(source, "a .traj file must hold one JSON object")
+        traj = doc.get("trajectory", [])
+        history = doc.get("history", [])
+        if not isinstance(traj, list):
+            raise InputError(source, "must be a list", field="trajectory")
+        if not isinstance(history, list):
+            raise InputError(source, "must be a list", field="history")
+        for i, msg in enumerate(history):
+            if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
+                raise InputError(source, "history message must be an object with a string 'role'", field=f"history[{i}]")
+        assistants = [i for i, m in enumerate(history) if m["role"] == "assistant" and not m.get("is_demo")]
+        first = assistants[0] if assistants else len(history)
+        prompt = [Part("prompt", text_of(m.get("content")), label=m["role"]) for m in history[:first]]
+        if traj:
+            steps = self._steps_from_trajectory(traj, history, assistants, source)
+        else:
+            steps = [self._step_from_history(k, history, assistants, a, source) for k, a in enumerate(assistants)]
+        base = os.path.basename(source) if source != "-" else "stdin"
+        meta: dict[str, object] = {"format": self.name}
+        info = doc.get("info")
+        if isinstance(info, dict) and isinstance(info.get("model_stats"), dict) and "model" in info:
+            meta["model"] = info["model"]
+        trajectory = Trajectory(f"{base}#0", tuple(prompt), tuple(steps), meta=meta)
+        return Document(self.name, source, [trajectory], Records(data, None, [doc]))
+
+    def _steps_from_trajectory(self, traj: list, history: list, assistants: list[int], source: str) -> list[Step]:
+        steps = []
+        cursor = 0  # position in ``assistants`` of the next unpaired history message
+        for i, entry in enumerate(traj):
+            if not isinstance(entry, dict):
+                raise InputError(source, "trajectory entry must be an object", field=f"trajectory[{i}]")
+            thought = _string(entry.get("thought"), source, ("trajectory", i, "thought"))
+            action = _string(entry.get("action"), source, ("trajectory", i, "action"))
+            observation = entry.get("observation")
+            sites = [Site((0, "trajectory", i, "thought"))] if "thought" in entry else []
+            how = locate(entry.get("response"), thought)
+            if how:
+                sites.append(Site((0, "trajectory", i, "response"), how))
+            paired = None
+            for k in range(cursor, len(assistants)):
+                msg = history[assistants[k]]
+                if msg.get("thought") == thought or (thought and text_of(msg.get("content")).startswith(thought)):
+                    paired, cursor = assistants[k], k + 1
+                    break
+            if paired is not None:
+                msg = history[paired]
+                if msg.get("thought") == thought and "thought" in msg:
+                    sites.append(Site((0, "history", paired, "thought")))
+                sites.extend(_content_sites(msg, ("history", paired), thought))
+            parts = []
+            if thought:
+                parts.append(Part("reasoning", thought, label="reasoning", ref=TextRef(tuple(sites))))
+            response = entry.get("response")
+            rest = response[len(thought) :] if isinstance(response, str) and response.startswith(thought) else None
+            parts.extend(_actions(rest, action, history[paired] if paired is not None else {}))
+            shown = []
+            if paired is not None:
+                nxt = next((a for a in assistants if a > paired), len(history))
+                shown = [_observation(m) for m in history[paired + 1 : nxt]]
+            if shown:
+                parts.extend(shown)
+            elif observation:  # unpaired, or the run ended before the history recorded it
+                label = "tool_result" if any(p.label.startswith("tool_call:") for p in parts) else "user"
+                parts.append(Part("observation", observation if isinstance(observation, str) else str(observation), label=label))
+            steps.append(Step(i, tuple(parts)))
+        return steps
+
+    def _step_from_history(self, k: int, history: list, assistants: list[int], at: int, source: str) -> Step:
+        msg = history[at]
+        thought = _string(msg.get("thought"), source, ("history", at, "thought"))
+        sites = [Site((0, "history", at, "thought"))] + _content_sites(msg, ("history", at), thought)
+        parts = [Part("reasoning", thought, label="reasoning", ref=TextRef(tuple(sites)))] if thought else []
+        content = text_of(msg.get("content"))
+        rest = content[len(thought) :] if content.startswith(thought) else None
+        parts.extend(_actions(rest, _string(msg.get("action"), source, ("history", at, "action")), msg))
+        nxt = next((a for a in assistants if a > at), len(history))
+        parts.extend(_observation(m) for m in history[at + 1 : nxt])
+        return Step(k, tuple(parts))
+
+    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
+        return write_back(doc.state, doc, trajectories, opaque)  # type: ignore[arg-type]
+
+
+def _actions(rest: str | None, action: str, msg: dict) -> list[Part]:
+    """The visible output of a step: the response after the thought (the fenced command of
+    the text-based variant) and the tool calls of the function-calling variant; the parsed
+    ``action`` string when neither exists."""
+    parts = []
+    if rest is not None and rest.strip():
+        parts.append(Part("action", rest, label="assistant"))
+    calls = msg.get("tool_calls")
+    for call in calls if isinstance(calls, list) else []:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            args = fn.get("arguments")
+            parts.append(Part("action", args if isinstance(args, str) else str(args), label=f"tool_call:{fn.get('name', '?')}"))
+    if not parts:
+        parts.append(Part("action", action, label="assistant"))
+    return parts
+
+
+def _observation(msg: dict) -> Part:
+    label = "tool_result" if msg["role"] == "tool" else msg["role"]
+    return Part("observation", text_of(msg.get("content")), label=label)
+
+
+ADAPTER = SweAgentAdapter()

@@ -1,0 +1,160 @@
+"""Codex CLI rollout adapter: steps and echoes on the real rollout, encrypted items dropped or
+kept, in-place summaries edited with their echo, and nothing but reasoning changed."""
+
+import json
+
+import pytest
+
+from format_helpers import REALDATA, SAMPLES, realdata, realdata_ids, run_cli
+from iclr_cli.blocks import split_blocks
+from iclr_cli.compress import Settings, compress_trajectories
+from iclr_cli.errors import InputError
+from iclr_cli.formats import registry
+from iclr_cli.formats.base import OpaqueEdits
+from iclr_cli.formats.codex import ADAPTER
+from iclr_cli.policies import parse_variant
+from iclr_cli.scoring.fake import RegexTokenizer
+from iclr_cli.trajectory import WriteBack
+
+SAMPLE = SAMPLES / "codex_rollout.jsonl"
+REAL = REALDATA / "codex_rollout" / "agentcmd_rollout-2025-09-24T20-12-23.jsonl"
+
+
+def records(data: bytes) -> list[dict]:
+    return [json.loads(line) for line in data.splitlines() if line.strip()]
+
+
+def is_reasoning_record(r: dict) -> bool:
+    p = r.get("payload", {})
+    return (r["type"] == "response_item" and p.get("type") == "reasoning") or (r["type"] == "event_msg" and p.get("type") == "agent_reasoning")
+
+
+def delete_all(doc, opaque: OpaqueEdits) -> bytes:
+    results = compress_trajectories(doc.trajectories, Settings(parse_variant("delete-all")), None, RegexTokenizer())
+    return ADAPTER.dump(doc, [r.compressed for r in results], opaque=opaque)
+
+
+def call_ids(recs: list[dict]) -> list[str]:
+    return [f"{r['payload']['type']}:{r['payload']['call_id']}" for r in recs if r["type"] == "response_item" and "call_id" in r["payload"]]
+
+
+@pytest.mark.parametrize("name", realdata_ids("codex_rollout") + ["SAMPLE"])
+def test_round_trip_is_byte_identical(name):
+    path = SAMPLE if name == "SAMPLE" else REALDATA / "codex_rollout" / name
+    data = path.read_bytes()
+    assert registry.detect(data, str(path)).name == "codex"
+    doc = ADAPTER.load(data, str(path))
+    assert ADAPTER.dump(doc, doc.trajectories) == data
+    assert ADAPTER.dump(doc, doc.trajectories, opaque=OpaqueEdits.KEEP) == data
+
+
+def test_real_rollout_counts_match_sources_md():
+    realdata("codex_rollout")
+    [traj] = ADAPTER.load(REAL.read_bytes(), str(REAL)).trajectories
+    parts = [p for s in traj.steps for p in s.parts]
+    reasoning = [p for p in parts if p.kind == "reasoning"]
+    # SOURCES.md: 17 reasoning items, all with encrypted_content; 16 calls / 16 outputs. The
+    # 17 agent_reasoning echoes are the same text and must not count again.
+    assert traj.id == "01997ea4-a70d-7da3-8c20-c736db82a7c5"
+    assert len(reasoning) == 17
+    assert {p.write_back for p in reasoning} == {WriteBack.OPAQUE}
+    assert sum(p.label.startswith("tool_call:") for p in parts) == 16
+    assert sum(p.label == "tool_result" for p in parts) == 16
+    # 16 call turns + 2 answer turns; one call turn (line 67) has no reasoning item.
+    assert len(traj.steps) == 18
+    assert [len(s.reasoning) for s in traj.steps].count(0) == 1
+    assert sum(len(split_blocks(p.text).blocks) for p in reasoning) == 19
+    assert sum(len(p.text) for p in reasoning) == sum(len(r["payload"]["summary"][0]["text"]) for r in records(REAL.read_bytes()) if r["type"] == "response_item" and r["payload"]["type"] == "reasoning")
+
+
+def test_sample_steps_follow_the_documented_rule():
+    [traj] = ADAPTER.load(SAMPLE.read_bytes(), str(SAMPLE)).trajectories
+    assert traj.id == "0199b2c1-5d0e-7a31-9f44-2f6c8e1d7a10"
+    assert [p.label for p in traj.prompt] == ["user", "user"]
+    shapes = [[p.kind[0] for p in s.parts] for s in traj.steps]
+    # reasoning item with two summaries + call + output; reasoning + 2 parallel calls + 2
+    # outputs; a call with no reasoning; reasoning + final answer.
+    assert shapes == [["r", "r", "a", "o"], ["r", "a", "a", "o", "o"], ["a", "o"], ["r", "a"]]
+    assert [p.write_back for s in traj.steps for p in s.reasoning] == [WriteBack.OPAQUE, WriteBack.OPAQUE, WriteBack.IN_PLACE, WriteBack.OPAQUE]
+
+
+def test_drop_removes_edited_items_and_their_echoes_only():
+    realdata("codex_rollout")
+    data = REAL.read_bytes()
+    out = delete_all(ADAPTER.load(data, str(REAL)), OpaqueEdits.DROP)
+    before, after = records(data), records(out)
+    assert len(before) - len(after) == 34  # 17 items + 17 echoes
+    assert after == [r for r in before if not is_reasoning_record(r)]
+    kept_lines = [line for line in data.splitlines(keepends=True) if not is_reasoning_record(json.loads(line))]
+    assert out == b"".join(kept_lines)  # survivors byte for byte
+    assert call_ids(after) == call_ids(before)
+
+
+def test_keep_leaves_encrypted_items_untouched():
+    realdata("codex_rollout")
+    data = REAL.read_bytes()
+    assert delete_all(ADAPTER.load(data, str(REAL)), OpaqueEdits.KEEP) == data
+
+
+def test_in_place_item_is_edited_with_its_echo_and_opaque_ones_follow_the_flag():
+    data = SAMPLE.read_bytes()
+    doc = ADAPTER.load(data, str(SAMPLE))
+    [traj] = doc.trajectories
+    step = traj.steps[1]
+    edited = traj.with_steps([step.with_reasoning(["[SKIP]"]) if s is step else s for s in traj.steps])
+    out = records(ADAPTER.dump(doc, [edited]))
+    before = records(data)
+    changed = [i for i, (a, b) in enumerate(zip(before, out)) if a != b]
+    assert len(out) == len(before)
+    assert [before[i]["payload"]["type"] for i in changed] == ["agent_reasoning", "reasoning"]
+    for i in changed:
+        text = out[i]["payload"]["text"] if out[i]["type"] == "event_msg" else out[i]["payload"]["summary"][0]["text"]
+        assert text == "[SKIP]"
+
+    first = traj.steps[0]
+    edited = traj.with_steps([first.with_reasoning(["x", first.reasoning[1].text]) if s is first else s for s in traj.steps])
+    dropped = records(ADAPTER.dump(doc, [edited], opaque=OpaqueEdits.DROP))
+    # the item (two summaries) and both of its echoes go, although only one summary changed
+    assert len(before) - len(dropped) == 3
+    assert not any(r["type"] == "event_msg" and r["payload"].get("text", "").startswith("**Locating") for r in dropped)
+    assert ADAPTER.dump(doc, [edited], opaque=OpaqueEdits.KEEP) == data
+
+
+@pytest.mark.parametrize("variant", ["iclr", "delete-all"])
+@pytest.mark.parametrize("name", realdata_ids("codex_rollout") + ["SAMPLE"])
+def test_cli_prune_changes_only_reasoning(capsys, tmp_path, name, variant):
+    path = SAMPLE if name == "SAMPLE" else REALDATA / "codex_rollout" / name
+    out = tmp_path / "out.jsonl"
+    code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "--variant", variant, "-o", str(out))
+    assert code == 0, err
+    before, after = records(path.read_bytes()), records(out.read_bytes())
+    assert [r for r in after if not is_reasoning_record(r)] == [r for r in before if not is_reasoning_record(r)]
+    originals = [r for r in before if is_reasoning_record(r)]
+    for r in (r for r in after if is_reasoning_record(r) and r not in originals):
+        # an edited record that survived must be an in-place item (or its echo)
+        assert "encrypted_content" not in r["payload"]
+        if variant == "delete-all":
+            assert r["payload"].get("text", "") == "" and all(s["text"] == "" for s in r["payload"].get("summary", []))
+    if variant == "delete-all":
+        assert not any("encrypted_content" in r["payload"] for r in after if is_reasoning_record(r))
+    assert registry.load(str(out))[0].name == "codex"
+
+
+def test_cli_score_on_real_rollout(capsys, tmp_path):
+    realdata("codex_rollout")
+    out = tmp_path / "scores.jsonl"
+    code, _, err = run_cli(capsys, "score", str(REAL), "--model", "fake", "-o", str(out))
+    assert code == 0, err
+    rows = records(out.read_bytes())
+    assert len(rows) == 19
+    assert len({r["step"] for r in rows}) == 17
+
+
+def test_bad_payload_names_line_and_field():
+    bad = b'{"type":"session_meta","payload":{"id":"s"}}\n{"type":"response_item","payload":"oops"}\n'
+    with pytest.raises(InputError) as exc:
+        ADAPTER.load(bad, "r.jsonl")
+    assert str(exc.value) == "r.jsonl:2: field 'payload': response_item has no object 'payload'"
+    bad = b'{"type":"session_meta","payload":{"id":"s"}}\n{"type":"response_item","payload":{"type":"reasoning","summary":"x"}}\n'
+    with pytest.raises(InputError, match=r"r.jsonl:2: field 'payload.summary'"):
+        ADAPTER.load(bad, "r.jsonl")
