@@ -158,3 +158,22 @@ def test_bad_payload_names_line_and_field():
     bad = b'{"type":"session_meta","payload":{"id":"s"}}\n{"type":"response_item","payload":{"type":"reasoning","summary":"x"}}\n'
     with pytest.raises(InputError, match=r"r.jsonl:2: field 'payload.summary'"):
         ADAPTER.load(bad, "r.jsonl")
+
+
+def test_each_echo_belongs_to_one_part_even_when_texts_repeat():
+    lines = [
+        {"type": "session_meta", "payload": {"id": "s"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}},
+        {"type": "event_msg", "payload": {"type": "agent_reasoning", "text": "**Same title**"}},
+        {"type": "event_msg", "payload": {"type": "agent_reasoning", "text": "**Same title**"}},
+        {"type": "response_item", "payload": {"type": "reasoning", "summary": [{"type": "summary_text", "text": "**Same title**"}], "content": None}},
+        {"type": "response_item", "payload": {"type": "reasoning", "summary": [{"type": "summary_text", "text": "**Same title**"}], "content": None}},
+        {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}},
+    ]
+    data = b"".join(json.dumps(x).encode() + b"\n" for x in lines)
+    doc = ADAPTER.load(data, "r.jsonl")
+    [step] = doc.trajectories[0].steps
+    echo_sites = [[s.path[0] for s in p.ref.sites[1:]] for p in step.reasoning]
+    assert echo_sites == [[2], [3]]
+    out = records(ADAPTER.dump(doc, [doc.trajectories[0].with_steps([step.with_reasoning(["a", "b"])])]))
+    assert [r["payload"].get("text") for r in out[2:4]] == ["a", "b"]

@@ -144,3 +144,14 @@ def test_bad_events_name_the_field():
     assert str(exc.value) == "e.json: field '[1]': event must be a JSON object"
     with pytest.raises(InputError, match=r"field '\[0\].args.thought': must be a string"):
         ADAPTER.load(b'[{"source": "agent", "action": "run", "args": {"thought": 1}}]', "e.json")
+
+
+@pytest.mark.parametrize("name", realdata_ids("openhands_events"))
+def test_cli_score_real_file_gives_one_record_per_block(capsys, tmp_path, name):
+    out = tmp_path / "scores.jsonl"
+    code, _, err = run_cli(capsys, "score", str(FOLDER / name), "--model", "fake", "-o", str(out))
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.read_bytes().splitlines()]
+    [traj] = ADAPTER.load((FOLDER / name).read_bytes(), name).trajectories
+    assert len(rows) == sum(len(split_blocks(p.text).blocks) for s in traj.steps for p in s.reasoning)
+    assert all(isinstance(r["entropy_bits"], float) and r["n_tokens"] > 0 for r in rows)

@@ -137,3 +137,14 @@ def test_bad_thought_names_the_field():
     assert str(exc.value) == "t.traj: field 'trajectory[0].thought': must be a string, not int"
     with pytest.raises(InputError, match="field 'history\\[1\\]'"):
         ADAPTER.load(b'{"trajectory": [], "history": [{"role": "system", "content": ""}, 7]}', "t.traj")
+
+
+@pytest.mark.parametrize("name", realdata_ids("swe_agent"))
+def test_cli_score_real_file_gives_one_record_per_block(capsys, tmp_path, name):
+    out = tmp_path / "scores.jsonl"
+    code, _, err = run_cli(capsys, "score", str(FOLDER / name), "--model", "fake", "-o", str(out))
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.read_bytes().splitlines()]
+    [traj] = ADAPTER.load((FOLDER / name).read_bytes(), name).trajectories
+    assert len(rows) == sum(len(split_blocks(p.text).blocks) for s in traj.steps for p in s.reasoning)
+    assert all(isinstance(r["entropy_bits"], float) and r["n_tokens"] > 0 for r in rows)

@@ -27,14 +27,15 @@ place.
 
 Echoes: Codex also logs each summary as an ``event_msg`` of type ``agent_reasoning`` (raw
 content as ``agent_reasoning_raw_content``). An echo is matched to a part when its ``text``
-equals the part's text and it lies between the response items around the reasoning item
-(first unmatched echo wins). It is the same text, so it is one block, scored once; when the
+equals the part's text and it lies between the non-reasoning response items around the
+reasoning item (first unmatched echo wins; each echo belongs to one part). It is the same text, so it is one block, scored once; when the
 part is edited the echo is edited with it (in place), removed with the item (``DROP``), or left
 with it (``KEEP``).
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 from collections.abc import Sequence
@@ -111,10 +112,11 @@ class CodexAdapter:
         traj_id, meta = f"{base}#0", {"format": self.name}
         prompt: list[Part] = []
         steps: list[list[Part]] = []
-        echoes = _echo_index(values)
+        echoes = _Echoes(values)
         items = [(rec, _item(v)) for rec, v in enumerate(values)]
         items = [(rec, it) for rec, it in items if it is not None]
-        item_recs = [rec for rec, _ in items]
+        # echoes of a reasoning item lie between the non-reasoning response items around it
+        bounds = [rec for rec, it in items if it.get("type") != "reasoning"]
         prev_model = False
         for rec, value in enumerate(values):
             line = lines[rec].number
@@ -142,55 +144,64 @@ class CodexAdapter:
                 if not prev_model:
                     steps.append([])
                 prev_model = True
-                steps[-1].extend(_model_parts(item, rec, line, source, item_recs, echoes))
+                steps[-1].extend(_model_parts(item, rec, line, source, bounds, echoes))
                 continue
-            prev_model = False
             if kind in _OUTPUT_ITEMS:
                 part_label, text = "tool_result", _output_text(item.get("output"))
             elif kind == "message":
                 part_label, text = str(item.get("role", "user")), text_of(item.get("content"))
             else:
-                continue  # ghost snapshots and other bookkeeping items carry nothing the model read
+                continue  # ghost snapshots and other bookkeeping items: no observation, no boundary
+            prev_model = False
             if steps:
                 steps[-1].append(Part("observation", text, label=part_label))
             else:
                 prompt.append(Part("prompt", text, label=part_label))
-        traj = Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta)
         if not items and not any(isinstance(v, dict) and v.get("type") == "session_meta" for v in values):
             raise InputError(source, "no session_meta or response_item line found: not a Codex rollout")
+        traj = Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta)
         return Document(self.name, source, [traj], Records(data, lines, values), warnings)
 
     def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
         return write_back(doc.state, doc, trajectories, opaque)  # type: ignore[arg-type]
 
 
-def _echo_index(values: list) -> dict[int, tuple[str, str]]:
-    found = {}
-    for rec, value in enumerate(values):
-        if value is BAD_LINE:
-            continue
-        echo = _echo(value)
-        if echo is not None:
-            found[rec] = echo
-    return found
+class _Echoes:
+    """The ``agent_reasoning`` echo lines of a file, each matched to at most one part."""
+
+    def __init__(self, values: list) -> None:
+        self.text: dict[int, tuple[str, str]] = {}
+        for rec, value in enumerate(values):
+            echo = _echo(value) if value is not BAD_LINE else None
+            if echo is not None:
+                self.text[rec] = echo
+        self.recs = sorted(self.text)
+        self.used: set[int] = set()
+
+    def take(self, lo: float, hi: float, where: str, text: str) -> int | None:
+        """The first unused echo strictly between records ``lo`` and ``hi`` with this text."""
+        for rec in self.recs[bisect.bisect_right(self.recs, lo) : bisect.bisect_left(self.recs, hi)]:
+            if rec not in self.used and self.text[rec] == (where, text):
+                self.used.add(rec)
+                return rec
+        return None
 
 
-def _model_parts(item: dict, rec: int, line: int, source: str, item_recs: list[int], echoes: dict[int, tuple[str, str]]) -> list[Part]:
+def _model_parts(item: dict, rec: int, line: int, source: str, bounds: list[int], echoes: _Echoes) -> list[Part]:
     kind = item["type"]
     if kind == "reasoning":
-        return _reasoning_parts(item, rec, line, source, item_recs, echoes)
+        return _reasoning_parts(item, rec, line, source, bounds, echoes)
     if kind == "message":
         return [Part("action", text_of(item.get("content")), label="assistant")]
     label, text = _call_text(item)
     return [Part("action", text, label=label)]
 
 
-def _reasoning_parts(item: dict, rec: int, line: int, source: str, item_recs: list[int], echoes: dict[int, tuple[str, str]]) -> list[Part]:
+def _reasoning_parts(item: dict, rec: int, line: int, source: str, bounds: list[int], echoes: _Echoes) -> list[Part]:
     opaque = isinstance(item.get("encrypted_content"), str) and bool(item["encrypted_content"])
-    at = item_recs.index(rec)
-    lo = item_recs[at - 1] if at else -1
-    hi = item_recs[at + 1] if at + 1 < len(item_recs) else float("inf")
-    window = [r for r in echoes if lo < r < hi]
+    at = bisect.bisect_left(bounds, rec)
+    lo = bounds[at - 1] if at else -1
+    hi = bounds[at] if at < len(bounds) else float("inf")
     found: list[tuple[str, int, str]] = []
     for where in ("summary", "content"):
         entries = item.get(where)
@@ -203,9 +214,7 @@ def _reasoning_parts(item: dict, rec: int, line: int, source: str, item_recs: li
                 found.append((where, j, entry["text"]))
     matched: list[list[int]] = []
     for where, _j, text in found:
-        hit = next((r for r in window if echoes[r] == (where, text)), None)
-        if hit is not None:
-            window.remove(hit)
+        hit = echoes.take(lo, hi, where, text)
         matched.append([] if hit is None else [hit])
     all_echoes = tuple(r for m in matched for r in m)
     parts = []

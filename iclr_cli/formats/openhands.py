@@ -119,12 +119,13 @@ def _thought_parts(text: str, path: tuple, mirrors: list[tuple[tuple, object]], 
     return parts
 
 
-def _reasoning_part(text: str, sites: list[Site]) -> tuple[Part, list[Site]]:
-    """A reasoning part whose site list may still grow (think copies found later)."""
+def _open_reasoning(text: str, sites: list[Site]) -> tuple[Part, list[Site]]:
+    """A reasoning part whose site list may still grow (``<think>`` copies found later)."""
     return Part("reasoning", text, label="reasoning", ref=None), sites
 
 
 def _freeze(pending: list[tuple[Part, list[Site]] | Part]) -> list[Part]:
+    """The finished parts: open reasoning parts get a :class:`TextRef` of their sites."""
     out = []
     for item in pending:
         if isinstance(item, tuple):
@@ -225,7 +226,7 @@ def _v0_action(path, event, args, groups, by_path, reasoned, source, line) -> li
     if isinstance(reasoning, str) and reasoning.strip() and (rid is None or rid not in reasoned):
         reasoned.add(rid)
         sites = [Site((*p, *mkey, "reasoning_content")) for p, m in msg_paths if m.get("reasoning_content") == reasoning]
-        pending.append(_reasoning_part(reasoning, sites))
+        pending.append(_open_reasoning(reasoning, sites))
         known[reasoning] = sites
     kind = event["action"]
     field = "content" if kind == "message" else "thought"
@@ -282,7 +283,7 @@ def _v1_step(path: tuple, event: dict, at: tuple, source: str, line) -> list[Par
     reasoning = holder.get("reasoning_content")
     if isinstance(reasoning, str) and reasoning.strip():
         sites = [Site((*base, "reasoning_content"))]
-        pending.append(_reasoning_part(reasoning, sites))
+        pending.append(_open_reasoning(reasoning, sites))
         known[reasoning] = sites
     blocks = holder.get("thinking_blocks")
     for k, block in enumerate(blocks if isinstance(blocks, list) else []):

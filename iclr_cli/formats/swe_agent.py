@@ -95,11 +95,7 @@ class SweAgentAdapter:
         else:
             steps = [self._step_from_history(k, history, assistants, a, source) for k, a in enumerate(assistants)]
         base = os.path.basename(source) if source != "-" else "stdin"
-        meta: dict[str, object] = {"format": self.name}
-        info = doc.get("info")
-        if isinstance(info, dict) and isinstance(info.get("model_stats"), dict) and "model" in info:
-            meta["model"] = info["model"]
-        trajectory = Trajectory(f"{base}#0", tuple(prompt), tuple(steps), meta=meta)
+        trajectory = Trajectory(f"{base}#0", tuple(prompt), tuple(steps), meta={"format": self.name})
         return Document(self.name, source, [trajectory], Records(data, None, [doc]))
 
     def _steps_from_trajectory(self, traj: list, history: list, assistants: list[int], source: str) -> list[Step]:
