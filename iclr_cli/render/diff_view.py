@@ -126,11 +126,12 @@ def render_gap(gap: Gap) -> Text:
     return Text(f"  ... {span} unchanged ({n} step{'s' if n != 1 else ''}) ...", style="dim")
 
 
-def render_summary(diff: Diff) -> Table:
-    """The closing summary: steps, blocks, removed, reasoning tokens before/after."""
+def render_summary(diff: Diff) -> Group:
+    """The closing summary: what was compared, then steps, blocks, removed, reasoning tokens
+    before/after. The file names go on their own line (a table title would wrap them)."""
     s = diff.summary
     pct = 100.0 * (s.tokens_before - s.tokens_after) / s.tokens_before if s.tokens_before else 0.0
-    table = Table(title=f"{diff.original} -> {diff.pruned}", title_justify="left", show_header=False)
+    table = Table(show_header=False)
     table.add_column("")
     table.add_column("", justify="right")
     rows = [
@@ -154,7 +155,7 @@ def render_summary(diff: Diff) -> Table:
             rows.append(("entropy range (bits)", f"{s.entropy_min:.2f} - {s.entropy_max:.2f}"))
     for name, value in rows:
         table.add_row(name, value)
-    return table
+    return Group(Text(f"{diff.original} -> {diff.pruned}", style="italic"), table)
 
 
 def paint(console: Console, diff: Diff, views: Sequence[tuple[TrajectoryDiff, Sequence[StepDiff | Gap]]]) -> None:
