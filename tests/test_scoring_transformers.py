@@ -233,3 +233,16 @@ def test_rescoring_the_same_request_recomputes_the_needed_positions(tiny):
     assert s.stats.reused_tokens > 0
     for x, y in zip(first.blocks, again.blocks):
         assert x.n_tokens == y.n_tokens and abs(x.entropy_bits - y.entropy_bits) < TOL
+
+
+def test_stream_caches_respect_count_and_token_budgets(tiny):
+    trajs = make_trajs(n_traj=3, n_steps=3, seed=4)
+    ref = run(scorer(tiny, prefix_cache=False), trajs)
+    two = scorer(tiny, max_streams=2)
+    assert_same(run(two, trajs), ref)
+    # The first trajectories keep their slots; the third is recomputed instead of evicting
+    # a stream the same call still needs (plain LRU would thrash and reuse nothing).
+    assert list(two._streams) == ["traj-0", "traj-1"] and two.stats.reused_tokens > 0
+    tight = scorer(tiny, cache_tokens=10)
+    assert_same(run(tight, trajs), ref)
+    assert tight.stats.reused_tokens == 0 and not tight._streams

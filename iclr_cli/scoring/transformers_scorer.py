@@ -9,8 +9,9 @@ Work saved, never results changed (cached, uncached and batched agree within 1e-
 
 - **Prefix reuse.** Step t+1 of a trajectory repeats P and the history of step t. Per
   ``stream`` the scorer keeps the token ids and the KV cache of its last request (at most
-  ``max_streams`` streams, each up to ``max_tokens`` tokens: ~46 KB per token in float32 for
-  SmolLM2). The next request of the stream keeps the cached prefix up to
+  ``max_streams`` streams and ``cache_tokens`` tokens in all: ~46 KB per token in float32 for
+  SmolLM2, so the default 32,768 tokens is ~1.5 GB). The next request of the stream keeps
+  the cached prefix up to
   ``min(common token prefix, first needed position)``: the hidden state at ``p - 1`` is what
   predicts token ``p`` and a KV cache holds no hidden states, so that position is recomputed.
   Only the remaining tokens are run. When all slots hold streams seen in the current call, a
@@ -48,6 +49,7 @@ from iclr_cli.scoring.window import Layout, lay_out
 
 DEFAULT_FORWARD_CHUNK = 1024
 DEFAULT_BATCH_TOKENS = 16_384
+DEFAULT_CACHE_TOKENS = 32_768
 _ENCODE_MEMO = 4096
 
 
@@ -89,7 +91,8 @@ class TransformersScorer:
         batch_size: most requests per batched forward.
         chunk_size: positions per LM-head call.
         forward_chunk: tokens per forward call (divided among the rows of a batch).
-        max_streams: streams whose KV cache is kept.
+        max_streams: most streams whose KV cache is kept.
+        cache_tokens: most tokens kept in KV caches over all streams (bounds memory).
         batch_tokens: most padded tokens in one batch (``rows * longest``); a single request
             longer than this still runs, alone.
 
@@ -109,13 +112,15 @@ class TransformersScorer:
         batch_size: int = 8,
         chunk_size: int = DEFAULT_CHUNK,
         forward_chunk: int = DEFAULT_FORWARD_CHUNK,
-        max_streams: int = 4,
+        max_streams: int = 16,
+        cache_tokens: int = DEFAULT_CACHE_TOKENS,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
     ):
         if overflow not in ("window", "skip"):
             raise UsageError(f"--overflow {overflow!r}: choose window or skip")
         for label, value in (("max_tokens", max_tokens), ("batch_size", batch_size), ("chunk_size", chunk_size),
-                             ("forward_chunk", forward_chunk), ("max_streams", max_streams), ("batch_tokens", batch_tokens)):
+                             ("forward_chunk", forward_chunk), ("max_streams", max_streams),
+                             ("cache_tokens", cache_tokens), ("batch_tokens", batch_tokens)):
             if value < 1:
                 raise UsageError(f"{label} must be at least 1, got {value}")
         self.model = model
@@ -129,6 +134,7 @@ class TransformersScorer:
         self.chunk_size = chunk_size
         self.forward_chunk = forward_chunk
         self.max_streams = max_streams
+        self.cache_tokens = cache_tokens
         self.batch_tokens = batch_tokens
         self.stats = ScorerStats()
         self._base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
@@ -247,14 +253,21 @@ class TransformersScorer:
         except TypeError:  # transformers < 4.56 takes no config
             return DynamicCache()
 
-    def _admit(self, stream: str) -> bool:
-        """Room for ``stream``'s cache? Evicts the least recent stream unless it is in use now."""
-        if stream in self._streams or len(self._streams) < self.max_streams:
-            return True
-        oldest = next(iter(self._streams))
-        if self._streams[oldest].last_call == self._call:
+    def _admit(self, n_tokens: int) -> bool:
+        """Make room for a stream cache of ``n_tokens``; False when it should not be kept.
+
+        Evicts least recently used streams, but never one already used in this call: with
+        more trajectories than room, the first ones keep their caches and the rest are
+        recomputed, instead of each evicting the next (cyclic LRU thrashing, no reuse at all).
+        """
+        if n_tokens > self.cache_tokens:
             return False
-        del self._streams[oldest]
+        held = sum(len(e.ids) for e in self._streams.values())
+        while self._streams and (len(self._streams) >= self.max_streams or held + n_tokens > self.cache_tokens):
+            oldest = next(iter(self._streams))
+            if self._streams[oldest].last_call == self._call:
+                return False
+            held -= len(self._streams.pop(oldest).ids)
         return True
 
     def _score_stream(self, stream: str, ids: tuple[int, ...], rows: list[int]) -> dict[int, float]:
@@ -272,7 +285,7 @@ class TransformersScorer:
         self.stats.reused_tokens += start
         tensor = torch.tensor([ids[start:]], dtype=torch.long, device=self._device)
         ent = self._forward(tensor, start, cache, [rows])[0]
-        if self._admit(stream):
+        if self._admit(len(ids)):
             self._streams[stream] = _Stream(tuple(ids), cache, self._call)
         return ent
 
