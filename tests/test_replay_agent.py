@@ -123,6 +123,19 @@ def test_text_protocol_fallback_and_no_action_note(tmp_path, hello_task):
     assert (record["status"], record["submission"], record["reward"]) == ("submitted", "fine", 1.0)
 
 
+def test_text_protocol_thought_is_reasoning_and_compressed(tmp_path, hello_task):
+    reply = "I should look first.\n\nThe file is small.\n\n```bash\necho hi > out.txt\n```"
+    script = [completion(reply), submit()]
+    requests, [record], out = _run(tmp_path, script, hello_task, ["none"], tool_protocol="text")
+    assert _assistants(requests[1])[0]["content"] == reply  # sent back exactly as generated
+    requests, [record], out = _run(tmp_path / "b", script, hello_task, ["delete-all"], tool_protocol="text")
+    assert _assistants(requests[1])[0]["content"] == "```bash\necho hi > out.txt\n```"
+    assert record["reasoning_tokens_removed"] == record["reasoning_tokens_generated"] > 0
+    saved = json.loads((out / record["generated"]).read_text())
+    first = [m for m in saved["messages"] if m["role"] == "assistant"][0]
+    assert first["reasoning_content"] + first["content"] == reply
+
+
 def test_sliding_window_keeps_prompt_and_last_k_steps(tmp_path, hello_task):
     script = [completion(None, [call("bash", {"command": f"echo {i}"}, f"c{i}")]) for i in range(3)] + [submit()]
     requests, _, out = _run(tmp_path, script, hello_task, ["sliding-window-1"])

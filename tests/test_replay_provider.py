@@ -62,3 +62,9 @@ def test_reasoning_style_and_omit():
 def test_non_string_arguments_become_json():
     msg, _ = read_reply({"content": None, "tool_calls": [{"id": "a", "function": {"name": "bash", "arguments": {"command": "ls"}}}]})
     assert msg["tool_calls"][0]["function"]["arguments"] == '{"command":"ls"}'
+
+
+def test_thought_style_is_a_plain_prefix():
+    msg = {"role": "assistant", "content": "```bash\nls\n```", "reasoning_content": "Look.\n\n"}
+    assert to_wire([msg], "thought")[0] == {"role": "assistant", "content": "Look.\n\n```bash\nls\n```"}
+    assert to_wire([{**msg, "reasoning_content": ""}], "thought")[0]["content"] == "```bash\nls\n```"

@@ -66,16 +66,23 @@ def test_cap():
 
 
 @pytest.mark.parametrize(
-    "content, expected",
+    "content, start, expected",
     [
-        ('<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>', [("bash", {"command": "ls"})]),
-        ('{"name": "submit", "arguments": {"answer": "1"}}', [("submit", {"answer": "1"})]),
-        ("Run this:\n```bash\nls -la\n```\nthen more", [("bash", {"command": "ls -la\n"})]),
-        ('<tool_call>{"name": "read_file", "parameters": {"path": "a"}}</tool_call><tool_call>{"name": "submit"}</tool_call>', [("read_file", {"path": "a"}), ("submit", {})]),
-        ("Just chatting.", []),
-        ("<tool_call>not json</tool_call>", []),
-        (None, []),
+        ('<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>', 0, [("bash", {"command": "ls"})]),
+        ('  {"name": "submit", "arguments": {"answer": "1"}}', 2, [("submit", {"answer": "1"})]),
+        ("Run this:\n```bash\nls -la\n```\nthen more", 10, [("bash", {"command": "ls -la\n"})]),
+        ("I think.\n\n```python\nprint(1)\n```", 10, [("bash", {"command": "python3 - <<'ICLR_PY_EOF'\nprint(1)\n\nICLR_PY_EOF\n"})]),
+        ('Plan.\n<tool_call>{"name": "read_file", "parameters": {"path": "a"}}</tool_call><tool_call>{"name": "submit"}</tool_call>', 6, [("read_file", {"path": "a"}), ("submit", {})]),
+        ("Just chatting.", 14, []),
+        ("<tool_call>not json</tool_call>", 31, []),
+        (None, 0, []),
     ],
 )
-def test_text_calls(content, expected):
-    assert parse_text_calls(content) == expected
+def test_text_calls(content, start, expected):
+    found = parse_text_calls(content)
+    assert (found.start, found.calls) == (start, expected)
+
+
+def test_python_fence_runs(tmp_path):
+    [(name, args)] = parse_text_calls("```python\nprint(6 * 7)\n```").calls
+    assert Workspace(tmp_path).call(name, args).text == "exit code: 0\n42\n"

@@ -17,7 +17,7 @@ def replay(
     variant: Annotated[Optional[list[str]], typer.Option("--variant", "-v", help="none, iclr, step-only, delete-all, random-R, sliding-window-K (repeatable).", show_default=False)] = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Agent model name sent to the API (e.g. deepseek-chat).")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. https://api.deepseek.com or http://127.0.0.1:8080/v1.")] = None,
-    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the API key (default: OPENAI_API_KEY if set; local servers need none).")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the API key, e.g. DEEPSEEK_API_KEY (default: none; local servers need none).")] = None,
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds per task and variant (0..N-1).")] = 1,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Agent turns per run before it stops unsubmitted.")] = 30,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Runs in parallel (threads).")] = 1,

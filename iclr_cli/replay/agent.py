@@ -5,8 +5,11 @@ exception that carries its message (:class:`Submitted`, :class:`StepLimit`,
 :class:`ApiFailure`, :class:`Interrupted`), caught once in :meth:`Agent.run`.
 
 Actions come from native ``tool_calls``; when a reply has none, tool calls written as text
-(``<tool_call>{...}</tool_call>``, a bare JSON call, or a fenced bash block) are accepted too
-and answered with a user message, since small local models often cannot emit native calls.
+(``<tool_call>{...}</tool_call>``, a bare JSON call, or a fenced bash or python block) are
+accepted too and answered with a user message, since small local models often cannot emit
+native calls. Then the text before the call is the THOUGHT, which is reasoning (METHOD.md,
+"Objects": SWE-agent thoughts; the same rule as the mini-swe-agent adapter) and is
+compressed like any other reasoning, unless the reply also carried a reasoning field.
 A reply with no action at all is answered with a note asking for one; it counts as a step.
 """
 
@@ -171,8 +174,16 @@ class Agent:
             observations.append({"role": "tool", "tool_call_id": call["id"], "content": cap(result.text, limit)})
         if observations:
             return observations, submitted
+        content = assistant.get("content") or ""
+        found = parse_text_calls(content)
+        if found.calls and "reasoning_content" not in assistant and content[: found.start].strip():
+            # The text before a text-encoded call is the THOUGHT (METHOD.md: SWE-agent
+            # thoughts are reasoning); it goes back as the prefix of content ("thought" style).
+            assistant["reasoning_content"], assistant["content"] = content[: found.start], content[found.start :]
+            if self.style is None:
+                self.style = "thought"
         texts = []
-        for name, args in parse_text_calls(assistant.get("content")):
+        for name, args in found.calls:
             result = self.workspace.call(name, args)
             submitted = result.submitted if result.submitted is not None else submitted
             texts.append(f"[{name} result]\n{cap(result.text, limit)}")

@@ -104,7 +104,8 @@ class ChatClient:
             raw = self._client.chat.completions.with_raw_response.create(**kwargs)
             body = loads(raw.content)
         except oa.APIStatusError as exc:
-            raise ApiError(f"{self.config.base_url}: HTTP {exc.status_code}: {_short(exc.message)}") from exc
+            detail = exc.body if exc.body is not None else exc.response.text
+            raise ApiError(f"{self.config.base_url}: HTTP {exc.status_code}: {_short(str(detail))}") from exc
         except oa.APITimeoutError as exc:
             raise ApiError(f"{self.config.base_url}: timed out after {self.config.max_retries} retries") from exc
         except oa.APIConnectionError as exc:

@@ -15,6 +15,8 @@ expects (METHOD.md, "Provider rules for writing reasoning back"):
 - ``reasoning`` (OpenRouter, newer vLLM): the ``reasoning`` field is sent back when present.
 - ``think`` (models that answer ``<think>...</think>`` inline in ``content``): the reasoning
   goes back inline in front of the visible text; reasoning deleted in full sends no tags.
+- ``thought`` (text-protocol agents: the THOUGHT before a text-encoded tool call, see
+  :mod:`iclr_cli.replay.agent`): the reasoning goes back as the plain prefix of ``content``.
 - ``omit``: reasoning is never sent back (providers that reject the field).
 
 The style is what the provider used in its replies (``auto``) unless the user names one.
@@ -26,7 +28,7 @@ import copy
 import re
 from collections.abc import Mapping, Sequence
 
-STYLES = ("reasoning_content", "reasoning", "think", "omit")
+STYLES = ("reasoning_content", "reasoning", "think", "thought", "omit")
 
 # A leading think block; anything before it is whitespace only. Text after it stays visible.
 _LEADING_THINK = re.compile(r"\A\s*<think>(.*?)(?:</think>|\Z)", re.DOTALL)
@@ -108,5 +110,8 @@ def to_wire(messages: Sequence[Mapping], style: str | None) -> list[dict]:
         elif style == "think":
             if reasoning:
                 m["content"] = f"<think>{reasoning}</think>{m.get('content') or ''}"
+        elif style == "thought":
+            if reasoning:
+                m["content"] = reasoning + (m.get("content") or "")
         out.append(m)
     return out

@@ -54,12 +54,14 @@ class Session:
 
 
 def _api_key(var: str | None) -> str:
-    if var is not None:
-        value = os.environ.get(var)
-        if not value:
-            raise UsageError(f"--api-key-env {var}: the environment variable is not set")
-        return value
-    return os.environ.get("OPENAI_API_KEY") or "no-key"
+    """The key from ``--api-key-env``; without it a placeholder (local servers ignore it). No
+    variable is read unless named, so a key is never sent to an endpoint it was not meant for."""
+    if var is None:
+        return "no-key"
+    value = os.environ.get(var)
+    if not value:
+        raise UsageError(f"--api-key-env {var}: the environment variable is not set")
+    return value
 
 
 def _engines(variants: Sequence, proxy_model: str, options: Mapping):

@@ -222,26 +222,39 @@ class _CappedReader(threading.Thread):
 
 # Text protocol, for models whose server cannot do native tool calls (README "replay").
 _TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
-_BASH_FENCE = re.compile(r"```(?:bash|sh|shell)\s*\n(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```(bash|sh|shell|python|python3|py)[^\S\n]*\n(.*?)```", re.DOTALL)
 
 TEXT_PROTOCOL = """\
-To use a tool, write exactly one tool call in your reply, in this form:
+To use a tool, first say briefly what you think, then write one tool call, in this form:
 <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>
 Tools: bash {"command": str}, read_file {"path": str}, write_file {"path": str, "content": str}, submit {"answer": str}.
-A fenced ```bash block is also run as a bash command. Call submit when you are done."""
+A fenced ```bash block is also run as a bash command, and a fenced ```python block with python.
+Call submit when you are done."""
 
 
-def parse_text_calls(content: str | None) -> list[tuple[str, dict | str]]:
-    """Tool calls written as text: ``<tool_call>{"name", "arguments"}</tool_call>`` tags, a bare
-    JSON object with ``name`` and ``arguments``, or else the first fenced bash block.
+@dataclass(frozen=True)
+class TextCalls:
+    """Tool calls found in a reply's text.
 
-    Returns ``(name, arguments)`` pairs in order; empty when the text holds none.
+    ``start`` is the offset where the first call begins: the text before it is the model's
+    THOUGHT (SWE-agent / mini-swe-agent style), the rest is the action. ``calls`` holds
+    ``(name, arguments)`` pairs in order; empty (and ``start`` = len(text)) when none.
     """
+
+    start: int
+    calls: list[tuple[str, dict | str]]
+
+
+def parse_text_calls(content: str | None) -> TextCalls:
+    """``<tool_call>{"name", "arguments"}</tool_call>`` tags, else a reply that is one bare JSON
+    call, else the first fenced bash or python block (python runs as ``python3 -``)."""
     if not content:
-        return []
+        return TextCalls(0, [])
     calls: list[tuple[str, dict | str]] = []
-    bodies = [m.group(1) for m in _TOOL_CALL_TAG.finditer(content)] or [content.strip()]
-    for body in bodies:
+    tags = list(_TOOL_CALL_TAG.finditer(content))
+    bodies = [(m.start(), m.group(1)) for m in tags] or [(len(content) - len(content.lstrip()), content.strip())]
+    start = None
+    for offset, body in bodies:
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError:
@@ -249,8 +262,13 @@ def parse_text_calls(content: str | None) -> list[tuple[str, dict | str]]:
         if isinstance(obj, dict) and isinstance(obj.get("name"), str):
             args = obj.get("arguments", obj.get("parameters", {}))
             calls.append((obj["name"], args if isinstance(args, (dict, str)) else {}))
+            start = offset if start is None else start
     if not calls:
-        m = _BASH_FENCE.search(content)
+        m = _FENCE.search(content)
         if m:
-            calls.append(("bash", {"command": m.group(1)}))
-    return calls
+            code = m.group(2)
+            if m.group(1).startswith("py"):
+                code = f"python3 - <<'ICLR_PY_EOF'\n{code}\nICLR_PY_EOF\n"
+            calls.append(("bash", {"command": code}))
+            start = m.start()
+    return TextCalls(len(content) if start is None else start, calls)
