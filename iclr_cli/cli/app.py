@@ -13,7 +13,7 @@ import sys
 
 import typer
 
-# (command name, module, function). Keep in the order ``iclr --help`` should list them.
+# (command name, module, function or Typer sub-app). Keep in the order ``iclr --help`` should list them.
 _COMMANDS: list[tuple[str, str, str]] = [
     ("score", "iclr_cli.cli.score", "score"),
     ("prune", "iclr_cli.cli.prune", "prune"),
@@ -22,6 +22,7 @@ _COMMANDS: list[tuple[str, str, str]] = [
     ("report", "iclr_cli.cli.report", "report"),
     ("replay", "iclr_cli.cli.replay", "replay"),
     ("formats", "iclr_cli.cli.formats_cmd", "formats"),
+    ("model", "iclr_cli.cli.model", "app"),
 ]
 
 
@@ -35,8 +36,12 @@ def build_app() -> typer.Typer:
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
     )
-    for name, module, func in _COMMANDS:
-        app.command(name)(getattr(importlib.import_module(module), func))
+    for name, module, attr in _COMMANDS:
+        target = getattr(importlib.import_module(module), attr)
+        if isinstance(target, typer.Typer):
+            app.add_typer(target, name=name)
+        else:
+            app.command(name)(target)
     return app
 
 
