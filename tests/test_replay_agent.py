@@ -173,3 +173,12 @@ def test_bad_tool_arguments_come_back_as_an_observation(tmp_path, hello_task):
     results = {m["tool_call_id"]: m["content"] for m in requests[1]["messages"] if m["role"] == "tool"}
     assert results["c1"].startswith("error: arguments are not valid JSON")
     assert "outside the workspace" in results["c2"]
+
+
+def test_send_seed_puts_the_run_seed_in_every_request(tmp_path, hello_task):
+    script = [completion(None, [call("bash", {"command": "true"})])] * 2 + [submit()] * 4
+    requests, records, _ = _run(tmp_path, script, hello_task, ["none"], seeds=2, send_seed=True, temperature=0.7)
+    assert sorted(r["seed"] for r in requests) == [0, 0, 0, 1]  # seed 0: two calls + submit; seed 1: submit
+    assert all(r["temperature"] == 0.7 for r in requests)
+    requests, _, _ = _run(tmp_path / "b", [submit()], hello_task, ["none"])
+    assert "seed" not in requests[0] and "temperature" not in requests[0]

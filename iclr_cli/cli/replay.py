@@ -32,6 +32,7 @@ def replay(
     tool_protocol: Annotated[str, typer.Option("--tool-protocol", help="'native' (OpenAI tools; text calls also accepted) or 'text' (no tools field, protocol in the prompt).")] = "native",
     send_reasoning: Annotated[str, typer.Option("--send-reasoning", help="How reasoning goes back: auto (as the provider returned it), reasoning_content, reasoning, think, omit.")] = "auto",
     temperature: Annotated[Optional[float], typer.Option("--temperature", help="Sampling temperature (default: the provider's).")] = None,
+    send_seed: Annotated[bool, typer.Option("--send-seed", help="Send the run's seed as the request 'seed' (OpenAI, vLLM, llama.cpp): variants of one seed sample alike until their histories differ.")] = False,
     max_output_tokens: Annotated[Optional[int], typer.Option("--max-output-tokens", min=1, help="max_tokens of each request (default: the provider's).")] = None,
     extra_body: Annotated[Optional[str], typer.Option("--extra-body", help='JSON object merged into every request body, e.g. \'{"thinking": {"type": "enabled"}}\'.')] = None,
     request_timeout: Annotated[float, typer.Option("--request-timeout", min=1, help="Seconds per HTTP attempt.")] = 300.0,
@@ -99,6 +100,7 @@ def replay(
         output_cap=output_cap,
         retry_errors=retry_errors,
         keep_workspaces=keep_workspaces,
+        send_seed=send_seed,
     )
     setup.run(jobs)
     _print_summary(output, Path(out))

@@ -62,11 +62,14 @@ class AgentConfig:
             accepted) or ``text`` (no ``tools`` field; the protocol is explained in the prompt).
         reasoning_style: how reasoning is sent back (:data:`iclr_cli.replay.provider.STYLES`),
             or ``auto``: the way the provider returned it.
+        send_seed: send the run's seed as the request ``seed``, so that at a temperature
+            above 0 the variants of one seed sample alike until their histories differ.
     """
 
     max_steps: int = 30
     tool_protocol: str = "native"
     reasoning_style: str = "auto"
+    send_seed: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,7 @@ class Agent:
         tools = TOOL_SPECS if self.config.tool_protocol == "native" else None
         start = time.monotonic()
         try:
-            response = self.client.complete(messages, tools)
+            response = self.client.complete(messages, tools, seed=self.history.seed if self.config.send_seed else None)
         except ApiError as exc:
             raise ApiFailure(str(exc)) from exc
         record = RequestRecord(n, len(messages), response.usage, response.raw_usage, response.finish_reason, time.monotonic() - start)

@@ -83,8 +83,9 @@ class ChatClient:
             http_client=http_client,
         )
 
-    def complete(self, messages: Sequence[Mapping], tools: Sequence[Mapping] | None) -> ChatResponse:
-        """Send one request; returns the first choice.
+    def complete(self, messages: Sequence[Mapping], tools: Sequence[Mapping] | None, *, seed: int | None = None) -> ChatResponse:
+        """Send one request; returns the first choice. ``seed`` is sent as the request's
+        ``seed`` (sampling seed on OpenAI, vLLM, llama.cpp) when given.
 
         Raises:
             ApiError: on a non-retryable HTTP error, when retries are exhausted, or when the
@@ -97,6 +98,8 @@ class ChatClient:
             kwargs["temperature"] = self.config.temperature
         if self.config.max_output_tokens is not None:
             kwargs["max_tokens"] = self.config.max_output_tokens
+        if seed is not None:
+            kwargs["seed"] = seed
         if self.config.extra_body:
             kwargs["extra_body"] = dict(self.config.extra_body)
         oa = self._openai

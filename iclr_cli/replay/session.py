@@ -101,6 +101,7 @@ def build_run(
     output_cap: int = 10_000,
     retry_errors: bool = False,
     keep_workspaces: bool = False,
+    send_seed: bool = False,
     http_client=None,
 ) -> Session:
     """Validate options, build the engines and plan the remaining runs.
@@ -137,7 +138,7 @@ def build_run(
         http_client=http_client,
     )
     out.mkdir(parents=True, exist_ok=True)
-    _note_settings(output, out, {"model": model, "base_url": base_url, "proxy_model": proxy_model, "tool_protocol": tool_protocol, "max_steps": max_steps})
+    _note_settings(output, out, {"model": model, "base_url": base_url, "proxy_model": proxy_model, "tool_protocol": tool_protocol, "max_steps": max_steps, "temperature": temperature, "send_seed": send_seed})
     log = ResultsLog(out / RESULTS)
     done = {(r["task"], r["variant"], r["seed"]) for r in log.records if not (retry_errors and r.get("status") == "error")}
     specs = plan(tasks, [v.name for v in parsed], range(seeds), done)
@@ -146,7 +147,7 @@ def build_run(
         out=out,
         model=model,
         base_url=base_url,
-        agent=AgentConfig(max_steps=max_steps, tool_protocol=tool_protocol, reasoning_style=send_reasoning),
+        agent=AgentConfig(max_steps=max_steps, tool_protocol=tool_protocol, reasoning_style=send_reasoning, send_seed=send_seed),
         limits=ToolLimits(command_timeout, output_cap),
         keep_workspaces=keep_workspaces,
     )
