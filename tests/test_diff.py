@@ -112,6 +112,17 @@ def test_score_flag_entropies_equal_the_score_command(files, capsys):
     assert blocks == [(r["step"], r["block"], r["entropy_bits"], r["selected"]) for r in records]
 
 
+def test_scores_option_reads_entropies_from_a_score_file(files, capsys):
+    run_cli(["score", "orig.json", "--model", "fake", "-o", "scores.jsonl", "-q"], capsys)
+    _, computed, _ = run_cli(["diff", "orig.json", "pruned.json", "--model", "fake", "--score", "--json"], capsys)
+    code, read, err = run_cli(["diff", "orig.json", "pruned.json", "--model", "fake", "--scores", "scores.jsonl", "--json"], capsys)
+    assert code == 0, err
+    assert orjson.loads(read)["trajectories"] == orjson.loads(computed)["trajectories"]
+    assert orjson.loads(read)["scores"] == "scores.jsonl"
+    code, _, err = run_cli(["diff", "orig.json", "pruned.json", "--model", "fake", "--score", "--scores", "scores.jsonl"], capsys)
+    assert code == 2 and "not both" in err
+
+
 def test_golden_plain_text(files, capsys):
     code, out, _ = run_cli(["diff", "orig.json", "pruned.json", "--model", "fake", "--score", "--width", "100", "--all"], capsys)
     assert code == 0

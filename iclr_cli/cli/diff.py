@@ -18,6 +18,7 @@ def diff(
     as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON data instead of painting it.")] = False,
     output: opt.Output = None,
     score: Annotated[bool, typer.Option("--score", help="Compute block entropies with the proxy model (--model) to tag blocks.")] = False,
+    scores_file: Annotated[Optional[str], typer.Option("--scores", help="Tag blocks with the entropies of this 'iclr score' output of ORIGINAL (instead of --score).")] = None,
     model: opt.Model = "smollm2",
     variant: Annotated[str, typer.Option("--variant", "-v", help="With --score: iclr (context-conditioned) or step-only.")] = "iclr",
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
@@ -49,11 +50,11 @@ def diff(
     if runs.is_run_record(original) and runs.is_run_record(pruned):
         _run_diff(original, pruned, task, seed, as_json, output, console, not no_pager)
         return
-    built = _build(original, pruned, score=score, model=model, variant=variant, ratio=ratio, max_tokens=max_tokens, split=split, fmt=fmt)
+    built = _build(original, pruned, score=score, scores_file=scores_file, model=model, variant=variant, ratio=ratio, max_tokens=max_tokens, split=split, fmt=fmt)
     _emit(built, step, None if all_steps or step is not None else context, as_json, output, console, not no_pager)
 
 
-def _build(original: str, pruned: str, *, score: bool, model: str, variant: str, ratio: float, max_tokens: int, split: str, fmt):
+def _build(original: str, pruned: str, *, score: bool, scores_file: str | None, model: str, variant: str, ratio: float, max_tokens: int, split: str, fmt):
     from iclr_cli.errors import UsageError
     from iclr_cli.jsonio import read_input
     from iclr_cli.render import diffdata, diffinput
@@ -72,7 +73,12 @@ def _build(original: str, pruned: str, *, score: bool, model: str, variant: str,
         return diffdata.diff_scores(trajectories, scores, original_name=input_name, scores_name=scores_name, count_tokens=count, tokenizer=tokenizer.name, splitter=split)
     before, after = _load(original, fmt), _load(pruned, fmt)
     scores, source = None, None
-    if score:
+    if score and scores_file:
+        raise UsageError("give --score (compute entropies) or --scores FILE (read them), not both")
+    if scores_file:
+        scores, source = diffinput.read_scores(read_input(scores_file), scores_file), scores_file
+        diffinput.check_ids(scores, [t.id for t in before], scores_file, original)
+    elif score:
         scores, source = _compute_scores(original, before, model, variant, ratio, max_tokens, split)
     return diffdata.diff_files(
         before, after, original_name=original, pruned_name=pruned, count_tokens=count, tokenizer=tokenizer.name,
