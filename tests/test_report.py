@@ -147,3 +147,20 @@ def test_heat_map_cells_and_removed_marks(run_dir):
     assert heat.steps == (0, 1, 2, 3, 4)
     assert heat.z[3][2] == pytest.approx(1.0 + 1.5 + 0.5)
     assert len(heat.removed) == 15 and (4, 3) not in heat.removed
+
+
+def test_heat_map_skips_replays_whose_saved_scores_are_empty(run_dir, capsys):
+    """The first iclr replay produced no reasoning block: the next one with scores is shown."""
+    fix = run_dir / "runs" / "fix-bug" / "iclr" / "seed0" / "block_scores.jsonl"
+    csv = run_dir / "runs" / "csv-sum" / "iclr" / "seed0" / "block_scores.jsonl"
+    csv.write_text(fix.read_text())
+    fix.write_text("")
+    lines = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    for rec in lines:
+        if (rec["task"], rec["variant"]) == ("csv-sum", "iclr"):
+            rec["block_scores"] = "runs/csv-sum/iclr/seed0/block_scores.jsonl"
+    (run_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    code, _, err = run_cli(["report", "run", "--html", "r.html", "--quiet"], capsys)
+    assert code == 0, err
+    page = (run_dir.parent / "r.html").read_text()
+    assert "<h2>Block entropy per step: csv-sum/iclr/seed 0</h2>" in page

@@ -55,24 +55,39 @@ def report(
 
 
 def _heat_map(records, spec, model, max_tokens, out):
+    """The first candidate's heat map from the block scores its replay saved; when none has
+    saved scores, the first candidate with reasoning is scored with ``model``."""
     from iclr_cli.jsonio import read_input
     from iclr_cli.render import runs
-    from iclr_cli.render.diffinput import read_scores, scores_from_results
+    from iclr_cli.render.diffinput import read_scores
     from iclr_cli.render.report_html import heat_map
 
-    chosen = runs.pick(records, spec)
-    if chosen is None:
-        return None
-    rec = chosen.record
-    if isinstance(rec.get("block_scores"), str):
-        path = str(Path(chosen.run_dir) / rec["block_scores"])
-        return heat_map(chosen.label, read_scores(read_input(path), path))
+    candidates = runs.heat_candidates(records, spec)
+    for cand in candidates:
+        name = cand.record.get("block_scores")
+        if isinstance(name, str):
+            path = str(Path(cand.run_dir) / name)
+            heat = heat_map(cand.label, read_scores(read_input(path), path))
+            if heat is not None:
+                return heat
+    if any(isinstance(c.record.get("block_scores"), str) for c in candidates):
+        return None  # the replay scored what it could: no step had a block to score
+    for cand in candidates:
+        if any(step.reasoning for step in cand.trajectory.steps):
+            return _score_for_heat(cand, model, max_tokens, out)
+    return None
+
+
+def _score_for_heat(cand, model, max_tokens, out):
     from iclr_cli.compress import Settings, compress_trajectories
     from iclr_cli.pipeline import ScorerConfig, build_engines
     from iclr_cli.policies import parse_variant
+    from iclr_cli.render.diffinput import scores_from_results
+    from iclr_cli.render.report_html import heat_map
 
+    rec = cand.record
     variant = parse_variant(rec["variant"] if rec["variant"] in ("iclr", "step-only") else "iclr")
-    out.info(f"scoring {chosen.label} with {model} for the heat map (the replay saved no block scores)")
+    out.info(f"scoring {cand.label} with {model} for the heat map (the replay saved no block scores)")
     scorer, tokenizer = build_engines(variant, ScorerConfig(model=model, max_tokens=max_tokens))
-    results = compress_trajectories([chosen.trajectory], Settings(variant), scorer, tokenizer)
-    return heat_map(f"{chosen.label} ({variant.name} entropies by {scorer.name})", scores_from_results(results))
+    results = compress_trajectories([cand.trajectory], Settings(variant), scorer, tokenizer)
+    return heat_map(f"{cand.label} ({variant.name} entropies by {scorer.name})", scores_from_results(results))

@@ -222,17 +222,25 @@ def total_tokens(record: dict) -> int | None:
     return a + b if a is not None and b is not None else None
 
 
-def pick(records: Sequence[RunRecord], spec: str | None) -> RunRecord | None:
-    """The record ``TASK/VARIANT/SEED`` (any part may be empty), else the first record of a
-    scoring variant that has a trajectory, else the first with one."""
+def heat_candidates(records: Sequence[RunRecord], spec: str | None) -> list[RunRecord]:
+    """Records whose block heat map the report may show, best first.
+
+    ``spec`` is ``TASK/VARIANT/SEED`` (any part may be empty): the matching records. Without
+    it: records of a scoring variant (``iclr``, ``step-only``), then the others; each group in
+    file order. Only records with a trajectory are candidates.
+
+    Raises:
+        UsageError: when ``spec`` matches no record with a trajectory.
+    """
     with_traj = [r for r in records if r.trajectory is not None]
     if spec:
         task, _, rest = spec.partition("/")
         variant, _, seed = rest.partition("/")
-        for r in with_traj:
-            rec = r.record
-            if (not task or rec["task"] == task) and (not variant or rec["variant"] == variant) and (not seed or str(rec["seed"]) == seed):
-                return r
-        raise UsageError(f"no replay record with a trajectory matches {spec!r} (TASK/VARIANT/SEED)")
-    scored = [r for r in with_traj if r.record["variant"] in ("iclr", "step-only")]
-    return (scored or with_traj or [None])[0]
+        found = [
+            r for r in with_traj
+            if (not task or r.record["task"] == task) and (not variant or r.record["variant"] == variant) and (not seed or str(r.record["seed"]) == seed)
+        ]
+        if not found:
+            raise UsageError(f"no replay record with a trajectory matches {spec!r} (TASK/VARIANT/SEED)")
+        return found
+    return sorted(with_traj, key=lambda r: r.record["variant"] not in ("iclr", "step-only"))
