@@ -55,21 +55,26 @@ def report(
 
 
 def _heat_map(records, spec, model, max_tokens, out):
-    """The first candidate's heat map from the block scores its replay saved; when none has
-    saved scores, the first candidate with reasoning is scored with ``model``."""
+    """The heat map with the most scored blocks among the candidates' saved block scores
+    (the first on a tie); when none saved scores, the first candidate with reasoning is
+    scored with ``model``."""
     from iclr_cli.jsonio import read_input
     from iclr_cli.render import runs
     from iclr_cli.render.diffinput import read_scores
     from iclr_cli.render.report_html import heat_map
 
     candidates = runs.heat_candidates(records, spec)
+    best, cells = None, 0
     for cand in candidates:
         name = cand.record.get("block_scores")
         if isinstance(name, str):
             path = str(Path(cand.run_dir) / name)
             heat = heat_map(cand.label, read_scores(read_input(path), path))
-            if heat is not None:
-                return heat
+            n = sum(v is not None for row in heat.z for v in row) if heat else 0
+            if n > cells:
+                best, cells = heat, n
+    if best is not None:
+        return best
     if any(isinstance(c.record.get("block_scores"), str) for c in candidates):
         return None  # the replay scored what it could: no step had a block to score
     for cand in candidates:
