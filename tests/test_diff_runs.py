@@ -84,3 +84,17 @@ def test_bad_request_log_names_line_and_field(run_dir, capsys):
     code, _, err = run_cli(["diff", "run@none", "run@iclr", "--task", "csv-sum"], capsys)
     assert code == 2
     assert "requests.jsonl:2: field 'input_tokens': expected an integer or null, got float" in err
+
+
+def test_long_first_divergent_action_is_clipped_in_the_header_only():
+    from iclr_cli.render import rundiff_view
+
+    side = rundiff.RunSide("t/none/seed 0", "t", "none", 0, 0.0, "submitted", 1, 10, 5)
+    row = rundiff.RunStepRow(0, "bash: " + "x" * 500, "bash: y", False, 10, 5, 10, 5, 0)
+    diff = rundiff.RunDiff(side, side, True, 0, (row,))
+    console = rundiff_view.Console(width=100, file=__import__("io").StringIO())
+    with console.capture() as cap:
+        console.print(rundiff_view.render(diff))
+    header = cap.get().split("step ┃")[0]
+    assert "x" * 233 + "\u2026" in header.replace("\n", "") and "x" * 235 not in header.replace("\n", "")
+    assert rundiff.to_json(diff)["steps"][0]["action_a"] == "bash: " + "x" * 500

@@ -22,6 +22,11 @@ def _signed(value: int | None) -> str:
     return "-" if value is None else f"{value:+,}"
 
 
+def _clip(text: str, limit: int = 240) -> str:
+    """At most ``limit`` characters of a folded action (the JSON output keeps it whole)."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 def _header(name: str, side: RunSide) -> Text:
     text = Text(f"{name}: ", style="bold")
     text.append(side.label)
@@ -39,8 +44,8 @@ def render(diff: RunDiff) -> Group:
     else:
         row = diff.rows[diff.first_divergence]
         first = Text(f"first divergent action: step {row.step}", style="bold red")
-        first.append(f"\n  A: {row.action_a if row.action_a is not None else '(run ended)'}")
-        first.append(f"\n  B: {row.action_b if row.action_b is not None else '(run ended)'}")
+        first.append(f"\n  A: {_clip(row.action_a) if row.action_a is not None else '(run ended)'}")
+        first.append(f"\n  B: {_clip(row.action_b) if row.action_b is not None else '(run ended)'}")
         parts.append(first)
     table = Table(show_edge=False, pad_edge=False, header_style="bold", expand=True)
     table.add_column("step", justify="right", no_wrap=True, min_width=4)
