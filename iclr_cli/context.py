@@ -59,7 +59,10 @@ def render_for_scoring(step: Step, splits: Sequence[Split], *, step_only: bool =
     """Render ``step`` with block offsets; ``splits`` holds one Split per reasoning part.
 
     Blocks listed are those of ``splits`` (callers drop ``[SKIP]`` blocks themselves by
-    passing only the spans they want scored; here every block is located).
+    passing only the spans they want scored; here every block is located). A block's span
+    starts at the spaces or tabs that indent its first line: the splitter leaves them to the
+    separator, but BPE tokenizers fold a leading space into the next word (``" or"``), and
+    METHOD.md assigns a token to the block its first character falls in.
     """
     pieces: list[str] = []
     spans: list[tuple[int, int]] = []
@@ -72,7 +75,7 @@ def render_for_scoring(step: Step, splits: Sequence[Split], *, step_only: bool =
             reasoning_seen += 1
             head = "" if step_only else f"[{part.label or part.kind}]\n"
             body_start = pos + len(head)
-            spans.extend((body_start + s, body_start + e) for s, e in split.spans)
+            spans.extend((body_start + _with_indent(part.text, s), body_start + e) for s, e in split.spans)
             piece = head + part.text + "\n\n"
         else:
             piece = render_part(part)
@@ -81,3 +84,10 @@ def render_for_scoring(step: Step, splits: Sequence[Split], *, step_only: bool =
     text = "".join(pieces)
     end = spans[-1][1] if spans else 0
     return RenderedStep(text[:end], tuple(spans))
+
+
+def _with_indent(text: str, start: int) -> int:
+    """``start`` moved back over the spaces and tabs directly before it (never over a newline)."""
+    while start > 0 and text[start - 1] in " \t":
+        start -= 1
+    return start

@@ -137,3 +137,14 @@ def test_skip_overflow_leaves_step_unpruned():
     for r in skipped:
         assert r.n_removed == 0
         assert res.compressed.steps[r.step] == res.original.steps[r.step]
+
+
+def test_block_span_includes_its_indent_so_bpe_leading_space_tokens_count():
+    from iclr_cli.blocks import split_blocks
+    from iclr_cli.context import render_for_scoring
+
+    step = Step(0, (Part("reasoning", "First.\n\n   or\n\nLast.", label="reasoning"),))
+    text = step.reasoning[0].text
+    rendered = render_for_scoring(step, [split_blocks(text)])
+    starts = [rendered.text[a:b] for a, b in rendered.spans]
+    assert starts == ["First.", "   or", "Last."]
