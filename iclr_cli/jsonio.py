@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 
-from iclr_cli.errors import InputError
+from iclr_cli.errors import InputError, UsageError
 
 BOM = b"\xef\xbb\xbf"
 
@@ -56,7 +56,7 @@ def open_output(path: str | None) -> Iterator[BinaryIO]:
         sys.stdout.buffer.flush()
         return
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    fd, tmp = _temp_beside(target)
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
@@ -81,7 +81,7 @@ def write_output(path: str | None, data: bytes) -> None:
         sys.stdout.buffer.flush()
         return
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    fd, tmp = _temp_beside(target)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -94,6 +94,26 @@ def write_output(path: str | None, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _temp_beside(target: Path) -> tuple[int, str]:
+    """A temp file in ``target``'s folder with the permissions a plain ``open`` would give
+    (mkstemp makes 0600, which would leave outputs unreadable to others).
+
+    Raises:
+        UsageError: when the folder does not exist or cannot be written.
+    """
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except FileNotFoundError:
+        raise UsageError(f"cannot write {target}: no such directory {folder}") from None
+    except PermissionError:
+        raise UsageError(f"cannot write {target}: permission denied in {folder}") from None
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
+    return fd, tmp
 
 
 def loads(data: bytes | str):

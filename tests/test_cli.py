@@ -119,3 +119,32 @@ def test_help_does_not_import_torch():
     code = "import sys\nfrom iclr_cli.cli.app import build_app\nbuild_app()\nprint('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_option_errors_are_usage_errors_without_traceback(chat_file, capsys):
+    code, _, err = run_cli(["prune", str(chat_file), "--model", "fake", "--ratio", "2"], capsys)
+    assert code == 2 and "--ratio" in err and "Traceback" not in err
+    code, _, err = run_cli(["prune", str(chat_file), str(chat_file)], capsys)
+    assert code == 2 and "unexpected extra argument" in err
+
+
+def test_missing_output_folder_is_a_usage_error(chat_file, tmp_path, capsys):
+    code, _, err = run_cli(["score", str(chat_file), "--model", "fake", "-o", str(tmp_path / "no" / "out.jsonl")], capsys)
+    assert code == 2 and "no such directory" in err
+
+
+def test_output_file_gets_ordinary_permissions(chat_file, tmp_path, capsys):
+    import os
+
+    out = tmp_path / "out.json"
+    code, _, _ = run_cli(["prune", str(chat_file), "--model", "fake", "-q", "-o", str(out)], capsys)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert code == 0 and (out.stat().st_mode & 0o777) == (0o666 & ~umask)
+
+
+def test_wrongly_typed_fields_name_the_field(tmp_path, capsys):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([{"role": "user", "content": "x"}, {"role": "assistant", "reasoning_content": "a", "tool_calls": "nope"}]))
+    code, _, err = run_cli(["score", str(path), "--model", "fake"], capsys)
+    assert code == 2 and "field '[1].tool_calls'" in err

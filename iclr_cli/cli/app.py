@@ -45,23 +45,34 @@ def build_app() -> typer.Typer:
     return app
 
 
+def _click_exceptions() -> tuple[type, type, type, type]:
+    """(ClickException, UsageError, Exit, Abort) of the click that Typer actually uses.
+
+    Typer >= 0.2x bundles its own copy of click, whose exceptions are not ``click``'s; they
+    are found through the classes Typer re-exports so either layout is caught.
+    """
+    def base(cls: type, name: str) -> type:
+        return next(c for c in cls.__mro__ if c.__name__ == name)
+
+    return base(typer.BadParameter, "ClickException"), base(typer.BadParameter, "UsageError"), typer.Exit, typer.Abort
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; never returns (exits with the command's code)."""
-    import click
-
     from iclr_cli.errors import IclrError
 
+    click_error, usage_error, exit_, abort = _click_exceptions()
     app = build_app()
     try:
         app(args=argv, standalone_mode=False, prog_name="iclr")
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except exit_ as exc:
+        sys.exit(getattr(exc, "exit_code", 0))
+    except abort:
         print("iclr: aborted", file=sys.stderr)
         sys.exit(130)
-    except click.ClickException as exc:
+    except click_error as exc:
         exc.show()
-        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+        sys.exit(2 if isinstance(exc, usage_error) else exc.exit_code)
     except IclrError as exc:
         print(f"iclr: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

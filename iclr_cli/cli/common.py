@@ -32,8 +32,8 @@ def warn_precision(out: Output, config: ScorerConfig) -> None:
         out.warn(f"--dtype {config.dtype}: entropies differ from float32 (up to ~1.8 bits/token measured on the default proxy); selections may change")
 
 
-def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: str) -> None:
-    """The run summary table on stderr."""
+def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: str, command: str = "prune") -> None:
+    """The run summary table on stderr (``command``: ``score`` or ``prune``)."""
     ratio = summary.tokens_removed / summary.tokens_before if summary.tokens_before else 0.0
     rows = [
         ("trajectories", summary.trajectories),
@@ -49,6 +49,8 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
         ("steps windowed", summary.windowed),
         ("steps skipped", len(summary.skipped)),
     ]
-    out.table(f"iclr prune/score: {variant}", ["", "value"], rows)
+    if command == "score":  # score only reports what the variant would remove
+        rows = [("blocks selected" if k == "blocks removed" else k, v) for k, v in rows]
+    out.table(f"iclr {command} --variant {variant}", ["", "value"], rows)
     for line in summary.skipped:
         out.warn(f"not pruned: {line}")

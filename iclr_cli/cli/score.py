@@ -59,4 +59,4 @@ def score(
                 results = compress_document(doc, settings, scorer, tokenizer, on_step=lambda _r: advance())
                 sink.write(out.encode_records(score_records(item.path, results, parsed)))
                 summary.add(results)
-    print_summary(out, summary, tokenizer.name, parsed.name)
+    print_summary(out, summary, tokenizer.name, parsed.name, command="score")

@@ -89,6 +89,21 @@ def _text_of(content) -> str:
     return ""
 
 
+def _check_types(msg: dict, path: Path, source: str, line: int | None) -> None:
+    """Fields this adapter reads must have the types the chat format gives them."""
+    where = _field_name(path)
+    content = msg.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise InputError(source, f"must be a string, a list of parts or null, not {type(content).__name__}", line=line, field=f"{where}.content")
+    for name in _REASONING_FIELDS:
+        value = msg.get(name)
+        if value is not None and not isinstance(value, (str, dict, list)):
+            raise InputError(source, f"must be a string, not {type(value).__name__}", line=line, field=f"{where}.{name}")
+    calls = msg.get("tool_calls")
+    if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
+        raise InputError(source, "must be a list of tool-call objects or null", line=line, field=f"{where}.tool_calls")
+
+
 def _assistant_parts(msg: dict, rec: int, path: Path) -> list[Part]:
     parts: list[Part] = []
     fields = [f for f in _REASONING_FIELDS if isinstance(msg.get(f), str)]
@@ -134,6 +149,7 @@ def _trajectory(value, paths: list[Path], rec: int, traj_id: str, source: str, l
         role = msg.get("role")
         if not isinstance(role, str):
             raise InputError(source, "message has no string 'role'", line=line, field=_field_name(path) + ".role")
+        _check_types(msg, path, source, line)
         if role == "assistant":
             steps.append((len(steps), _assistant_parts(msg, rec, path)))
             continue
