@@ -7,16 +7,16 @@ leaves a partial file (and never touches the input).
 
 from __future__ import annotations
 
+import contextlib
 import json
-import re
 import os
+import re
 import sys
 import tempfile
-import contextlib
-from typing import BinaryIO
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
@@ -201,6 +201,23 @@ def iter_jsonl(data: bytes, source: str, *, skip_bad_lines: bool = False, warnin
             yield JsonLine(number, line, end, BAD_LINE, problem)
             continue
         yield JsonLine(number, line, end, value)
+
+
+def dump_lines(lines: Sequence[JsonLine], edited: Mapping[int, object], drops: Collection[int] = ()) -> bytes:
+    """Write a JSONL document back: line ``i`` in ``edited`` is re-serialised in its own style
+    (BOM and line end kept), lines in ``drops`` are left out, every other line is copied byte
+    for byte."""
+    out = []
+    for rec, line in enumerate(lines):
+        if rec in drops:
+            continue
+        if rec in edited:
+            bom = BOM if line.raw.startswith(BOM) else b""
+            out.append(bom + dumps_like(edited[rec], line.raw[len(bom) :]))
+        else:
+            out.append(line.raw)
+        out.append(line.end)
+    return b"".join(out)
 
 
 class _BadLine:

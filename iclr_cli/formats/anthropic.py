@@ -42,7 +42,15 @@ from dataclasses import dataclass
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document, OpaqueEdits
-from iclr_cli.jsonio import BAD_LINE, BOM, JsonLine, dumps_document_like, dumps_like, iter_jsonl, loads
+from iclr_cli.jsonio import (
+    BAD_LINE,
+    BOM,
+    JsonLine,
+    dump_lines,
+    dumps_document_like,
+    iter_jsonl,
+    loads,
+)
 from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
 
 REDACTED_TEXT = "[redacted thinking]"
@@ -291,15 +299,7 @@ class AnthropicAdapter:
             msg["content"] = apply_thinking_edits(msg["content"], edits)  # type: ignore[index]
         if state.lines is None:
             return dumps_document_like(edited[0], state.original) if edited else state.original
-        out = []
-        for rec, line in enumerate(state.lines):
-            if rec in edited:
-                bom = BOM if line.raw.startswith(BOM) else b""
-                out.append(bom + dumps_like(edited[rec], line.raw[len(bom) :]))
-            else:
-                out.append(line.raw)
-            out.append(line.end)
-        return b"".join(out)
+        return dump_lines(state.lines, edited)
 
 
 ADAPTER = AnthropicAdapter()

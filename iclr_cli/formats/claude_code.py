@@ -45,7 +45,13 @@ from dataclasses import dataclass
 from iclr_cli.errors import InputError
 from iclr_cli.formats.anthropic import apply_thinking_edits, assistant_parts, user_parts
 from iclr_cli.formats.base import Document, OpaqueEdits
-from iclr_cli.jsonio import BAD_LINE, BOM, JsonLine, dumps_like, iter_jsonl, loads
+from iclr_cli.jsonio import (
+    BAD_LINE,
+    JsonLine,
+    dump_lines,
+    iter_jsonl,
+    loads,
+)
 from iclr_cli.trajectory import Part, Step, Trajectory
 
 EVENT_TYPES = frozenset(
@@ -128,18 +134,13 @@ class ClaudeCodeAdapter:
             for ref, (_part, text) in original.reasoning_edits(new).items():
                 _kind, rec, block = ref
                 per_line.setdefault(rec, {})[block] = text
-        out = []
-        for rec, line in enumerate(state.lines):
-            if rec in per_line:
-                value = copy.deepcopy(state.values[rec])
-                message = value["message"]  # type: ignore[index]
-                message["content"] = apply_thinking_edits(message["content"], per_line[rec])
-                bom = BOM if line.raw.startswith(BOM) else b""
-                out.append(bom + dumps_like(value, line.raw[len(bom) :]))
-            else:
-                out.append(line.raw)
-            out.append(line.end)
-        return b"".join(out)
+        edited = {}
+        for rec, blocks in per_line.items():
+            value = copy.deepcopy(state.values[rec])
+            message = value["message"]  # type: ignore[index]
+            message["content"] = apply_thinking_edits(message["content"], blocks)
+            edited[rec] = value
+        return dump_lines(state.lines, edited)
 
 
 def _check(value: object) -> tuple[str | None, str | None]:

@@ -28,7 +28,15 @@ from dataclasses import dataclass
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document, OpaqueEdits
-from iclr_cli.jsonio import BAD_LINE, BOM, JsonLine, dumps_document_like, dumps_like, iter_jsonl, loads
+from iclr_cli.jsonio import (
+    BAD_LINE,
+    BOM,
+    JsonLine,
+    dump_lines,
+    dumps_document_like,
+    iter_jsonl,
+    loads,
+)
 from iclr_cli.trajectory import Part, Step, Trajectory
 
 _THINK = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL)
@@ -253,15 +261,7 @@ class OpenAIChatAdapter:
                 _apply(edited[rec], ref, text)
         if state.lines is None:
             return dumps_document_like(edited[0], state.original) if edited else state.original
-        out = []
-        for rec, line in enumerate(state.lines):
-            if rec in edited:
-                bom = BOM if line.raw.startswith(BOM) else b""
-                out.append(bom + dumps_like(edited[rec], line.raw[len(bom) :]))
-            else:
-                out.append(line.raw)
-            out.append(line.end)
-        return b"".join(out)
+        return dump_lines(state.lines, edited)
 
 
 def _apply(value, ref, text: str) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from iclr_cli.formats.base import Document, OpaqueEdits
-from iclr_cli.jsonio import BOM, JsonLine, dumps_document_like, dumps_like
+from iclr_cli.jsonio import JsonLine, dump_lines, dumps_document_like
 from iclr_cli.trajectory import Trajectory, WriteBack
 
 THINK = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL)
@@ -107,17 +107,7 @@ class Records:
         removed (JSONL only) and every other record byte for byte."""
         if self.lines is None:
             return dumps_document_like(edited[0], self.original) if 0 in edited else self.original
-        out = []
-        for rec, line in enumerate(self.lines):
-            if rec in drops:
-                continue
-            if rec in edited:
-                bom = BOM if line.raw.startswith(BOM) else b""
-                out.append(bom + dumps_like(edited[rec], line.raw[len(bom) :]))
-            else:
-                out.append(line.raw)
-            out.append(line.end)
-        return b"".join(out)
+        return dump_lines(self.lines, edited, drops)
 
 
 def write_back(records: Records, doc: Document, trajectories: Sequence[Trajectory], opaque: OpaqueEdits) -> bytes:
