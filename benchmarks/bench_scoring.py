@@ -32,18 +32,19 @@ import os
 import resource
 import sys
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import synthetic  # noqa: E402
+import synthetic
 
-from iclr_cli.compress import Settings, compress_trajectories  # noqa: E402
-from iclr_cli.context import render_for_scoring, render_prompt, render_step  # noqa: E402
-from iclr_cli.blocks import split_blocks  # noqa: E402
-from iclr_cli.policies import parse_variant  # noqa: E402
-from iclr_cli.scoring.base import ScoreRequest  # noqa: E402
+from iclr_cli.blocks import split_blocks
+from iclr_cli.compress import Settings, compress_trajectories
+from iclr_cli.context import render_for_scoring, render_prompt, render_step
+from iclr_cli.policies import parse_variant
+from iclr_cli.scoring.base import ScoreRequest
 
 SETTINGS = Settings(parse_variant("iclr"))
 
@@ -101,12 +102,18 @@ def bare_replay(scorer, calls) -> float:
 
     from iclr_cli.scoring.transformers_scorer import _crop
 
-    caches: dict[int, object] = {}
+    # Keyed by the id of the cache object (3) used; as many kept as (3) can keep, the least
+    # recently used dropped first, so replay memory stays comparable to (3).
+    caches: OrderedDict[int, object] = OrderedDict()
     t = time.perf_counter()
     with torch.inference_mode():
         for ids, offset, key in calls:
             if offset == 0:
+                caches.pop(key, None)
                 caches[key] = scorer._new_cache()
+                while len(caches) > scorer.max_streams + 1:
+                    caches.popitem(last=False)
+            caches.move_to_end(key)
             cache = caches[key]
             _crop(cache, offset)
             batch, length = ids.shape
@@ -192,25 +199,27 @@ def loglog_slope(xs, ys) -> float:
 
 # -- sections -------------------------------------------------------------------------------
 
-def real_inputs(root: str, max_tokens: int, scorer):
+def real_inputs(root: str, max_tokens: int, scorer, only: str | None = None):
     """``(name, trajectories)`` per real file that loads and has scorable reasoning."""
     from iclr_cli.formats import registry
 
     for path in sorted(glob.glob(os.path.join(root, "*", "*"))):
-        if path.endswith(".md"):
+        if path.endswith(".md") or (only and only not in path):
             continue
         name = os.path.relpath(path, root)
         try:
             _, doc = registry.load(path)
-        except Exception as exc:  # an adapter another engineer has not finished yet
+        except Exception as exc:  # noqa: BLE001  (any adapter failure: report it and go on)
             print(f"  skip {name}: {type(exc).__name__}: {str(exc)[:90]}")
             continue
-        keep = [t for t in doc.trajectories
-                if any(p.text.strip() for s in t.steps for p in s.reasoning) and trajectory_tokens(scorer, t) <= max_tokens]
+        with_reasoning = [t for t in doc.trajectories if any(p.text.strip() for s in t.steps for p in s.reasoning)]
+        keep = [t for t in with_reasoning if trajectory_tokens(scorer, t) <= max_tokens]
         if keep:
             yield name, keep
+        elif with_reasoning:
+            print(f"  skip {name}: longer than --real-max-tokens {max_tokens}")
         else:
-            print(f"  skip {name}: no trajectory with reasoning under {max_tokens} tokens")
+            print(f"  skip {name}: no reasoning to score")
 
 
 def memory_check(scorer, target: int, baseline: float) -> dict:
@@ -228,15 +237,20 @@ def memory_check(scorer, target: int, baseline: float) -> dict:
     step = big.with_reasoning([big_reasoning])
     splits = [split_blocks(big_reasoning)]
     rendered = render_for_scoring(step, splits)
-    count = lambda s: len(scorer._encode(s)[0])  # noqa: E731
+    count = lambda s: len(scorer._encode(s)[0])
     used = sum(count(s) for s in prompt) + count(rendered.text)
     history = []
     for s in traj.steps:
         seg = render_step(s)
-        if used + count(seg) > target:
+        n = count(seg)
+        if used + n > target:
+            # Fill the rest with the head of this segment, cut at a token boundary.
+            room = target - used
+            if room > 0:
+                history.append(seg[: scorer._encode(seg)[1][room - 1][1]])
             break
         history.append(seg)
-        used += count(seg)
+        used += n
     req = ScoreRequest("memory", prompt, tuple(history), rendered.text, rendered.spans)
     weights = sum(p.numel() * p.element_size() for p in scorer.model.parameters()) / 2**20
     scorer.reset()
@@ -268,7 +282,10 @@ def main(argv=None) -> int:
     ap.add_argument("--real-max-tokens", type=int, help="skip real trajectories longer than this (default 10000; quick 3000)")
     ap.add_argument("--memory-tokens", type=int, help="context length of the memory check (default 8192; quick 2048)")
     ap.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
-    ap.add_argument("--json", help="also write every number to this JSON file")
+    ap.add_argument("--only", help="real files whose path contains this text")
+    ap.add_argument("--sections", nargs="+", default=["memory", "synthetic", "real"],
+                    choices=["memory", "synthetic", "real"], help="what to run (default: all)")
+    ap.add_argument("--json", help="also write every number to this JSON file (rewritten after each row)")
     args = ap.parse_args(argv)
     steps = args.steps or ([10, 20] if args.quick else [10, 20, 40, 80])
     naive_max = args.naive_max_steps or (20 if args.quick else 40)
@@ -294,12 +311,31 @@ def main(argv=None) -> int:
     print("columns: tokens = trajectory tokens; scored = sum of scorer input lengths; 3/2 = naive time / ours; "
           "3/1 = bare time / ours")
 
+    def save():
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2, default=str))
+
+    # Memory first: the process heap is then as fresh as it gets after loading the model.
+    if "memory" in args.sections:
+        memory_section(scorer, mem_tokens, baseline, out)
+        save()
+    if "synthetic" in args.sections:
+        synthetic_section(scorer, steps, naive_max, out, save)
+    if args.real and "real" in args.sections:
+        real_section(scorer, args.real, real_max, args.only, out, save)
+    out["loadavg_end"] = os.getloadavg()
+    save()
+    return 0
+
+
+def synthetic_section(scorer, steps, naive_max, out, save) -> None:
     print("\n== generated trajectories ==")
     print(HEADER)
     for n in steps:
         row = compare(scorer, [synthetic.trajectory(n)], naive=n <= naive_max)
         out["synthetic"][n] = row
         print(fmt_row(f"synthetic {n} steps", row), flush=True)
+        save()
     if len(steps) >= 2:
         rows = out["synthetic"]
         fits = {m: loglog_slope(steps, [rows[n][f"t_{m}"] for n in steps]) for m in ("ours", "bare")}
@@ -308,18 +344,27 @@ def main(argv=None) -> int:
             fits["naive"] = loglog_slope(naive_steps, [rows[n]["t_naive"] for n in naive_steps])
         out["exponent"] = fits
         print("cost ~ steps^k, fitted k: " + ", ".join(f"{m} {k:.2f}" for m, k in fits.items()))
+        work = {"ours forward tokens": loglog_slope(steps, [rows[n]["forward_tokens_ours"] for n in steps]),
+                "scored context tokens": loglog_slope(steps, [rows[n]["scored_context_tokens"] for n in steps])}
+        out["work_exponent"] = work
+        print("work ~ steps^k, fitted k: " + ", ".join(f"{m} {k:.2f}" for m, k in work.items())
+              + " (time grows faster than tokens run: attention cost per token grows with the context)")
 
-    if args.real:
-        print(f"\n== real trajectories ({args.real}, each file's trajectories online together, <= {real_max} tokens) ==")
-        if not os.path.isdir(args.real):
-            print(f"  skip: {args.real} not found")
-        else:
-            print(HEADER)
-            for name, trajs in real_inputs(args.real, real_max, scorer):
-                row = compare(scorer, trajs, naive=True)
-                out["real"][name] = row
-                print(fmt_row(name, row), flush=True)
 
+def real_section(scorer, root, real_max, only, out, save) -> None:
+    print(f"\n== real trajectories ({root}, each file's trajectories online together, <= {real_max} tokens) ==")
+    if not os.path.isdir(root):
+        print(f"  skip: {root} not found")
+        return
+    print(HEADER)
+    for name, trajs in real_inputs(root, real_max, scorer, only):
+        row = compare(scorer, trajs, naive=True)
+        out["real"][name] = row
+        print(fmt_row(name, row), flush=True)
+        save()
+
+
+def memory_section(scorer, mem_tokens, baseline, out) -> None:
     print(f"\n== memory: one {mem_tokens}-token context ==")
     mem = memory_check(scorer, mem_tokens, baseline)
     out["memory"] = mem
@@ -328,10 +373,6 @@ def main(argv=None) -> int:
           f"peak while scoring {mem['peak_mib']:.0f} MiB")
     print(f"model + scoring peak = {mem['model_peak_mib']:.0f} MiB = weights + {mem['over_weights_mib']:.0f} MiB "
           f"(KV cache kept for the stream: {mem['kv_cache_mib']:.0f} MiB); target: weights + <= 1024 MiB")
-    out["loadavg_end"] = os.getloadavg()
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2, default=str))
-    return 0
 
 
 if __name__ == "__main__":

@@ -21,24 +21,24 @@ EXCS = [("TypeError", "expected str, bytes or os.PathLike object, not NoneType")
 THINGS = ["path", "header", "mapping", "list of entries", "encoding name"]
 
 PARAGRAPHS = [
-    "Looking at the traceback, the error is raised in `{func}` in {file} at line {line}. The call passes "
-    "`{thing}` straight through without checking whether it is None, which would explain the {exc} we see.",
-    "Let me think about why {test} fails only on Windows. One possibility is that {file} builds the path with "
-    "string concatenation instead of os.path.join, so the separator differs and the lookup misses.",
-    "Before changing anything I want to confirm the hypothesis. I will grep for every caller of `{func}` and "
-    "check which of them can pass an empty {thing}.",
-    "The previous command showed {n} matches. Only {m} of them are in library code; the rest are tests. The one "
-    "in {file} looks suspicious because it catches the exception and silently returns a default.",
-    "Hmm, wait. If I change the default here, `{func2}` will also change behaviour, and {test} relies on the old "
-    "value. I need a narrower fix that only touches the code path used by the failing test.",
-    "Plan: first add a guard in `{func}` that raises a clear error, then add a regression test in {test}, and "
-    "finally run the whole suite for the package to make sure nothing else depended on the old behaviour.",
-    "That did not work: the test still fails with `{exc}: {msg}`. So the bad value is not coming from `{func}` "
-    "after all; it must be set earlier, probably in `{func2}` when the defaults are merged.",
-    "Reading the code again, `{func2}` copies the dictionary but not the nested {thing}, so two callers end up "
-    "sharing one object. That is a plausible cause of the flaky ordering too.",
-    "I am fairly confident now. The minimal change is two lines in {file}; everything else can stay as it is. "
-    "Let me make the edit and rerun only {test} first because the full run takes a while.",
+    ("Looking at the traceback, the error is raised in `{func}` in {file} at line {line}. The call passes "
+    "`{thing}` straight through without checking whether it is None, which would explain the {exc} we see."),
+    ("Let me think about why {test} fails only on Windows. One possibility is that {file} builds the path with "
+    "string concatenation instead of os.path.join, so the separator differs and the lookup misses."),
+    ("Before changing anything I want to confirm the hypothesis. I will grep for every caller of `{func}` and "
+    "check which of them can pass an empty {thing}."),
+    ("The previous command showed {n} matches. Only {m} of them are in library code; the rest are tests. The one "
+    "in {file} looks suspicious because it catches the exception and silently returns a default."),
+    ("Hmm, wait. If I change the default here, `{func2}` will also change behaviour, and {test} relies on the old "
+    "value. I need a narrower fix that only touches the code path used by the failing test."),
+    ("Plan: first add a guard in `{func}` that raises a clear error, then add a regression test in {test}, and "
+    "finally run the whole suite for the package to make sure nothing else depended on the old behaviour."),
+    ("That did not work: the test still fails with `{exc}: {msg}`. So the bad value is not coming from `{func}` "
+    "after all; it must be set earlier, probably in `{func2}` when the defaults are merged."),
+    ("Reading the code again, `{func2}` copies the dictionary but not the nested {thing}, so two callers end up "
+    "sharing one object. That is a plausible cause of the flaky ordering too."),
+    ("I am fairly confident now. The minimal change is two lines in {file}; everything else can stay as it is. "
+    "Let me make the edit and rerun only {test} first because the full run takes a while."),
 ]
 
 

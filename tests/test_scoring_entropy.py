@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from iclr_cli.scoring.entropy import entropy_bits, head_entropies, logit_transform  # noqa: E402
+from iclr_cli.scoring.entropy import entropy_bits, head_entropies, logit_transform
 
 
 @pytest.mark.parametrize("vocab", [2, 7, 49152])

@@ -17,12 +17,12 @@ pytestmark = pytest.mark.model
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from iclr_cli.compress import Settings, compress_trajectories  # noqa: E402
-from iclr_cli.errors import UsageError  # noqa: E402
-from iclr_cli.policies import parse_variant  # noqa: E402
-from iclr_cli.scoring import build_scorer, loading  # noqa: E402
-from iclr_cli.scoring.base import ScoreRequest  # noqa: E402
-from iclr_cli.trajectory import Part, Step, Trajectory  # noqa: E402
+from iclr_cli.compress import Settings, compress_trajectories
+from iclr_cli.errors import UsageError
+from iclr_cli.policies import parse_variant
+from iclr_cli.scoring import build_scorer, loading
+from iclr_cli.scoring.base import ScoreRequest
+from iclr_cli.trajectory import Part, Step, Trajectory
 
 
 @pytest.fixture(scope="session")

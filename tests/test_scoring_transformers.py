@@ -12,22 +12,18 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from iclr_cli.compress import Settings, compress_trajectories  # noqa: E402
-from iclr_cli.errors import UsageError  # noqa: E402
-from iclr_cli.policies import parse_variant  # noqa: E402
-from iclr_cli.scoring import build_scorer, loading  # noqa: E402
-from iclr_cli.scoring.base import ScoreRequest  # noqa: E402
-from iclr_cli.scoring.entropy import entropy_bits  # noqa: E402
-from iclr_cli.scoring.transformers_scorer import TransformersScorer  # noqa: E402
-from iclr_cli.trajectory import Part, Step, Trajectory  # noqa: E402
+from iclr_cli.compress import Settings, compress_trajectories
+from iclr_cli.errors import UsageError
+from iclr_cli.policies import parse_variant
+from iclr_cli.scoring import build_scorer, loading
+from iclr_cli.scoring.base import ScoreRequest
+from iclr_cli.scoring.entropy import entropy_bits
+from iclr_cli.scoring.transformers_scorer import TransformersScorer
+from iclr_cli.trajectory import Part, Step, Trajectory
 
 TOL = 1e-3
 VOCAB = 49152
-WORDS = (
-    "the test fails because parse returns None when the header is missing so I should check "
-    "config loader path regex fixture import module error value list dict maybe first then "
-    "run grep read file line function call returns expected actual output looks wrong again"
-).split()
+WORDS = ["the", "test", "fails", "because", "parse", "returns", "None", "when", "the", "header", "is", "missing", "so", "I", "should", "check", "config", "loader", "path", "regex", "fixture", "import", "module", "error", "value", "list", "dict", "maybe", "first", "then", "run", "grep", "read", "file", "line", "function", "call", "returns", "expected", "actual", "output", "looks", "wrong", "again"]
 
 
 @pytest.fixture(scope="session")

@@ -46,7 +46,13 @@ from dataclasses import dataclass
 import torch
 
 from iclr_cli.errors import UsageError
-from iclr_cli.scoring.base import DEFAULT_MAX_TOKENS, BlockScore, Overflow, ScoreRequest, ScoreResult
+from iclr_cli.scoring.base import (
+    DEFAULT_MAX_TOKENS,
+    BlockScore,
+    Overflow,
+    ScoreRequest,
+    ScoreResult,
+)
 from iclr_cli.scoring.entropy import DEFAULT_CHUNK, head_entropies, logit_transform
 from iclr_cli.scoring.window import Layout, lay_out
 
