@@ -13,7 +13,8 @@ from iclr_cli.cli.app import main
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "sample_trajectories"
-REALDATA = REPO.parent / "shared" / "realdata"
+# ``shared/`` sits beside the checkout (/work/main) or two levels up (a worktree in /work/wt/NAME)
+REALDATA = next((p / "shared" / "realdata" for p in REPO.parents if (p / "shared" / "realdata").is_dir()), REPO.parent / "shared" / "realdata")
 
 _THINK_BODY = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 

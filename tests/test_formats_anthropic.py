@@ -16,7 +16,7 @@ from format_helpers import (
 )
 from iclr_cli.blocks import SKIP
 from iclr_cli.formats import registry
-from iclr_cli.formats.anthropic import ADAPTER, REDACTED_TEXT, apply_thinking_edits
+from iclr_cli.formats.anthropic import ADAPTER, REDACTED_TEXT
 from iclr_cli.trajectory import WriteBack
 
 SAMPLE = SAMPLES / "anthropic_messages.json"
@@ -62,19 +62,30 @@ def test_round_trip_is_byte_identical_for_json_and_jsonl(tmp_path):
     assert ADAPTER.dump(doc, doc.trajectories) == jsonl
 
 
-def test_apply_thinking_edits_rules():
+def _write_thinking(content: list, texts: list[str]) -> list:
+    """``content`` of one assistant message after its thinking parts get ``texts``."""
+    data = json.dumps([{"role": "user", "content": "q"}, {"role": "assistant", "content": content}]).encode()
+    doc = ADAPTER.load(data, "t.json")
+    [traj] = doc.trajectories
+    edited = traj.with_steps([traj.steps[0].with_reasoning(texts)])
+    return json.loads(ADAPTER.dump(doc, [edited]))[1]["content"]
+
+
+def test_thinking_write_back_rules():
     content = [
         {"type": "thinking", "thinking": "a\n\nb", "signature": "SIG", "extra": 1},
         {"type": "redacted_thinking", "data": "XYZ"},
         {"type": "tool_use", "id": "t1", "name": "bash", "input": {}},
     ]
-    edited = apply_thinking_edits(content, {0: "[SKIP]\n\nb"})
+    edited = _write_thinking(content, ["[SKIP]\n\nb"])
     assert edited[0] == {"type": "thinking", "thinking": "[SKIP]\n\nb", "extra": 1}
     assert edited[1:] == content[1:]
-    assert content[0]["signature"] == "SIG"  # the input is not mutated
-    assert apply_thinking_edits(content, {0: ""}) == content[1:]
+    assert _write_thinking(content, [""]) == content[1:]
     alone = [{"type": "thinking", "thinking": "x", "signature": "S"}]
-    assert apply_thinking_edits(alone, {0: ""}) == [{"type": "thinking", "thinking": ""}]
+    assert _write_thinking(alone, [""]) == [{"type": "thinking", "thinking": ""}]
+    two = [{"type": "thinking", "thinking": "x", "signature": "S"}, {"type": "thinking", "thinking": "y", "signature": "T"}]
+    assert _write_thinking(two, ["", ""]) == [{"type": "thinking", "thinking": ""}]
+    assert _write_thinking(two, ["", "y"]) == two[1:]
 
 
 def test_prune_iclr_changes_only_reasoning_and_drops_signatures_of_edited_blocks(tmp_path, capsys):

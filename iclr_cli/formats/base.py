@@ -27,6 +27,25 @@ class OpaqueEdits(enum.Enum):
     KEEP = "keep"
 
 
+@dataclass(frozen=True)
+class Unrecognised:
+    """Text in an assistant turn that the adapter reads neither as reasoning nor as action
+    (a field or markup it does not know), so it is neither scored nor pruned.
+
+    ``line`` is the 1-based line (None for a whole JSON document), ``field`` the JSON path
+    (``messages[3].thinking``), ``what`` a short description (issue 9 section 1).
+    """
+
+    line: int | None
+    field: str
+    what: str
+
+    def describe(self, source: str) -> str:
+        """``FILE:LINE: field F: what`` for a warning."""
+        where = source if self.line is None else f"{source}:{self.line}"
+        return f"{where}: field {self.field!r}: {self.what}"
+
+
 @dataclass
 class Document:
     """One parsed input file.
@@ -37,6 +56,7 @@ class Document:
         trajectories: every trajectory found, in file order.
         state: adapter-private data needed to write the file back (raw records, line ends).
         warnings: problems that did not stop the read (skipped bad lines), one line each.
+        unrecognised: assistant-turn text the adapter could not read as reasoning or action.
     """
 
     format: str
@@ -44,6 +64,7 @@ class Document:
     trajectories: list[Trajectory]
     state: object = None
     warnings: list[str] = field(default_factory=list)
+    unrecognised: list[Unrecognised] = field(default_factory=list)
 
 
 class FormatAdapter(Protocol):
@@ -72,3 +93,7 @@ class FormatAdapter(Protocol):
         ``doc.trajectories``, reasoning text possibly edited). Unedited input must come back
         byte for byte."""
         ...
+
+    # Adapters on the write-back engine also have ``write(doc, trajectories, *, opaque)``
+    # returning :class:`iclr_cli.formats.writeback.WriteResult` (bytes and the reasoning as
+    # written); :func:`iclr_cli.formats.writeback.write_document` calls either.

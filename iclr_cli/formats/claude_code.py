@@ -37,21 +37,13 @@ Decisions (this project's own; the Claude Code format documents none of this):
 
 from __future__ import annotations
 
-import copy
-import os
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable
 
-from iclr_cli.errors import InputError
-from iclr_cli.formats.anthropic import apply_thinking_edits, assistant_parts, user_parts
-from iclr_cli.formats.base import Document, OpaqueEdits
-from iclr_cli.jsonio import (
-    BAD_LINE,
-    JsonLine,
-    dump_lines,
-    iter_jsonl,
-    loads,
-)
+from iclr_cli.formats.anthropic import assistant_parts, note_message_fields, user_parts
+from iclr_cli.formats.base import Document
+from iclr_cli.formats.reading import Where, base_name, read_lines
+from iclr_cli.formats.writeback import Records, WriteBackAdapter
+from iclr_cli.jsonio import BAD_LINE, loads
 from iclr_cli.trajectory import Part, Step, Trajectory
 
 EVENT_TYPES = frozenset(
@@ -67,13 +59,7 @@ def _looks_like_event(value: object) -> bool:
     return isinstance(value, dict) and isinstance(value.get("type"), str) and value["type"] in EVENT_TYPES
 
 
-@dataclass
-class _State:
-    lines: list[JsonLine]
-    values: list[object]
-
-
-class ClaudeCodeAdapter:
+class ClaudeCodeAdapter(WriteBackAdapter):
     """Claude Code session JSONL (see module docstring)."""
 
     name = "claude_code"
@@ -99,48 +85,27 @@ class ClaudeCodeAdapter:
         return _looks_like_event(parsed[0]) and any(isinstance(v, dict) and any(k in v for k in _SESSION_KEYS) for v in parsed)
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
-        base = os.path.basename(source) if source != "-" else "stdin"
         warnings: list[str] = []
-        lines = list(iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings))
-        if not any(line.value is not None for line in lines):
-            raise InputError(source, "file is empty")
-        values: list[object] = []
+        records = read_lines(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings)
         conversation: list[int] = []  # indices of user/assistant lines with a message
-        for rec, line in enumerate(lines):
+        for rec, line in enumerate(records.lines):  # type: ignore[arg-type]
             value = line.value
-            values.append(value)
             if value is None or value is BAD_LINE:
                 continue
             problem, field = _check(value)
             if problem:
                 if not skip_bad_lines:
-                    raise InputError(source, problem, line=line.number, field=field)
+                    raise Where(source, rec, line.number).error(problem, field)
                 warnings.append(f"{source}:{line.number}: passed through unscored: {problem}")
-                values[rec] = BAD_LINE
+                records.values[rec] = BAD_LINE
                 continue
             if value.get("type") in ("user", "assistant"):  # type: ignore[union-attr]
                 conversation.append(rec)
-        trajectories = [] if not conversation else [_trajectory(lines, values, conversation, source, base)]
         if not conversation:
-            warnings.append(f"{source}: no user or assistant messages; nothing to score")
-        return Document(self.name, source, trajectories, _State(lines, values), warnings)
-
-    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
-        """Write ``doc`` back, re-serialising only lines with an edited thinking block.
-        ``opaque`` is unused (no encrypted reasoning in this format)."""
-        state: _State = doc.state  # type: ignore[assignment]
-        per_line: dict[int, dict[int, str]] = {}
-        for original, new in zip(doc.trajectories, trajectories):
-            for ref, (_part, text) in original.reasoning_edits(new).items():
-                _kind, rec, block = ref
-                per_line.setdefault(rec, {})[block] = text
-        edited = {}
-        for rec, blocks in per_line.items():
-            value = copy.deepcopy(state.values[rec])
-            message = value["message"]  # type: ignore[index]
-            message["content"] = apply_thinking_edits(message["content"], blocks)
-            edited[rec] = value
-        return dump_lines(state.lines, edited)
+            raise Where(source).error("read as a Claude Code session, but it holds no user or assistant message: nothing to score")
+        unrecognised: list = []
+        trajectory = _trajectory(records, conversation, source, unrecognised)
+        return Document(self.name, source, [trajectory], records, warnings, unrecognised=unrecognised)
 
 
 def _check(value: object) -> tuple[str | None, str | None]:
@@ -156,13 +121,14 @@ def _check(value: object) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _trajectory(lines: list[JsonLine], values: list, conversation: list[int], source: str, base: str) -> Trajectory:
+def _trajectory(records: Records, conversation: list[int], source: str, unrecognised: list) -> Trajectory:
+    lines, values = records.lines, records.values
     main = [rec for rec in conversation if not values[rec].get("isSidechain")]
     members = set(main or conversation)  # a pure sub-agent transcript is its own trajectory
     sidechain = not main
     first_member = min(members)
     session = values[first_member].get("sessionId")
-    traj_id = session if isinstance(session, str) and session else f"{base}#0"
+    traj_id = session if isinstance(session, str) and session else f"{base_name(source)}#0"
 
     prompt: list[Part] = []
     steps: list[list[Part]] = []
@@ -171,7 +137,7 @@ def _trajectory(lines: list[JsonLine], values: list, conversation: list[int], so
     for rec, value in enumerate(values):
         if not isinstance(value, dict):
             continue
-        number = lines[rec].number
+        where = Where(source, rec, lines[rec].number, unrecognised=unrecognised)  # type: ignore[index]
         kind = value.get("type")
         if kind == "system" and not steps and isinstance(value.get("content"), str) and bool(value.get("isSidechain")) == sidechain:
             prompt.append(Part("prompt", value["content"], label="system"))
@@ -186,12 +152,12 @@ def _trajectory(lines: list[JsonLine], values: list, conversation: list[int], so
                 step_of[key] = len(steps)
                 steps.append([])
             model = model or message.get("model")
-            parts = assistant_parts(message["content"], lambda b, r=rec: ("thinking", r, b), source, number, "message.content")
-            steps[step_of[key]].extend(parts)
+            steps[step_of[key]].extend(assistant_parts(message["content"], where, ("message", "content")))
+            note_message_fields(message, where, ("message",))
         else:
             label = "compact_summary" if value.get("isCompactSummary") else "user"
             part_kind = "observation" if steps else "prompt"
-            parts = user_parts(message["content"], part_kind, source, number, "message.content", label=label)
+            parts = user_parts(message["content"], part_kind, where, ("message", "content"), label=label)
             (steps[-1] if steps else prompt).extend(parts)
     meta: dict[str, object] = {"format": "claude_code", "sidechain": sidechain}
     if isinstance(model, str):

@@ -36,14 +36,13 @@ with it (``KEEP``).
 from __future__ import annotations
 
 import bisect
-import os
 import re
-from collections.abc import Sequence
 
 from iclr_cli.errors import InputError
-from iclr_cli.formats.base import Document, OpaqueEdits
-from iclr_cli.formats.textsites import Records, Site, TextRef, text_of, write_back
-from iclr_cli.jsonio import BAD_LINE, iter_jsonl
+from iclr_cli.formats.base import Document
+from iclr_cli.formats.reading import base_name, read_lines, text_of
+from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter
+from iclr_cli.jsonio import BAD_LINE
 from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
 
 _MODEL_ITEMS = {"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
@@ -93,7 +92,7 @@ def _output_text(output) -> str:
     return text_of(output)
 
 
-class CodexAdapter:
+class CodexAdapter(WriteBackAdapter):
     """Codex CLI rollout JSONL (see module docstring)."""
 
     name = "codex"
@@ -104,12 +103,9 @@ class CodexAdapter:
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
         warnings: list[str] = []
-        lines = list(iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings))
-        if not lines:
-            raise InputError(source, "file is empty")
-        values = [line.value for line in lines]
-        base = os.path.basename(source) if source != "-" else "stdin"
-        traj_id, meta = f"{base}#0", {"format": self.name}
+        records = read_lines(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings)
+        lines, values = records.lines, records.values
+        traj_id, meta = f"{base_name(source)}#0", {"format": self.name}
         prompt: list[Part] = []
         steps: list[list[Part]] = []
         echoes = _Echoes(values)
@@ -160,10 +156,7 @@ class CodexAdapter:
         if not items and not any(isinstance(v, dict) and v.get("type") == "session_meta" for v in values):
             raise InputError(source, "no session_meta or response_item line found: not a Codex rollout")
         traj = Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta)
-        return Document(self.name, source, [traj], Records(data, lines, values), warnings)
-
-    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
-        return write_back(doc.state, doc, trajectories, opaque)  # type: ignore[arg-type]
+        return Document(self.name, source, [traj], records, warnings)
 
 
 class _Echoes:
@@ -220,7 +213,7 @@ def _reasoning_parts(item: dict, rec: int, line: int, source: str, bounds: list[
     parts = []
     for (where, j, text), hits in zip(found, matched):
         sites = (Site((rec, "payload", where, j, "text")),) + tuple(Site((r, "payload", "text")) for r in hits)
-        ref = TextRef(sites, drop=(rec, *all_echoes))
+        ref = TextRef(sites, drop=((rec,), *((r,) for r in all_echoes)))
         write = WriteBack.OPAQUE if opaque else WriteBack.IN_PLACE
         parts.append(Part("reasoning", text, label="reasoning", ref=ref, write_back=write))
     return parts

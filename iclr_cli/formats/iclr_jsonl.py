@@ -27,8 +27,8 @@ from dataclasses import replace
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document, OpaqueEdits
-from iclr_cli.formats.textsites import Records, Site, TextRef, write_back
-from iclr_cli.jsonio import BAD_LINE, JsonLine, iter_jsonl
+from iclr_cli.formats.reading import Where, load_chunks
+from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, WriteResult
 from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
 
 SCHEMA = "iclr.trajectory/1"
@@ -102,7 +102,7 @@ def _trajectory(value, rec: int, source: str, line: int) -> Trajectory:
     return Trajectory(value["id"], p_parts, tuple(out_steps), meta=dict(meta))
 
 
-class IclrJsonlAdapter:
+class IclrJsonlAdapter(WriteBackAdapter):
     """Canonical ``iclr.trajectory/1`` JSONL (see module docstring and docs/FORMAT.md)."""
 
     name = "iclr"
@@ -122,42 +122,17 @@ class IclrJsonlAdapter:
         Raises:
             InputError: for an empty file, or the first bad line (unless ``skip_bad_lines``).
         """
-        chunk: list[JsonLine] = []
-        seen = False
-        for line in iter_jsonl(data, source, skip_bad_lines=skip_bad_lines):
-            seen = True
-            chunk.append(line)
-            if chunk_size is not None and len(chunk) >= chunk_size:
-                yield self._chunk(chunk, data, source, skip_bad_lines)
-                chunk = []
-        if not seen:
-            raise InputError(source, "file is empty")
-        if chunk or chunk_size is None:
-            yield self._chunk(chunk, data, source, skip_bad_lines)
+        return load_chunks(data, source, self.name, _read, not_found="", documents=False, skip_bad_lines=skip_bad_lines, chunk_size=chunk_size)
 
-    def _chunk(self, lines: list[JsonLine], data: bytes, source: str, skip_bad_lines: bool) -> Document:
-        warnings: list[str] = []
-        trajectories = []
-        for rec, line in enumerate(lines):
-            if line.value is BAD_LINE:
-                warnings.append(f"{source}:{line.number}: skipped: {line.problem}")
-                continue
-            if line.value is None:
-                continue
-            try:
-                trajectories.append(_trajectory(line.value, rec, source, line.number))
-            except InputError as exc:
-                if not skip_bad_lines:
-                    raise
-                where = f"field {exc.field!r}: " if exc.field else ""
-                warnings.append(f"{source}:{line.number}: passed through unscored: {where}{exc.problem}")
-        return Document(self.name, source, trajectories, Records(data, lines, [line.value for line in lines]), warnings)
-
-    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
+    def write(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> WriteResult:
         # This format has no encrypted payload to protect: every edit is written as text,
         # opaque parts included (``opaque`` does not apply).
         plain = Document(doc.format, doc.source, [_in_place(t) for t in doc.trajectories], doc.state, doc.warnings)
-        return write_back(doc.state, plain, trajectories, opaque)  # type: ignore[arg-type]
+        return super().write(plain, trajectories, opaque=opaque)
+
+
+def _read(value, where: Where) -> list[Trajectory]:
+    return [_trajectory(value, where.rec, where.source, where.line)]
 
 
 def _in_place(traj: Trajectory) -> Trajectory:

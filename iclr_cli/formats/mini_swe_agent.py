@@ -28,14 +28,12 @@ is the right answer there.
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Sequence
 
 from iclr_cli.errors import InputError
-from iclr_cli.formats.base import Document, OpaqueEdits
-from iclr_cli.formats.textsites import Records, Site, TextRef, field_name, get, locate, text_of, write_back
-from iclr_cli.jsonio import BOM, loads
+from iclr_cli.formats.base import Document
+from iclr_cli.formats.reading import base_name, dig, field_name, parse_document, text_of, whole
+from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, locate
 from iclr_cli.trajectory import Part, Step, Trajectory
 
 _COMMAND_FENCE = re.compile(r"^```(?:bash|mswea_bash_command)[ \t]*$", re.MULTILINE)
@@ -51,7 +49,7 @@ def thought_end(text: str) -> int | None:
     return m.start() if m else None
 
 
-class MiniSweAgentAdapter:
+class MiniSweAgentAdapter(WriteBackAdapter):
     """mini-swe-agent v1 and v2 trajectories (see module docstring)."""
 
     name = "mini-swe-agent"
@@ -63,11 +61,7 @@ class MiniSweAgentAdapter:
         return head.lstrip()[:1] in (b"[", b"{") and b'"role"' in head and any(m in head for m in _MARKERS)
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
-        body = data[len(BOM) :] if data.startswith(BOM) else data
-        try:
-            doc = loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InputError(source, f"not valid JSON ({exc})") from None
+        doc = parse_document(data, source)
         if isinstance(doc, list):
             messages, root = doc, ()
         elif isinstance(doc, dict) and isinstance(doc.get("messages"), list):
@@ -89,8 +83,7 @@ class MiniSweAgentAdapter:
                 steps[-1].append(Part("observation", text_of(msg.get("content")), label=label))
             else:
                 prompt.append(Part("prompt", text_of(msg.get("content")), label=label))
-        base = os.path.basename(source) if source != "-" else "stdin"
-        traj_id = doc["instance_id"] if isinstance(doc, dict) and isinstance(doc.get("instance_id"), str) else f"{base}#0"
+        traj_id = doc["instance_id"] if isinstance(doc, dict) and isinstance(doc.get("instance_id"), str) else f"{base_name(source)}#0"
         meta: dict[str, object] = {"format": self.name}
         if isinstance(doc, dict) and isinstance(doc.get("trajectory_format"), str):
             meta["trajectory_format"] = doc["trajectory_format"]
@@ -98,26 +91,17 @@ class MiniSweAgentAdapter:
         if model:
             meta["model"] = model
         traj = Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta)
-        return Document(self.name, source, [traj], Records(data, None, [doc]))
-
-    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
-        return write_back(doc.state, doc, trajectories, opaque)  # type: ignore[arg-type]
+        return Document(self.name, source, [traj], whole(data, doc))
 
 
 def _model_name(doc) -> str | None:
-    try:
-        name = get(doc, ("info", "config", "model", "model_name"))
-    except (KeyError, IndexError, TypeError):
-        return None
+    name = dig(doc, "info", "config", "model", "model_name")
     return name if isinstance(name, str) else None
 
 
 def _raw_message(msg: dict, path: tuple) -> tuple[dict, tuple] | None:
     """The copy of ``msg`` inside ``extra.response`` (v2), with its path, if there is one."""
-    try:
-        raw = get(msg, ("extra", "response", "choices", 0, "message"))
-    except (KeyError, IndexError, TypeError):
-        return None
+    raw = dig(msg, "extra", "response", "choices", 0, "message")
     return (raw, (*path, "extra", "response", "choices", 0, "message")) if isinstance(raw, dict) else None
 
 

@@ -35,15 +35,15 @@ Reasoning (METHOD.md), one part per text, scored once:
 
 from __future__ import annotations
 
-import os
 import re
 from collections import defaultdict
-from collections.abc import Sequence
 
 from iclr_cli.errors import InputError
-from iclr_cli.formats.base import Document, OpaqueEdits
-from iclr_cli.formats.textsites import THINK, Records, Site, TextRef, field_name, get, locate, text_of, write_back
-from iclr_cli.jsonio import BAD_LINE, BOM, iter_jsonl, loads
+from iclr_cli.formats.base import Document
+from iclr_cli.formats.reading import base_name, dig, field_name, read_lines, text_of, try_document, whole
+from iclr_cli.formats.think import outside_think, think_elements
+from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, locate
+from iclr_cli.jsonio import BAD_LINE
 from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
 
 _V1_KINDS = re.compile(rb'"kind"\s*:\s*"(ActionEvent|MessageEvent|ObservationEvent|SystemPromptEvent)"')
@@ -54,23 +54,17 @@ _SKIP_OBSERVATIONS = {"agent_state_changed", "null"}
 _V1_OBSERVATIONS = {"ObservationEvent", "AgentErrorEvent", "UserRejectObservation"}
 
 
-def _dig(value, *keys):
-    try:
-        return get(value, keys)
-    except (KeyError, IndexError, TypeError):
-        return None
-
-
 def _think_sites(value, path: tuple, text: str) -> list[Site]:
     """``think:K`` sites of ``text`` inside the string ``value``."""
-    if not isinstance(value, str) or "<think>" not in value:
+    if not isinstance(value, str) or "think>" not in value:
         return []
-    return [Site(path, f"think:{k}") for k, m in enumerate(THINK.finditer(value)) if m.group(1) == text]
+    return [Site(path, f"think:{k}") for k, el in enumerate(think_elements(value)) if el.inner(value) == text]
 
 
 def _split_think(text: str) -> tuple[list[str], str]:
-    """The insides of the ``<think>`` elements of ``text``, and the text left around them."""
-    return [m.group(1) for m in THINK.finditer(text)], THINK.sub("", text).replace("</think>", "")
+    """The reasoning of the ``<think>`` elements of ``text``, and the visible text around them."""
+    elements = think_elements(text)
+    return [el.inner(text) for el in elements], outside_think(text, elements)
 
 
 class _Builder:
@@ -99,7 +93,7 @@ def _thought_parts(text: str, path: tuple, mirrors: list[tuple[tuple, object]], 
     """
     if not text.strip():
         return []
-    if "<think>" not in text:
+    if not think_elements(text):
         sites = [Site(path)]
         for mpath, value in mirrors:
             how = locate(value, text)
@@ -136,7 +130,7 @@ def _freeze(pending: list[tuple[Part, list[Site]] | Part]) -> list[Part]:
     return out
 
 
-class OpenHandsAdapter:
+class OpenHandsAdapter(WriteBackAdapter):
     """OpenHands V0 / V1 event streams (see module docstring)."""
 
     name = "openhands"
@@ -148,19 +142,14 @@ class OpenHandsAdapter:
         return _V1_KINDS.search(head) is not None or (_V0_SOURCE.search(head) is not None and _V0_EVENT.search(head) is not None)
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
-        body = data[len(BOM) :] if data.startswith(BOM) else data
         warnings: list[str] = []
-        try:
-            doc = loads(body)
-        except (ValueError, UnicodeDecodeError):
-            doc = None
+        doc = try_document(data)
         if isinstance(doc, list):
-            records = Records(data, None, [doc])
+            records = whole(data, doc)
             events = [((0, i), e, None) for i, e in enumerate(doc)]
         else:
-            lines = list(iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings))
-            records = Records(data, lines, [line.value for line in lines])
-            events = [((r,), line.value, line.number) for r, line in enumerate(lines) if line.value is not None and line.value is not BAD_LINE]
+            records = read_lines(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings)
+            events = [((r,), line.value, line.number) for r, line in enumerate(records.lines) if line.value is not None and line.value is not BAD_LINE]
         if not events:
             raise InputError(source, "no events found")
         for path, event, line in events:
@@ -172,19 +161,15 @@ class OpenHandsAdapter:
         v1 = any("kind" in e for _p, e, _l in events)
         build = _Builder()
         (_walk_v1 if v1 else _walk_v0)(events, build, source)
-        base = os.path.basename(source) if source != "-" else "stdin"
         meta = {"format": self.name, "version": "v1" if v1 else "v0"}
         steps = tuple(Step(i, tuple(p)) for i, p in enumerate(build.steps))
-        return Document(self.name, source, [Trajectory(f"{base}#0", tuple(build.prompt), steps, meta=meta)], records, warnings)
-
-    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
-        return write_back(doc.state, doc, trajectories, opaque)  # type: ignore[arg-type]
+        return Document(self.name, source, [Trajectory(f"{base_name(source)}#0", tuple(build.prompt), steps, meta=meta)], records, warnings)
 
 
 def _walk_v0(events: list, build: _Builder, source: str) -> None:
     groups: dict[str, list[tuple]] = defaultdict(list)  # model response id -> event paths
     for path, event, _line in events:
-        rid = _dig(event, "tool_call_metadata", "model_response", "id")
+        rid = dig(event, "tool_call_metadata", "model_response", "id")
         if isinstance(rid, str):
             groups[rid].append(path)
     by_path = {path: event for path, event, _l in events}
@@ -214,14 +199,14 @@ def _walk_v0(events: list, build: _Builder, source: str) -> None:
 
 def _v0_action(path, event, args, groups, by_path, reasoned, source, line) -> list[Part]:
     meta = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), dict) else {}
-    rid = _dig(meta, "model_response", "id")
+    rid = dig(meta, "model_response", "id")
     rid = rid if isinstance(rid, str) else None
     mkey = ("tool_call_metadata", "model_response", "choices", 0, "message")
     # (event path, its copy of the model's message) for every event of the same model call
-    msg_paths = [(p, m) for p in (groups[rid] if rid else [path]) if isinstance(m := _dig(by_path[p], *mkey), dict)]
+    msg_paths = [(p, m) for p in (groups[rid] if rid else [path]) if isinstance(m := dig(by_path[p], *mkey), dict)]
     pending: list = []
     known: dict[str, list[Site]] = {}
-    message = _dig(meta, *mkey[1:])
+    message = dig(meta, *mkey[1:])
     reasoning = message.get("reasoning_content") if isinstance(message, dict) else None
     if isinstance(reasoning, str) and reasoning.strip() and (rid is None or rid not in reasoned):
         reasoned.add(rid)
@@ -236,7 +221,7 @@ def _v0_action(path, event, args, groups, by_path, reasoned, source, line) -> li
     if thought and kind != "think":
         mirrors = [((*p, *mkey, "content"), m.get("content")) for p, m in msg_paths]
         parts = _thought_parts(thought, (*path, "args", field), mirrors, known)
-        if kind == "message" and "<think>" not in thought:
+        if kind == "message" and not think_elements(thought):
             parts = [Part("action", thought, label="assistant")]  # a message is the visible answer
         pending.extend(parts)
     if kind != "message":
@@ -248,7 +233,7 @@ def _v0_call_text(meta: dict, message, args: dict) -> str:
     calls = message.get("tool_calls") if isinstance(message, dict) else None
     for call in calls if isinstance(calls, list) else []:
         if isinstance(call, dict) and call.get("id") == meta.get("tool_call_id"):
-            arguments = _dig(call, "function", "arguments")
+            arguments = dig(call, "function", "arguments")
             if isinstance(arguments, str):
                 return arguments
     return "\n".join(f"{k}: {v}" for k, v in args.items() if k != "thought")
@@ -261,7 +246,7 @@ def _walk_v1(events: list, build: _Builder, source: str) -> None:
             prompt = event.get("system_prompt")
             build.prompt.append(Part("prompt", text_of([prompt]) if isinstance(prompt, dict) else str(prompt or ""), label="system"))
         elif kind == "MessageEvent" and event.get("source") != "agent":
-            build.seen(text_of(_dig(event, "llm_message", "content")), "user")
+            build.seen(text_of(dig(event, "llm_message", "content")), "user")
         elif kind == "MessageEvent":
             build.step(_v1_step(path, event, ("llm_message",), source, line))
         elif kind == "ActionEvent":
@@ -274,7 +259,7 @@ def _walk_v1(events: list, build: _Builder, source: str) -> None:
 
 
 def _v1_step(path: tuple, event: dict, at: tuple, source: str, line) -> list[Part]:
-    holder = _dig(event, *at) if at else event
+    holder = dig(event, *at) if at else event
     if not isinstance(holder, dict):
         raise InputError(source, "must be an object", line=line, field=field_name((*path[1:], *at)))
     base = (*path, *at)
@@ -298,7 +283,7 @@ def _v1_step(path: tuple, event: dict, at: tuple, source: str, line) -> list[Par
             key = "thought" if not at else "content"
             item_path = (*base, key, k, "text") if isinstance(holder.get(key), list) else (*base, key)
             parts = _thought_parts(item["text"], item_path, [], known)
-            if at and "<think>" not in item["text"]:
+            if at and not think_elements(item["text"]):
                 parts = [Part("action", item["text"], label="assistant")] if item["text"].strip() else []
             pending.extend(parts)
     if not at:

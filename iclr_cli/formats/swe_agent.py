@@ -25,14 +25,12 @@ occurs exactly once; otherwise those strings are left as they are).
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Sequence
 
 from iclr_cli.errors import InputError
-from iclr_cli.formats.base import Document, OpaqueEdits
-from iclr_cli.formats.textsites import Records, Site, TextRef, field_name, locate, text_of, write_back
-from iclr_cli.jsonio import BOM, loads
+from iclr_cli.formats.base import Document
+from iclr_cli.formats.reading import base_name, field_name, parse_document, text_of, whole
+from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, locate
 from iclr_cli.trajectory import Part, Step, Trajectory
 
 _SNIFF_TRAJ = re.compile(rb'"trajectory"\s*:\s*\[')
@@ -61,7 +59,7 @@ def _content_sites(msg: dict, path: tuple, thought: str) -> list[Site]:
     return []
 
 
-class SweAgentAdapter:
+class SweAgentAdapter(WriteBackAdapter):
     """SWE-agent ``.traj`` JSON (see module docstring)."""
 
     name = "swe-agent"
@@ -71,11 +69,7 @@ class SweAgentAdapter:
         return head.lstrip()[:1] == b"{" and _SNIFF_TRAJ.search(head) is not None and _SNIFF_HIST.search(head) is not None
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
-        body = data[len(BOM) :] if data.startswith(BOM) else data
-        try:
-            doc = loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InputError(source, f"not valid JSON ({exc})") from None
+        doc = parse_document(data, source)
         if not isinstance(doc, dict):
             raise InputError(source, "a .traj file must hold one JSON object")
         traj = doc.get("trajectory", [])
@@ -94,9 +88,8 @@ class SweAgentAdapter:
             steps = self._steps_from_trajectory(traj, history, assistants, source)
         else:
             steps = [self._step_from_history(k, history, assistants, a, source) for k, a in enumerate(assistants)]
-        base = os.path.basename(source) if source != "-" else "stdin"
-        trajectory = Trajectory(f"{base}#0", tuple(prompt), tuple(steps), meta={"format": self.name})
-        return Document(self.name, source, [trajectory], Records(data, None, [doc]))
+        trajectory = Trajectory(f"{base_name(source)}#0", tuple(prompt), tuple(steps), meta={"format": self.name})
+        return Document(self.name, source, [trajectory], whole(data, doc))
 
     def _steps_from_trajectory(self, traj: list, history: list, assistants: list[int], source: str) -> list[Step]:
         steps = []
@@ -151,9 +144,6 @@ class SweAgentAdapter:
         nxt = next((a for a in assistants if a > at), len(history))
         parts.extend(_observation(m) for m in history[at + 1 : nxt])
         return Step(k, tuple(parts))
-
-    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
-        return write_back(doc.state, doc, trajectories, opaque)  # type: ignore[arg-type]
 
 
 def _actions(rest: str | None, action: str, msg: dict) -> list[Part]:

@@ -1,0 +1,204 @@
+"""Reading helpers every format adapter shares: whole JSON or JSONL with located errors.
+
+One place for the BOM, the JSON parse, the ``FILE:LINE: field F: problem`` errors, the
+``FILE#N`` trajectory ids and the chunked reading of one-trajectory-per-line files, so no
+adapter carries its own copy (issue 9 section 6).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from iclr_cli.errors import InputError
+from iclr_cli.formats.base import Document, Unrecognised
+from iclr_cli.formats.writeback import Records
+from iclr_cli.jsonio import BAD_LINE, BOM, JsonLine, iter_jsonl, loads
+from iclr_cli.trajectory import Trajectory
+
+
+def base_name(source: str) -> str:
+    """The name trajectory ids are made from: the file's base name, ``stdin`` for ``-``."""
+    return os.path.basename(source) if source != "-" else "stdin"
+
+
+def strip_bom(data: bytes) -> bytes:
+    """``data`` without a leading UTF-8 byte order mark."""
+    return data[len(BOM) :] if data.startswith(BOM) else data
+
+
+def parse_document(data: bytes, source: str) -> object:
+    """The one JSON value a whole file holds (BOM tolerated).
+
+    Raises:
+        InputError: ``not valid JSON`` naming the 1-based line of the syntax error.
+    """
+    try:
+        return loads(strip_bom(data))
+    except json.JSONDecodeError as exc:
+        raise InputError(source, f"not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(source, f"not valid JSON ({exc})") from None
+
+
+def try_document(data: bytes) -> object | None:
+    """The whole file as one JSON value when it starts like one and parses, else None (a
+    JSONL file fails at the end of its first line, so the attempt is cheap)."""
+    body = strip_bom(data)
+    if body.lstrip()[:1] not in (b"[", b"{"):
+        return None
+    try:
+        return loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def read_lines(data: bytes, source: str, *, skip_bad_lines: bool = False, warnings: list[str] | None = None) -> Records:
+    """A JSONL file as :class:`Records` (one value per line, ``None`` for blank lines,
+    ``BAD_LINE`` for skipped ones).
+
+    Raises:
+        InputError: for a file with no JSON line, or the first bad line (unless
+        ``skip_bad_lines``; each skipped line is then reported in ``warnings``).
+    """
+    lines = list(iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings))
+    if not any(line.value is not None for line in lines):
+        raise InputError(source, "file is empty")
+    return Records(data, lines, [line.value for line in lines])
+
+
+def whole(data: bytes, value: object) -> Records:
+    """:class:`Records` of a file that is one JSON document ``value``."""
+    return Records(data, None, [value])
+
+
+def field_name(path: Sequence[Hashable]) -> str:
+    """``trajectory[3].thought`` style name of a JSON path (for messages)."""
+    return "".join(f"[{k}]" if isinstance(k, int) else (f".{k}" if i else str(k)) for i, k in enumerate(path))
+
+
+def dig(value: object, *keys: Hashable) -> object:
+    """The value at ``keys`` inside ``value``, or None when any step is missing."""
+    for key in keys:
+        try:
+            value = value[key]  # type: ignore[index]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return value
+
+
+def text_of(content: object) -> str:
+    """The text of a chat ``content`` value: a string, or the ``text`` of its parts joined by
+    newlines; ``""`` for anything else (``None``, images)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+@dataclass
+class Where:
+    """Where a record sits, for errors and :class:`Unrecognised` notes while it is read.
+
+    ``rec`` indexes :attr:`Records.values`; ``line`` is 1-based (None for a whole JSON
+    document); ``first_index`` counts the trajectories read before this record (``FILE#N``
+    ids); ``unrecognised`` collects the notes of the document being read.
+    """
+
+    source: str
+    rec: int = 0
+    line: int | None = None
+    first_index: int = 0
+    unrecognised: list[Unrecognised] = field(default_factory=list)
+
+    def error(self, problem: str, field_path: Sequence[Hashable] | str | None = None) -> InputError:
+        """An :class:`InputError` at this record (``field_path``: a JSON path or its name)."""
+        name = field_path if isinstance(field_path, str) or field_path is None else field_name(field_path)
+        return InputError(self.source, problem, line=self.line, field=name or None)
+
+    def note(self, field_path: Sequence[Hashable] | str, what: str) -> None:
+        """Record assistant-turn text this adapter reads neither as reasoning nor as action."""
+        name = field_path if isinstance(field_path, str) else field_name(field_path)
+        self.unrecognised.append(Unrecognised(self.line, name, what))
+
+
+RecordReader = Callable[[object, Where], "list[Trajectory] | None"]
+"""``read(value, where) -> trajectories | None``: the trajectories in one record, or None
+when it holds none of this format's shapes. Raises InputError for a malformed one."""
+
+
+def load_chunks(
+    data: bytes,
+    source: str,
+    fmt: str,
+    read: RecordReader,
+    *,
+    not_found: str,
+    documents: bool = True,
+    skip_bad_lines: bool = False,
+    chunk_size: int | None = 256,
+) -> Iterator[Document]:
+    """Documents of a file holding one or more trajectories per JSONL line, or one JSON
+    document: the whole document first (with ``documents``, when ``read`` finds
+    trajectories in it), else
+    chunks of at most ``chunk_size`` lines (all lines for None), so long files are processed
+    with flat memory. Each chunk's write-back returns exactly the bytes of its own lines.
+
+    A line where ``read`` finds nothing is an input error (``not_found`` says what was
+    expected); with ``skip_bad_lines`` it is reported and passed through unscored, as are
+    lines that are not JSON.
+
+    Raises:
+        InputError: for an empty file or the first bad line.
+    """
+    value = try_document(data) if documents else None
+    if value is not None:
+        where = Where(source)
+        found = read(value, where)
+        if found is not None:
+            yield Document(fmt, source, found, whole(data, value), unrecognised=where.unrecognised)
+            return
+    chunk: list[JsonLine] = []
+    seen = False
+    count = 0
+    for line in iter_jsonl(data, source, skip_bad_lines=skip_bad_lines):
+        seen = seen or line.value is not None
+        chunk.append(line)
+        if chunk_size is not None and len(chunk) >= chunk_size:
+            doc = _chunk(chunk, data, source, fmt, read, not_found, skip_bad_lines, count)
+            count += len(doc.trajectories)
+            yield doc
+            chunk = []
+    if not seen:
+        raise InputError(source, "file is empty")
+    if chunk:
+        yield _chunk(chunk, data, source, fmt, read, not_found, skip_bad_lines, count)
+
+
+def _chunk(lines: list[JsonLine], data: bytes, source: str, fmt: str, read: RecordReader, not_found: str, skip_bad_lines: bool, first: int) -> Document:
+    warnings: list[str] = []
+    notes: list[Unrecognised] = []
+    trajectories: list[Trajectory] = []
+    values = [line.value for line in lines]
+    for rec, line in enumerate(lines):
+        if line.value is BAD_LINE:
+            warnings.append(f"{source}:{line.number}: skipped: {line.problem}")
+            continue
+        if line.value is None:
+            continue
+        try:
+            found = read(line.value, Where(source, rec, line.number, first + len(trajectories), notes))
+            if found is None:
+                raise InputError(source, not_found, line=line.number)
+        except InputError as exc:
+            if not skip_bad_lines:
+                raise
+            where = f"field {exc.field!r}: " if exc.field else ""
+            warnings.append(f"{source}:{line.number}: passed through unscored: {where}{exc.problem}")
+            values[rec] = BAD_LINE
+            continue
+        trajectories.extend(found)
+    return Document(fmt, source, trajectories, Records(data, lines, values), warnings, unrecognised=notes)

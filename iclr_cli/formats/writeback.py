@@ -1,0 +1,282 @@
+"""The one write-back engine: reasoning edits into the records they were read from.
+
+Every adapter reads its file into :class:`Records` (JSONL lines or one JSON document) and
+gives each reasoning part a :class:`TextRef` naming where its text sits. Writing an edited
+trajectory back is then the same for every format (docs/FORMAT.md, METHOD.md "Provider
+rules"):
+
+- **Sites.** The same reasoning often sits in several strings (SWE-agent ``thought`` inside
+  ``response`` and the history; OpenHands thoughts inside the raw model response; Codex
+  summaries echoed as ``agent_reasoning`` events; OpenRouter ``reasoning`` and
+  ``reasoning_details``). It is one part, scored once, and an edit goes into every
+  :class:`Site`. A site says how the text sits in its string (``how``):
+  ``whole`` (the string is the text), ``prefix`` (the string starts with it), ``unique`` (it
+  occurs exactly once), ``think:K`` (the reasoning of the K-th ``<think>`` element, as
+  :mod:`iclr_cli.formats.think` pairs them); adapters may add kinds with
+  :func:`register_site_kind`. The first site is the primary copy (the one an agent sends
+  back): the text reported as written is read from there.
+- **Signed parts** (``WriteBack.SIGNED``): an edit also removes the ``strip_keys`` (the
+  signature), so nothing replays the block as original.
+- **Opaque parts** (``WriteBack.OPAQUE``, reasoning carried next to ``encrypted_content``):
+  with :attr:`OpaqueEdits.DROP` an edit removes the ``drop`` paths (a whole JSONL record
+  ``(rec,)`` or one list element / key) and writes the text into the sites that remain; with
+  :attr:`OpaqueEdits.KEEP`, or when there is nothing to drop, nothing of the part is written.
+- **Emptied parts**: a part whose new text is ``""`` and that has ``remove_when_empty`` (an
+  Anthropic thinking block) is removed from its list, unless that would leave the list empty;
+  the block then stays with empty text (an assistant message must have content).
+
+Sites are found when the file is read, so at write time each still holds the original text.
+Records with no edit are written back byte for byte; edited ones are re-serialised in the
+input's own layout with every field kept. :func:`write_back` also returns the reasoning
+**as written** (:class:`WriteResult`): a part dropped with its item counts as ``""``, an
+edited part left unedited as its original text, so summaries count what the output holds
+(issue 10 #2).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+
+from iclr_cli.formats.base import Document, OpaqueEdits
+from iclr_cli.formats.think import replace_inner
+from iclr_cli.jsonio import JsonLine, dump_lines, dumps_document_like
+from iclr_cli.trajectory import Trajectory, WriteBack
+
+Path = tuple
+"""``(record index, key or list index, ...)``: from the list of records to one value."""
+
+
+@dataclass(frozen=True)
+class Site:
+    """One string that holds a reasoning text: ``path`` from the records to it, and ``how``
+    (``KIND`` or ``KIND:ARG``, see the module docstring)."""
+
+    path: Path
+    how: str = "whole"
+
+
+@dataclass(frozen=True)
+class TextRef:
+    """The ``ref`` of a reasoning part: where its text sits and what an edit also changes.
+
+    Attributes:
+        sites: every string holding the text; the first is the primary copy.
+        drop: paths removed when the part is opaque, edited, and the user chose
+            :attr:`OpaqueEdits.DROP` (``(rec,)`` removes a JSONL record).
+        strip_keys: ``(path to a dict, key)`` pairs removed when the part is edited
+            (signatures).
+        remove_when_empty: path of the list element removed when the new text is ``""``.
+    """
+
+    sites: tuple[Site, ...]
+    drop: tuple[Path, ...] = ()
+    strip_keys: tuple[tuple[Path, str], ...] = field(default=())
+    remove_when_empty: Path | None = None
+
+
+Splicer = Callable[[str, str, str, str], "str | None"]
+"""``splice(value, arg, old, new)``: ``value`` with ``old`` (sitting there as the site kind
+says) replaced by ``new``, or None when ``value`` does not hold ``old`` that way."""
+
+
+def _whole(value: str, _arg: str, old: str, new: str) -> str | None:
+    return new if value == old else None
+
+
+def _prefix(value: str, _arg: str, old: str, new: str) -> str | None:
+    return new + value[len(old) :] if value.startswith(old) else None
+
+
+def _unique(value: str, _arg: str, old: str, new: str) -> str | None:
+    return value.replace(old, new, 1) if old and value.count(old) == 1 else None
+
+
+def _think(value: str, arg: str, old: str, new: str) -> str | None:
+    return replace_inner(value, int(arg), old, new)
+
+
+_SITE_KINDS: dict[str, Splicer] = {"whole": _whole, "prefix": _prefix, "unique": _unique, "think": _think}
+
+
+def register_site_kind(kind: str, splicer: Splicer) -> None:
+    """Add a site kind (``Site(path, "KIND:ARG")``) for markup only one adapter reads.
+
+    Raises:
+        ValueError: when ``kind`` exists already with another splicer.
+    """
+    if _SITE_KINDS.get(kind, splicer) is not splicer:
+        raise ValueError(f"site kind {kind!r} is registered already")
+    _SITE_KINDS[kind] = splicer
+
+
+def locate(value: object, text: str) -> str | None:
+    """How ``text`` sits in the string ``value`` (``whole``, ``prefix``, ``unique``), or None."""
+    if not isinstance(value, str) or not text:
+        return None
+    if value == text:
+        return "whole"
+    if value.startswith(text):
+        return "prefix"
+    if value.count(text) == 1:
+        return "unique"
+    return None
+
+
+def splice(value: str, how: str, old: str, new: str) -> str:
+    """``value`` with ``old`` (sitting there as ``how`` says) replaced by ``new``.
+
+    Raises:
+        ValueError: for an unknown kind, or when ``value`` no longer holds ``old`` as
+        described (a bug: sites are checked on read).
+    """
+    kind, _, arg = how.partition(":")
+    splicer = _SITE_KINDS.get(kind)
+    if splicer is None:
+        raise ValueError(f"unknown site kind {how!r}")
+    out = splicer(value, arg, old, new) if isinstance(value, str) else None
+    if out is None:
+        raise ValueError(f"site {how!r} no longer holds the original text")
+    return out
+
+
+def get(root: object, path: Sequence[Hashable]) -> object:
+    """The value at ``path`` (keys and list indices) inside ``root``.
+
+    Raises:
+        KeyError, IndexError, TypeError: when the path does not exist.
+    """
+    for key in path:
+        root = root[key]  # type: ignore[index]
+    return root
+
+
+@dataclass
+class Records:
+    """The raw input of one file: JSONL ``lines`` with one parsed value each, or one JSON
+    document (``lines`` None, ``values == [document]``)."""
+
+    original: bytes
+    lines: list[JsonLine] | None
+    values: list[object]
+
+    def dump(self, edited: dict[int, object], drops: set[int] = frozenset()) -> bytes:  # type: ignore[assignment]
+        """The file with ``edited`` records re-serialised in their own layout, ``drops``
+        removed (JSONL only) and every other record byte for byte."""
+        if self.lines is None:
+            return dumps_document_like(edited[0], self.original) if 0 in edited else self.original
+        return dump_lines(self.lines, edited, drops)
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What write-back produced: the output ``data``, and ``written``: the trajectories with
+    each reasoning part's text as it went to the output (same shape as the input)."""
+
+    data: bytes
+    written: tuple[Trajectory, ...]
+
+
+def write_back(records: Records, doc: Document, trajectories: Sequence[Trajectory], opaque: OpaqueEdits = OpaqueEdits.DROP) -> WriteResult:
+    """Write the reasoning edits of ``trajectories`` (``doc.trajectories`` after compression,
+    parts carrying :class:`TextRef` refs) into ``records`` (see the module docstring).
+
+    Raises:
+        TypeError: when an edited part has no :class:`TextRef` (an adapter bug).
+        ValueError: when a site no longer holds its text, or a whole JSON document would be
+        dropped (adapter bugs).
+    """
+    plans: list[tuple[TextRef, str, str]] = []
+    drops: set[Path] = set()
+    kept: set[TextRef] = set()
+    for original, new in zip(doc.trajectories, trajectories, strict=True):
+        for ref, (part, text) in original.reasoning_edits(new).items():
+            if not isinstance(ref, TextRef):
+                raise TypeError(f"reasoning part of {original.id} has no TextRef")
+            if part.write_back is WriteBack.OPAQUE:
+                if opaque is not OpaqueEdits.DROP or not ref.drop:
+                    kept.add(ref)
+                    continue
+                drops.update(ref.drop)
+            plans.append((ref, part.text, text))
+    if records.lines is None and (0,) in drops:
+        raise ValueError("cannot drop the whole JSON document")
+
+    def gone(path: Path) -> bool:
+        return any(path[:k] in drops for k in range(1, len(path) + 1))
+
+    edited: dict[int, object] = {}
+
+    def root(rec: int) -> object:
+        if rec not in edited:
+            edited[rec] = copy.deepcopy(records.values[rec])
+        return edited[rec]
+
+    removals: dict[Path, tuple[set, set]] = {}  # parent path -> (dropped keys, emptied keys)
+    for ref, old, new in plans:
+        for site in ref.sites:
+            if gone(site.path):
+                continue
+            rec, *keys = site.path
+            holder = get(root(rec), keys[:-1])
+            holder[keys[-1]] = splice(holder[keys[-1]], site.how, old, new)  # type: ignore[index]
+        for (rec, *keys), key in ref.strip_keys:
+            if not gone((rec, *keys)):
+                get(root(rec), keys).pop(key, None)  # type: ignore[union-attr]
+        if new == "" and ref.remove_when_empty is not None and not gone(ref.remove_when_empty):
+            removals.setdefault(ref.remove_when_empty[:-1], (set(), set()))[1].add(ref.remove_when_empty[-1])
+    for path in drops:
+        if len(path) > 1 and not gone(path[:-1]):
+            removals.setdefault(path[:-1], (set(), set()))[0].add(path[-1])
+    for (rec, *keys), (dropped, emptied) in removals.items():
+        container = get(root(rec), keys)
+        if isinstance(container, list) and emptied and len(dropped | emptied) >= len(container):
+            emptied = emptied - {min(emptied)}  # keep one block: the list must not end up empty
+        for key in sorted(dropped | emptied, reverse=True):
+            del container[key]  # type: ignore[union-attr]
+    whole_drops = {path[0] for path in drops if len(path) == 1}
+    data = records.dump({rec: v for rec, v in edited.items() if rec not in whole_drops}, whole_drops)
+    return WriteResult(data, tuple(_as_written(doc.trajectories, trajectories, gone, kept)))
+
+
+def _as_written(originals: Sequence[Trajectory], trajectories: Sequence[Trajectory], gone: Callable[[Path], bool], kept: set) -> list[Trajectory]:
+    out = []
+    for original, new in zip(originals, trajectories):
+        steps = []
+        for old_step, new_step in zip(original.steps, new.steps):
+            texts = []
+            for old, part in zip(old_step.reasoning, new_step.reasoning):
+                ref = old.ref
+                if isinstance(ref, TextRef) and ref.sites and gone(ref.sites[0].path):
+                    texts.append("")
+                elif ref in kept:
+                    texts.append(old.text)
+                else:
+                    texts.append(part.text)
+            same = texts == [p.text for p in new_step.reasoning]
+            steps.append(new_step if same else new_step.with_reasoning(texts))
+        out.append(new.with_steps(steps))
+    return out
+
+
+class WriteBackAdapter:
+    """Base of adapters whose ``Document.state`` is :class:`Records` and whose reasoning
+    parts carry :class:`TextRef` refs: ``write`` and ``dump`` come from the engine."""
+
+    def write(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> WriteResult:
+        """Write ``doc`` back with the reasoning of ``trajectories``; see :func:`write_back`."""
+        return write_back(doc.state, doc, trajectories, opaque)  # type: ignore[arg-type]
+
+    def dump(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> bytes:
+        """The bytes of :meth:`write`."""
+        return self.write(doc, trajectories, opaque=opaque).data
+
+
+def write_document(adapter: object, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> WriteResult:
+    """``adapter.write`` where the adapter has one; otherwise its ``dump``, with the
+    trajectories as given reported as written."""
+    write = getattr(adapter, "write", None)
+    if write is not None:
+        return write(doc, trajectories, opaque=opaque)
+    return WriteResult(adapter.dump(doc, trajectories, opaque=opaque), tuple(trajectories))  # type: ignore[attr-defined]
