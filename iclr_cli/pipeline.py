@@ -7,15 +7,16 @@ same adapter writes it back. Commands (``score``, ``prune``, ``convert``) are th
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories
+from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories, count_tokens
 from iclr_cli.errors import UsageError
 from iclr_cli.formats import registry
 from iclr_cli.jsonio import read_input
 from iclr_cli.formats.base import Document, FormatAdapter
 from iclr_cli.policies import Variant
 from iclr_cli.scoring.base import Scorer, Tokenizer
+from iclr_cli.trajectory import Step, Trajectory
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,20 @@ class Input:
         line), else the whole file as one document.
 
         Raises:
-            InputError: naming the file, line and field of the first bad record.
+            InputError: naming the file, line and field of the first bad record; after the
+            last document, when the file held no step at all.
         """
         chunks = getattr(self.adapter, "load_chunks", None)
         if chunks is not None:
-            yield from chunks(self.data, self.path, skip_bad_lines=skip_bad_lines, chunk_size=chunk_size)
+            docs = chunks(self.data, self.path, skip_bad_lines=skip_bad_lines, chunk_size=chunk_size)
         else:
-            yield self.adapter.load(self.data, self.path, skip_bad_lines=skip_bad_lines)
+            docs = iter([self.adapter.load(self.data, self.path, skip_bad_lines=skip_bad_lines)])
+        steps = trajectories = 0
+        for doc in docs:
+            steps += sum(len(t.steps) for t in doc.trajectories)
+            trajectories += len(doc.trajectories)
+            yield doc
+        registry.require_steps(self.adapter, self.path, steps, trajectories)
 
 
 def open_inputs(paths: Sequence[str], fmt: str | None) -> list[Input]:
@@ -156,6 +164,67 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
 
 
 @dataclass
+class NotAsAsked:
+    """Reasoning parts whose write-back differs from what the variant asked (issue 10 #2):
+    ``dropped`` went out whole with their item (written ``""``, asked something else),
+    ``kept`` were left unedited (written as generated, asked an edit)."""
+
+    dropped: int = 0
+    kept: int = 0
+
+    def add(self, asked: Step, generated: Step, written: Step) -> None:
+        for a, g, w in zip(asked.reasoning, generated.reasoning, written.reasoning):
+            if w.text != a.text:
+                self.dropped += w.text == ""
+                self.kept += w.text == g.text and w.text != ""
+
+
+def as_written(results: Sequence[CompressionResult], written: Sequence[Trajectory], tokenizer: Tokenizer, not_as_asked: NotAsAsked | None = None) -> list[CompressionResult]:
+    """``results`` recounted for the reasoning that was actually written (the adapter's
+    :class:`~iclr_cli.formats.writeback.WriteResult`): a part written ``""`` counts as fully
+    deleted with all its blocks removed, a part written as generated counts as not deleted
+    with none removed (issue 10 #2). Steps written as asked keep their reports.
+
+    This recount is the write-back side only; the token definition itself (METHOD.md:
+    deleted reasoning tokens / generated reasoning tokens) is
+    :class:`~iclr_cli.compress.StepReport`'s.
+    """
+    out = []
+    for result, traj in zip(results, written, strict=True):
+        reports = []
+        for report, generated, asked, wrote in zip(result.steps, result.original.steps, result.compressed.steps, traj.steps):
+            if not_as_asked is not None:
+                not_as_asked.add(asked, generated, wrote)
+            reports.append(_recount(report, generated, asked, wrote, tokenizer))
+        out.append(CompressionResult(result.original, traj, tuple(reports)))
+    return out
+
+
+def _recount(report: StepReport, generated: Step, asked: Step, written: Step, tokenizer: Tokenizer) -> StepReport:
+    triples = list(zip(generated.reasoning, asked.reasoning, written.reasoning))
+    off = [i for i, (_g, a, w) in enumerate(triples) if a.text != w.text]
+    if not off:
+        return report
+
+    def deleted(g: str, x: str) -> int:
+        # tokens gone from a part generated as g and written as x: all, none, or the difference
+        if x == g:
+            return 0
+        return len(tokenizer.token_spans(g)) - (len(tokenizer.token_spans(x)) if x else 0)
+
+    if len(off) == len(triples):
+        removed = sum(deleted(g.text, w.text) for g, _a, w in triples)
+    else:
+        removed = report.tokens_removed + sum(deleted(triples[i][0].text, triples[i][2].text) - deleted(triples[i][0].text, triples[i][1].text) for i in off)
+    before = report.tokens_before
+    blocks = tuple(
+        replace(b, selected=triples[b.part][2].text == "") if b.part in off else b
+        for b in report.blocks
+    )
+    return replace(report, blocks=blocks, tokens_after=count_tokens(tokenizer, written.reasoning), tokens_removed=min(max(removed, 0), before))
+
+
+@dataclass
 class Summary:
     """Totals over a run, for the stderr summary of ``prune`` and ``score``."""
 
@@ -169,8 +238,13 @@ class Summary:
     tokens_removed: int = 0
     skipped: list[str] = field(default_factory=list)
     windowed: int = 0
+    unrecognised: int = 0
+    not_as_asked: NotAsAsked = field(default_factory=lambda: NotAsAsked())
 
-    def add(self, results: Sequence[CompressionResult]) -> None:
+    def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
+        """Add the reports of ``results`` (and the unrecognised count of ``doc``)."""
+        if doc is not None:
+            self.unrecognised += len(doc.unrecognised)
         for result in results:
             self.trajectories += 1
             for report in result.steps:

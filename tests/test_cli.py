@@ -109,7 +109,14 @@ def test_unrecognised_file_lists_known_formats(tmp_path, capsys):
     path.write_text("hello world\n")
     code, _, err = run_cli(["score", str(path), "--model", "fake"], capsys)
     assert code == 2
-    assert "Known formats" in err and "openai" in err
+    from iclr_cli.formats import registry
+
+    names = registry.names()
+    lines = err.splitlines()
+    assert f"none of the {len(names)} formats tried matched:" in lines[0]
+    # one format per line, each named, then how to force one
+    assert [line.split()[0] for line in lines[1:-1]] == names and "openai" in names
+    assert lines[-1].startswith("Use --format NAME") and all(len(line) < 130 for line in lines[1:])
 
 
 def test_help_does_not_import_torch():

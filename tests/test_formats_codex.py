@@ -177,3 +177,71 @@ def test_each_echo_belongs_to_one_part_even_when_texts_repeat():
     assert echo_sites == [[2], [3]]
     out = records(ADAPTER.dump(doc, [doc.trajectories[0].with_steps([step.with_reasoning(["a", "b"])])]))
     assert [r["payload"].get("text") for r in out[2:4]] == ["a", "b"]
+
+
+def summary_row(err: str, name: str) -> str:
+    """The value of one row of the summary table on stderr."""
+    import re
+
+    m = re.search(rf"{name}\s*│\s*(\S+)", err)
+    assert m, err
+    return m.group(1)
+
+
+@pytest.mark.parametrize("opaque", [OpaqueEdits.DROP, OpaqueEdits.KEEP])
+def test_written_accounting_of_random_on_encrypted_items(opaque):
+    """Issue 10 #2: random-10 cannot edit items with encrypted_content. ``drop`` removes all
+    17 whole, so the reasoning written is empty (deleted = generated); ``keep`` leaves them as
+    they were (deleted = 0). The recount follows what went to the output, not the variant."""
+    from iclr_cli.pipeline import NotAsAsked, as_written
+
+    realdata("codex_rollout")
+    data = REAL.read_bytes()
+    doc = ADAPTER.load(data, str(REAL))
+    tok = RegexTokenizer()
+    results = compress_trajectories(doc.trajectories, Settings(parse_variant("random-10")), None, tok)
+    asked = sum(r.tokens_removed for r in results[0].steps)
+    generated = sum(len(tok.token_spans(p.text)) for s in doc.trajectories[0].steps for p in s.reasoning)
+    assert 0 < asked < generated  # random-10 asked for about a tenth
+    wrote = ADAPTER.write(doc, [r.compressed for r in results], opaque=opaque)
+    missed = NotAsAsked()
+    [result] = as_written(results, wrote.written, tok, missed)
+    texts = [p.text for s in wrote.written[0].steps for p in s.reasoning]
+    deleted = sum(r.tokens_removed for r in result.steps)
+    if opaque is OpaqueEdits.DROP:
+        assert len(records(data)) - len(records(wrote.data)) == 34
+        assert texts == [""] * 17
+        assert (deleted, sum(r.tokens_after for r in result.steps)) == (generated, 0)
+        assert sum(r.n_removed for r in result.steps) == 19  # every block went with its item
+        assert (missed.dropped, missed.kept) == (17, 0)
+    else:
+        assert wrote.data == data
+        assert texts == [p.text for s in doc.trajectories[0].steps for p in s.reasoning]
+        assert (deleted, sum(r.tokens_after for r in result.steps)) == (0, generated)
+        assert (missed.dropped, missed.kept) == (0, 17)
+
+
+@pytest.mark.parametrize("flag", ["drop", "keep"])
+def test_cli_prune_random_on_real_rollout_reports_what_was_written(capsys, tmp_path, flag):
+    realdata("codex_rollout")
+    out = tmp_path / "out.jsonl"
+    args = ["prune", str(REAL), "--model", "fake", "--variant", "random-10", "--encrypted-reasoning", flag, "-o", str(out)]
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    before = summary_row(err, "reasoning tokens before")
+    if flag == "drop":
+        assert len(records(out.read_bytes())) == 112 - 34
+        assert summary_row(err, "reasoning tokens deleted") == before
+        assert (summary_row(err, "deletion ratio"), summary_row(err, "blocks removed")) == ("1.000", "19")
+        assert "could not be applied as asked to 17 reasoning part(s)" in err and "removed their items whole" in err
+    else:
+        assert out.read_bytes() == REAL.read_bytes()
+        assert (summary_row(err, "reasoning tokens deleted"), summary_row(err, "deletion ratio")) == ("0", "0.000")
+        assert "could not be applied as asked to 17 reasoning part(s)" in err and "left them unedited" in err
+
+
+def test_cli_prune_delete_all_drop_is_as_asked(capsys, tmp_path):
+    realdata("codex_rollout")
+    code, _, err = run_cli(capsys, "prune", str(REAL), "--model", "fake", "--variant", "delete-all", "-o", str(tmp_path / "o.jsonl"))
+    assert code == 0 and summary_row(err, "deletion ratio") == "1.000"
+    assert "could not be applied" not in err

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from iclr_cli.errors import UsageError
+from iclr_cli.errors import InputError, UsageError
+from iclr_cli.formats.base import Document
 from iclr_cli.pipeline import ScorerConfig, Summary
 from iclr_cli.render.output import Output
 
@@ -32,6 +33,22 @@ def warn_precision(out: Output, config: ScorerConfig) -> None:
         out.warn(f"--dtype {config.dtype}: entropies differ from float32 (up to ~1.8 bits/token measured on the default proxy); selections may change")
 
 
+def report_reading(out: Output, doc: Document, *, strict: bool) -> None:
+    """Warn about what reading ``doc`` skipped or could not read (one line each).
+
+    Raises:
+        InputError: with ``strict``, when an assistant turn held text the adapter reads
+        neither as reasoning nor as action (docs/FORMAT.md, "Unrecognised text").
+    """
+    for w in doc.warnings:
+        out.warn(w)
+    for item in doc.unrecognised:
+        out.warn(f"{item.describe(doc.source)} (not read as reasoning or action)")
+    if strict and doc.unrecognised:
+        n = len(doc.unrecognised)
+        raise InputError(doc.source, f"{n} assistant-turn text{'s' if n != 1 else ''} in fields or markup not read as reasoning or action (--strict); see the warnings above")
+
+
 def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: str, command: str = "prune") -> None:
     """The run summary table on stderr (``command``: ``score`` or ``prune``)."""
     ratio = summary.tokens_removed / summary.tokens_before if summary.tokens_before else 0.0
@@ -48,9 +65,21 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
         ("tokenizer", tokenizer_name),
         ("steps windowed", summary.windowed),
         ("steps skipped", len(summary.skipped)),
+        ("unrecognised", summary.unrecognised),
     ]
     if command == "score":  # score only reports what the variant would remove
         rows = [("blocks selected" if k == "blocks removed" else k, v) for k, v in rows]
     out.table(f"iclr {command} --variant {variant}", ["", "value"], rows)
     for line in summary.skipped:
         out.warn(f"not pruned: {line}")
+    missed = summary.not_as_asked
+    if missed.dropped:
+        out.warn(
+            f"--variant {variant} could not be applied as asked to {missed.dropped} reasoning part(s) with encrypted_content: "
+            "--encrypted-reasoning drop removed their items whole; the summary counts them as fully deleted"
+        )
+    if missed.kept:
+        out.warn(
+            f"--variant {variant} could not be applied as asked to {missed.kept} reasoning part(s) with encrypted_content: "
+            "--encrypted-reasoning keep left them unedited; the summary counts them as not deleted"
+        )

@@ -21,6 +21,7 @@ BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Scorer batc
 Device = Annotated[Optional[str], typer.Option("--device", help="torch device (default: cuda when available, else cpu).")]
 Split = Annotated[str, typer.Option("--split", help="Block splitter: paragraph (blank lines, default), line, sentence.")]
 SkipBadLines = Annotated[bool, typer.Option("--skip-bad-lines", help="Skip unparseable JSONL lines (each reported) instead of failing.")]
+Strict = Annotated[bool, typer.Option("--strict", help="Exit 2 when an assistant turn holds text the format adapter reads neither as reasoning nor as action.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No summary, warnings or progress bar on stderr.")]
 
 DEFAULT_RATIO_VALUE = DEFAULT_RATIO

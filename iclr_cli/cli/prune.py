@@ -26,6 +26,7 @@ def prune(
     fmt: opt.Format = None,
     skip_bad_lines: opt.SkipBadLines = False,
     opaque: Annotated[str, typer.Option("--encrypted-reasoning", help="Edited reasoning items that carry encrypted_content (Codex/Responses): 'drop' the item or 'keep' it unedited.")] = "drop",
+    strict: opt.Strict = False,
     quiet: opt.Quiet = False,
 ) -> None:
     """Prune reasoning online and write the trajectory back in its own format.
@@ -33,11 +34,12 @@ def prune(
     Actions, tool calls and observations are never changed. A summary (steps, blocks, blocks
     removed, reasoning tokens before/after and the tokenizer that counted them) goes to stderr.
     """
-    from iclr_cli.cli.common import check_splitter, print_summary, scorer_config, warn_precision
+    from iclr_cli.cli.common import check_splitter, print_summary, report_reading, scorer_config, warn_precision
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
-    from iclr_cli.pipeline import Summary, build_engines, compress_document, open_inputs
+    from iclr_cli.formats.writeback import write_document
+    from iclr_cli.pipeline import Summary, as_written, build_engines, compress_document, open_inputs
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
 
@@ -56,9 +58,9 @@ def prune(
     summary = Summary()
     with out.stream() as sink, out.progress(f"pruning ({parsed.name})") as advance:
         for doc in item.documents(skip_bad_lines=skip_bad_lines):
-            for w in doc.warnings:
-                out.warn(w)
+            report_reading(out, doc, strict=strict)
             results = compress_document(doc, settings, scorer, tokenizer, on_step=lambda _r: advance())
-            sink.write(item.adapter.dump(doc, [r.compressed for r in results], opaque=OpaqueEdits(opaque)))
-            summary.add(results)
+            wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=OpaqueEdits(opaque))
+            sink.write(wrote.data)
+            summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
     print_summary(out, summary, tokenizer.name, parsed.name)

@@ -24,6 +24,7 @@ def score(
     split: opt.Split = "paragraph",
     fmt: opt.Format = None,
     skip_bad_lines: opt.SkipBadLines = False,
+    strict: opt.Strict = False,
     quiet: opt.Quiet = False,
 ) -> None:
     """Score every reasoning block by mean token entropy (bits) under the proxy model.
@@ -32,7 +33,7 @@ def score(
     compressed (the online simulation). Output: JSONL, one record per block, with
     trajectory, step, block, n_blocks, n_tokens, entropy_bits, selected, text.
     """
-    from iclr_cli.cli.common import check_splitter, print_summary, scorer_config, warn_precision
+    from iclr_cli.cli.common import check_splitter, print_summary, report_reading, scorer_config, warn_precision
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.pipeline import IdRegistry, Summary, build_engines, compress_document, open_inputs, score_records
@@ -54,9 +55,8 @@ def score(
         for item in inputs:
             for doc in item.documents(skip_bad_lines=skip_bad_lines):
                 ids.check(item.path, doc)
-                for w in doc.warnings:
-                    out.warn(w)
+                report_reading(out, doc, strict=strict)
                 results = compress_document(doc, settings, scorer, tokenizer, on_step=lambda _r: advance())
                 sink.write(out.encode_records(score_records(item.path, results, parsed)))
-                summary.add(results)
+                summary.add(results, doc)
     print_summary(out, summary, tokenizer.name, parsed.name, command="score")

@@ -56,22 +56,43 @@ def detect(data: bytes, source: str) -> FormatAdapter:
 
     Raises:
         InputError: when the file is empty or no adapter recognises it; the message lists
-        the formats that exist.
+        every format tried, one per line, and says that none matched.
     """
     head = data[:HEAD_BYTES]
     if head.startswith(BOM):
         head = head[len(BOM) :]
     if not head.strip():
         raise InputError(source, "file is empty")
-    for adapter in adapters():
+    tried = adapters()
+    for adapter in tried:
         if adapter.sniff(head):
             return adapter
-    known = "; ".join(f"{a.name} ({a.description})" for a in adapters())
-    raise InputError(source, f"not a recognised trajectory format. Known formats: {known}. Use --format to force one")
+    width = max(len(a.name) for a in tried)
+    listing = "\n".join(f"  {a.name:<{width}}  {a.description}" for a in tried)
+    raise InputError(source, f"not a trajectory format iclr reads: none of the {len(tried)} formats tried matched:\n{listing}\nUse --format NAME to read it as one of them.")
+
+
+def require_steps(adapter: FormatAdapter, source: str, steps: int, trajectories: int) -> None:
+    """A file read as ``adapter``'s format must hold at least one assistant turn.
+
+    Raises:
+        InputError: for a file that sniffed as the format but yielded no trajectory or no
+        step, so that it is never taken for a pruned file (issue 9 section 1).
+    """
+    if steps:
+        return
+    what = "no trajectory" if not trajectories else "no assistant turn"
+    raise InputError(source, f"read as {adapter.name} ({adapter.description}), but it holds {what}: nothing to score or prune. If it is another format, name it with --format")
 
 
 def load(path: str, fmt: str | None = None, *, skip_bad_lines: bool = False) -> tuple[FormatAdapter, Document]:
-    """Read ``path`` (``-`` for stdin) with the named adapter or the detected one."""
+    """Read ``path`` (``-`` for stdin) with the named adapter or the detected one.
+
+    Raises:
+        InputError: for an unreadable or unknown file, a bad record, or one with no step.
+    """
     data = read_input(path)
     adapter = get(fmt) if fmt else detect(data, path)
-    return adapter, adapter.load(data, path, skip_bad_lines=skip_bad_lines)
+    doc = adapter.load(data, path, skip_bad_lines=skip_bad_lines)
+    require_steps(adapter, path, sum(len(t.steps) for t in doc.trajectories), len(doc.trajectories))
+    return adapter, doc

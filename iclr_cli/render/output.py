@@ -61,7 +61,10 @@ class Output:
     def warn(self, message: str) -> None:
         """One warning line on stderr (unless quiet)."""
         if not self.quiet:
-            self.console.print(f"[yellow]warning:[/] {message}", markup=True, soft_wrap=True)
+            from rich.markup import escape
+
+            # escaped: field names such as ``content[0]`` and quoted text are not markup
+            self.console.print(f"[yellow]warning:[/] {escape(message)}", markup=True, soft_wrap=True)
 
     def info(self, message: str) -> None:
         """One informational line on stderr (unless quiet)."""
