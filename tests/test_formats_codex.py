@@ -245,3 +245,80 @@ def test_cli_prune_delete_all_drop_is_as_asked(capsys, tmp_path):
     code, _, err = run_cli(capsys, "prune", str(REAL), "--model", "fake", "--variant", "delete-all", "-o", str(tmp_path / "o.jsonl"))
     assert code == 0 and summary_row(err, "deletion ratio") == "1.000"
     assert "could not be applied" not in err
+
+
+def compacted_rollout() -> bytes:
+    def reasoning(text, enc=None):
+        item = {"type": "reasoning", "summary": [{"type": "summary_text", "text": text}], "content": None}
+        if enc:
+            item["encrypted_content"] = enc
+        return item
+
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]}
+    lines = [
+        {"type": "session_meta", "payload": {"id": "s1"}},
+        {"type": "response_item", "payload": user},
+        {"type": "event_msg", "payload": {"type": "agent_reasoning", "text": "alpha\n\nbeta"}},
+        {"type": "response_item", "payload": reasoning("alpha\n\nbeta")},  # line 4: in place
+        {"type": "response_item", "payload": {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}},
+        {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c1", "output": "ok"}},
+        {"type": "event_msg", "payload": {"type": "agent_reasoning", "text": "gamma"}},
+        {"type": "response_item", "payload": reasoning("gamma", "ENC-B")},  # line 8: encrypted
+        {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "<think>hidden plan</think>Done."}]}},
+        {
+            "type": "compacted",
+            "payload": {
+                "message": "summary of the work so far",
+                "replacement_history": [user, reasoning("alpha\n\nbeta"), reasoning("gamma", "ENC-B"), reasoning("delta", "ENC-C")],
+            },
+        },  # line 10
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go on"}]}},
+        {"type": "response_item", "payload": {"type": "image_generation_call", "result": "..."}},  # line 12
+        {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}},  # line 13
+    ]
+    return b"".join(json.dumps(x).encode() + b"\n" for x in lines)
+
+
+def test_compacted_replacement_history_follows_the_live_rules():
+    data = compacted_rollout()
+    doc = ADAPTER.load(data, "c.jsonl")
+    [traj] = doc.trajectories
+    assert ADAPTER.dump(doc, doc.trajectories) == data
+    reasoning = [p for s in traj.steps for p in s.reasoning]
+    assert [p.text for p in reasoning] == ["alpha\n\nbeta", "gamma", "hidden plan", "delta"]
+    assert [p.write_back for p in reasoning] == [WriteBack.IN_PLACE, WriteBack.OPAQUE, WriteBack.IN_PLACE, WriteBack.OPAQUE]
+    # the live item, its echo and its copy in the replacement history are one part
+    assert [s.path[0] for s in reasoning[0].ref.sites] == [3, 2, 9]
+    assert reasoning[1].ref.drop == ((7,), (6,), (9, "payload", "replacement_history", 2))
+    assert [p.label for p in traj.steps[1].parts if p.kind == "observation"] == ["compact_summary", "user"]
+    assert len(traj.steps) == 3  # the refusal after "go on" is a turn of its own
+    assert [p.text for s in traj.steps[1:] for p in s.parts if p.kind == "action"] == ["Done.", ""]
+
+    for opaque in (OpaqueEdits.DROP, OpaqueEdits.KEEP):
+        results = compress_trajectories(doc.trajectories, Settings(parse_variant("delete-all")), None, RegexTokenizer())
+        wrote = ADAPTER.write(doc, [r.compressed for r in results], opaque=opaque)
+        out = records(wrote.data)
+        history = [r for r in out if r["type"] == "compacted"][0]["payload"]["replacement_history"]
+        texts = [p.text for s in wrote.written[0].steps for p in s.reasoning]
+        assert history[1]["summary"][0]["text"] == ""  # in-place copy edited with its live item
+        assert out[2]["payload"]["text"] == out[3]["payload"]["summary"][0]["text"] == ""
+        assert out[8 if opaque is OpaqueEdits.KEEP else 6]["payload"]["content"][0]["text"] == "<think></think>Done."
+        if opaque is OpaqueEdits.DROP:
+            assert len(out) == 13 - 2  # the encrypted line and its echo
+            assert [h.get("encrypted_content") for h in history] == [None, None]  # both encrypted copies left the list
+            assert texts == ["", "", "", ""]
+        else:
+            assert len(out) == 13
+            assert [h.get("encrypted_content") for h in history] == [None, None, "ENC-B", "ENC-C"]
+            assert texts == ["", "gamma", "", "delta"]
+
+
+def test_unread_items_and_text_are_reported_with_their_line():
+    doc = ADAPTER.load(compacted_rollout(), "c.jsonl")
+    assert [(u.line, u.field) for u in doc.unrecognised] == [(12, "payload"), (13, "payload.content[0]")]
+    assert "'image_generation_call'" in doc.unrecognised[0].what and "'refusal'" in doc.unrecognised[1].what
+
+
+def test_real_rollout_has_nothing_unrecognised():
+    realdata("codex_rollout")
+    assert ADAPTER.load(REAL.read_bytes(), str(REAL)).unrecognised == []

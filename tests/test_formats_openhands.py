@@ -72,11 +72,12 @@ def test_sample_parallel_calls_and_think_copy_are_one_part_each():
     [traj] = ADAPTER.load(SAMPLE.read_bytes(), str(SAMPLE)).trajectories
     assert [p.label for p in traj.prompt] == ["system", "user"]
     kinds = [[p.kind[0] for p in s.parts] for s in traj.steps]
-    # run; edit with hidden reasoning + thought; the parallel run (no thought); think-tag run; answer
-    assert kinds == [["r", "a", "o"], ["r", "r", "a"], ["a", "o", "o"], ["r", "a", "a", "o"], ["a"]]
+    # run; one model call (hidden reasoning + thought) with two parallel calls, an edit and a
+    # run without thought, and their two results: one step; think-tag run; answer
+    assert kinds == [["r", "a", "o"], ["r", "r", "a", "a", "o", "o"], ["r", "a", "a", "o"], ["a"]]
     hidden = traj.steps[1].reasoning[0]
     assert len(hidden.ref.sites) == 4  # reasoning_content in the 4 events of that model call
-    think = traj.steps[3].reasoning[0]
+    think = traj.steps[2].reasoning[0]
     assert sorted(s.how for s in think.ref.sites) == ["think:0", "think:0", "think:0", "whole", "whole"]
 
 

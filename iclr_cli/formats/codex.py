@@ -25,6 +25,22 @@ cannot be replayed, so ``dump`` with ``OpaqueEdits.DROP`` removes the whole ``re
 line, and with ``KEEP`` leaves it untouched. Items without ``encrypted_content`` are edited in
 place.
 
+Inline ``<think>...</think>`` in an assistant message's text (models behind a chat-completions
+provider that answer that way) is reasoning, paired as :mod:`iclr_cli.formats.think` says; the
+rest of the text is the action.
+
+Compaction: a ``compacted`` line (``payload.message``, the summary; ``payload.replacement_history``,
+the items Codex re-sends from then on) does not end the trajectory. Its summary is an
+observation labelled ``compact_summary``. A reasoning item in ``replacement_history`` follows the
+same rules as a live one: when it equals a live item of the file (same summaries, content and
+``encrypted_content``) it is that item's copy, so it is edited with it in place, or removed
+from the list when the live item is dropped; otherwise its texts are reasoning parts of their
+own (of the current step), opaque when encrypted, and an edit removes that list element under
+``--encrypted-reasoning drop``. The other replacement items are copies of context already read.
+
+Unrecognised (reported): response items of a type this adapter does not know, and assistant
+message content parts without text (a ``refusal``, for example).
+
 Echoes: Codex also logs each summary as an ``event_msg`` of type ``agent_reasoning`` (raw
 content as ``agent_reasoning_raw_content``). An echo is matched to a part when its ``text``
 equals the part's text and it lies between the non-reasoning response items around the
@@ -36,17 +52,21 @@ with it (``KEEP``).
 from __future__ import annotations
 
 import bisect
+import json
 import re
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
-from iclr_cli.formats.reading import base_name, read_lines, text_of
-from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter
+from iclr_cli.formats.reading import Where, base_name, read_lines, text_of
+from iclr_cli.formats.think import outside_think, think_elements
+from iclr_cli.formats.writeback import Draft, Path, Site, WriteBackAdapter, freeze
 from iclr_cli.jsonio import BAD_LINE
 from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
 
 _MODEL_ITEMS = {"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
 _OUTPUT_ITEMS = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+_BOOKKEEPING = {"ghost_snapshot", "compaction", "compaction_summary", "other"}
+"""Response items the model neither wrote as text nor saw as an observation."""
 _ECHOES = {"agent_reasoning": "summary", "agent_reasoning_raw_content": "content"}
 _SNIFF = re.compile(rb'"type"\s*:\s*"(session_meta|response_item|turn_context)"')
 
@@ -92,6 +112,11 @@ def _output_text(output) -> str:
     return text_of(output)
 
 
+def _identity(item: dict) -> str:
+    """What makes two reasoning items the same item (a live one and its compaction copy)."""
+    return json.dumps([item.get("summary"), item.get("content"), item.get("encrypted_content")], sort_keys=True)
+
+
 class CodexAdapter(WriteBackAdapter):
     """Codex CLI rollout JSONL (see module docstring)."""
 
@@ -104,59 +129,179 @@ class CodexAdapter(WriteBackAdapter):
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
         warnings: list[str] = []
         records = read_lines(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings)
-        lines, values = records.lines, records.values
-        traj_id, meta = f"{base_name(source)}#0", {"format": self.name}
-        prompt: list[Part] = []
-        steps: list[list[Part]] = []
-        echoes = _Echoes(values)
-        items = [(rec, _item(v)) for rec, v in enumerate(values)]
-        items = [(rec, it) for rec, it in items if it is not None]
-        # echoes of a reasoning item lie between the non-reasoning response items around it
-        bounds = [rec for rec, it in items if it.get("type") != "reasoning"]
-        prev_model = False
-        for rec, value in enumerate(values):
-            line = lines[rec].number
-            if isinstance(value, dict) and value.get("type") == "session_meta":
-                payload = value.get("payload")
-                if not isinstance(payload, dict):
-                    raise InputError(source, "session_meta has no object 'payload'", line=line, field="payload")
-                if isinstance(payload.get("id"), str):
-                    traj_id = payload["id"]
-                if isinstance(payload.get("instructions"), str) and payload["instructions"].strip():
-                    prompt.append(Part("prompt", payload["instructions"], label="system"))
-            elif isinstance(value, dict) and value.get("type") == "turn_context":
-                payload = value.get("payload")
-                if isinstance(payload, dict) and isinstance(payload.get("model"), str):
-                    meta.setdefault("model", payload["model"])
-            item = _item(value)
-            if item is None:
-                if isinstance(value, dict) and value.get("type") == "response_item":
-                    raise InputError(source, "response_item has no object 'payload'", line=line, field="payload")
-                continue
-            kind = item.get("type")
-            if not isinstance(kind, str):
-                raise InputError(source, "response item has no string 'type'", line=line, field="payload.type")
-            if _is_model_item(item):
-                if not prev_model:
-                    steps.append([])
-                prev_model = True
-                steps[-1].extend(_model_parts(item, rec, line, source, bounds, echoes))
-                continue
-            if kind in _OUTPUT_ITEMS:
-                part_label, text = "tool_result", _output_text(item.get("output"))
-            elif kind == "message":
-                part_label, text = str(item.get("role", "user")), text_of(item.get("content"))
-            else:
-                continue  # ghost snapshots and other bookkeeping items: no observation, no boundary
-            prev_model = False
-            if steps:
-                steps[-1].append(Part("observation", text, label=part_label))
-            else:
-                prompt.append(Part("prompt", text, label=part_label))
-        if not items and not any(isinstance(v, dict) and v.get("type") == "session_meta" for v in values):
+        reader = _Reader(records.values, source)
+        for rec, value in enumerate(records.values):
+            reader.record(rec, value, records.lines[rec].number)  # type: ignore[index]
+        if not reader.items and not reader.has_meta:
             raise InputError(source, "no session_meta or response_item line found: not a Codex rollout")
-        traj = Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta)
-        return Document(self.name, source, [traj], records, warnings)
+        traj_id = reader.traj_id or f"{base_name(source)}#0"
+        steps = tuple(Step(i, freeze(p)) for i, p in enumerate(reader.steps))
+        traj = Trajectory(traj_id, tuple(reader.prompt), steps, meta=reader.meta)
+        return Document(self.name, source, [traj], records, warnings, unrecognised=reader.unrecognised)
+
+
+class _Reader:
+    """Walks the lines of one rollout, building P and the steps (see module docstring)."""
+
+    def __init__(self, values: list, source: str) -> None:
+        self.source = source
+        self.traj_id: str | None = None
+        self.meta: dict[str, object] = {"format": "codex"}
+        self.has_meta = False
+        self.prompt: list[Part] = []
+        self.steps: list[list[Draft | Part]] = []
+        self.unrecognised: list = []
+        self.echoes = _Echoes(values)
+        self.items = [(rec, it) for rec, v in enumerate(values) if (it := _item(v)) is not None]
+        # echoes of a reasoning item lie between the non-reasoning response items around it
+        self.bounds = [rec for rec, it in self.items if it.get("type") != "reasoning"]
+        self.live: dict[str, list[Draft]] = {}  # reasoning item identity -> its parts
+        self.prev_model = False
+
+    def record(self, rec: int, value: object, line: int) -> None:
+        where = Where(self.source, rec, line, unrecognised=self.unrecognised)
+        kind = value.get("type") if isinstance(value, dict) else None
+        payload = value.get("payload") if isinstance(value, dict) else None
+        if kind == "session_meta":
+            if not isinstance(payload, dict):
+                raise where.error("session_meta has no object 'payload'", "payload")
+            self.has_meta = True
+            if isinstance(payload.get("id"), str):
+                self.traj_id = payload["id"]
+            if isinstance(payload.get("instructions"), str) and payload["instructions"].strip():
+                self.prompt.append(Part("prompt", payload["instructions"], label="system"))
+        elif kind == "turn_context":
+            if isinstance(payload, dict) and isinstance(payload.get("model"), str):
+                self.meta.setdefault("model", payload["model"])
+        elif kind == "compacted":
+            if isinstance(payload, dict):
+                self.compacted(payload, where)
+        elif kind == "response_item":
+            if not isinstance(payload, dict):
+                raise where.error("response_item has no object 'payload'", "payload")
+            self.response_item(payload, where)
+
+    def response_item(self, item: dict, where: Where) -> None:
+        kind = item.get("type")
+        if not isinstance(kind, str):
+            raise where.error("response item has no string 'type'", "payload.type")
+        if _is_model_item(item):
+            if not self.prev_model:
+                self.steps.append([])
+            self.prev_model = True
+            self.steps[-1].extend(self.model_parts(item, where))
+            return
+        if kind in _OUTPUT_ITEMS:
+            self.observation(_output_text(item.get("output")), "tool_result")
+        elif kind == "message":
+            self.observation(text_of(item.get("content")), str(item.get("role", "user")))
+        elif kind not in _BOOKKEEPING:
+            where.note("payload", f"response item of type {kind!r} is not read by this adapter")
+
+    def observation(self, text: str, label: str) -> None:
+        self.prev_model = False
+        if self.steps:
+            self.steps[-1].append(Part("observation", text, label=label))
+        else:
+            self.prompt.append(Part("prompt", text, label=label))
+
+    def model_parts(self, item: dict, where: Where) -> list[Draft | Part]:
+        kind = item["type"]
+        if kind == "reasoning":
+            drafts = _reasoning(item, (where.rec, "payload"), (where.rec,), where, "payload")
+            self.join_echoes(drafts, where.rec)
+            self.live.setdefault(_identity(item), drafts)
+            return drafts
+        if kind == "message":
+            return _assistant_message(item, where)
+        label, text = _call_text(item)
+        return [Part("action", text, label=label)]
+
+    def join_echoes(self, drafts: list[Draft], rec: int) -> None:
+        """Each part's ``agent_reasoning`` echo (same text, between the non-reasoning items
+        around the item) becomes a site; the item's drop takes every echo with it."""
+        at = bisect.bisect_left(self.bounds, rec)
+        lo = self.bounds[at - 1] if at else -1
+        hi = self.bounds[at] if at < len(self.bounds) else float("inf")
+        hits = []
+        for draft in drafts:
+            hit = self.echoes.take(lo, hi, draft.sites[0].path[2], draft.text)
+            if hit is not None:
+                draft.add(Site((hit, "payload", "text")))
+                hits.append((hit,))
+        for draft in drafts:
+            draft.drop.extend(hits)
+
+    def compacted(self, payload: dict, where: Where) -> None:
+        message = payload.get("message")
+        if isinstance(message, str) and message.strip():
+            self.observation(message, "compact_summary")
+        history = payload.get("replacement_history")
+        for j, item in enumerate(history if isinstance(history, list) else []):
+            if not isinstance(item, dict) or item.get("type") != "reasoning":
+                continue
+            base: Path = (where.rec, "payload", "replacement_history", j)
+            field = f"payload.replacement_history[{j}]"
+            copy = _reasoning(item, base, base, where, field)
+            live = self.live.get(_identity(item))
+            if live is not None and len(live) == len(copy):
+                for mine, theirs in zip(live, copy):
+                    mine.add(theirs.sites[0])
+                    mine.drop.append(base)
+                continue
+            if not copy:
+                continue
+            self.live[_identity(item)] = copy  # a later compaction may copy it again
+            if not self.steps:
+                self.steps.append([])
+            self.steps[-1].extend(copy)
+
+
+def _reasoning(item: dict, base: Path, drop: Path, where: Where, field: str) -> list[Draft]:
+    """The summary and content texts of one reasoning item at records path ``base``: opaque
+    when the item carries ``encrypted_content`` (an edit then drops ``drop``, the whole item:
+    its line, or its element of a replacement history)."""
+    opaque = isinstance(item.get("encrypted_content"), str) and bool(item["encrypted_content"])
+    drafts = []
+    for key in ("summary", "content"):
+        entries = item.get(key)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise where.error("must be a list or null", f"{field}.{key}")
+        for j, entry in enumerate(entries):
+            if isinstance(entry, dict) and isinstance(entry.get("text"), str):
+                mode = WriteBack.OPAQUE if opaque else WriteBack.IN_PLACE
+                drafts.append(Draft(entry["text"], [Site((*base, key, j, "text"))], write_back=mode, drop=[drop]))
+    return drafts
+
+
+def _assistant_message(item: dict, where: Where) -> list[Draft | Part]:
+    """An assistant message: its text is the action, except inline ``<think>`` elements,
+    which are reasoning; parts without text are noted."""
+    content = item.get("content")
+    if isinstance(content, str):
+        content = [{"text": content}]
+        paths = [(where.rec, "payload", "content")]
+    else:
+        content = content if isinstance(content, list) else []
+        paths = [(where.rec, "payload", "content", i, "text") for i in range(len(content))]
+    out: list[Draft | Part] = []
+    visible = []
+    for i, part in enumerate(content):
+        text = part.get("text") if isinstance(part, dict) else None
+        if not isinstance(text, str):
+            if part not in (None, {}):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                where.note(f"payload.content[{i}]", f"assistant content part of type {kind!r} has no text: not read")
+            continue
+        elements = think_elements(text)
+        for k, el in enumerate(elements):
+            if el.inner(text).strip():
+                out.append(Draft(el.inner(text), [Site(paths[i], f"think:{k}")]))
+        visible.append(outside_think(text, elements) if elements else text)
+    out.append(Part("action", "\n".join(visible), label="assistant"))
+    return out
 
 
 class _Echoes:
@@ -178,45 +323,6 @@ class _Echoes:
                 self.used.add(rec)
                 return rec
         return None
-
-
-def _model_parts(item: dict, rec: int, line: int, source: str, bounds: list[int], echoes: _Echoes) -> list[Part]:
-    kind = item["type"]
-    if kind == "reasoning":
-        return _reasoning_parts(item, rec, line, source, bounds, echoes)
-    if kind == "message":
-        return [Part("action", text_of(item.get("content")), label="assistant")]
-    label, text = _call_text(item)
-    return [Part("action", text, label=label)]
-
-
-def _reasoning_parts(item: dict, rec: int, line: int, source: str, bounds: list[int], echoes: _Echoes) -> list[Part]:
-    opaque = isinstance(item.get("encrypted_content"), str) and bool(item["encrypted_content"])
-    at = bisect.bisect_left(bounds, rec)
-    lo = bounds[at - 1] if at else -1
-    hi = bounds[at] if at < len(bounds) else float("inf")
-    found: list[tuple[str, int, str]] = []
-    for where in ("summary", "content"):
-        entries = item.get(where)
-        if entries is None:
-            continue
-        if not isinstance(entries, list):
-            raise InputError(source, "must be a list or null", line=line, field=f"payload.{where}")
-        for j, entry in enumerate(entries):
-            if isinstance(entry, dict) and isinstance(entry.get("text"), str):
-                found.append((where, j, entry["text"]))
-    matched: list[list[int]] = []
-    for where, _j, text in found:
-        hit = echoes.take(lo, hi, where, text)
-        matched.append([] if hit is None else [hit])
-    all_echoes = tuple(r for m in matched for r in m)
-    parts = []
-    for (where, j, text), hits in zip(found, matched):
-        sites = (Site((rec, "payload", where, j, "text")),) + tuple(Site((r, "payload", "text")) for r in hits)
-        ref = TextRef(sites, drop=((rec,), *((r,) for r in all_echoes)))
-        write = WriteBack.OPAQUE if opaque else WriteBack.IN_PLACE
-        parts.append(Part("reasoning", text, label="reasoning", ref=ref, write_back=write))
-    return parts
 
 
 ADAPTER = CodexAdapter()

@@ -32,7 +32,8 @@ import re
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
-from iclr_cli.formats.reading import base_name, dig, field_name, parse_document, text_of, whole
+from iclr_cli.formats.chat_reasoning import message_reasoning
+from iclr_cli.formats.reading import Where, base_name, dig, field_name, parse_document, text_of, whole
 from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, locate
 from iclr_cli.trajectory import Part, Step, Trajectory
 
@@ -40,7 +41,6 @@ _COMMAND_FENCE = re.compile(r"^```(?:bash|mswea_bash_command)[ \t]*$", re.MULTIL
 _ANY_FENCE = re.compile(r"^```", re.MULTILINE)
 _FORMAT = re.compile(rb'"trajectory_format"\s*:\s*"mini-swe-agent')
 _MARKERS = (b"mswea_bash_command", b"COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", b"MINI_SWE_AGENT_FINAL_OUTPUT")
-_REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 def thought_end(text: str) -> int | None:
@@ -70,13 +70,14 @@ class MiniSweAgentAdapter(WriteBackAdapter):
             raise InputError(source, "expected a list of messages or an object with a 'messages' list")
         prompt: list[Part] = []
         steps: list[list[Part]] = []
+        where = Where(source)
         for i, msg in enumerate(messages):
             path = (*root, i)
             if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
                 raise InputError(source, "message must be an object with a string 'role'", field=field_name(path))
             role = msg["role"]
             if role == "assistant":
-                steps.append(_assistant_parts(msg, path, source))
+                steps.append(_assistant_parts(msg, path, where))
                 continue
             label = "tool_result" if role == "tool" else role
             if steps:
@@ -91,7 +92,7 @@ class MiniSweAgentAdapter(WriteBackAdapter):
         if model:
             meta["model"] = model
         traj = Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta)
-        return Document(self.name, source, [traj], whole(data, doc))
+        return Document(self.name, source, [traj], whole(data, doc), unrecognised=where.unrecognised)
 
 
 def _model_name(doc) -> str | None:
@@ -105,21 +106,16 @@ def _raw_message(msg: dict, path: tuple) -> tuple[dict, tuple] | None:
     return (raw, (*path, "extra", "response", "choices", 0, "message")) if isinstance(raw, dict) else None
 
 
-def _assistant_parts(msg: dict, path: tuple, source: str) -> list[Part]:
-    parts: list[Part] = []
+def _assistant_parts(msg: dict, path: tuple, where: Where) -> list[Part]:
     raw = _raw_message(msg, path)
-    fields = [f for f in _REASONING_FIELDS if isinstance(msg.get(f), str) and msg[f]]
-    groups = [(f,) for f in fields] if len(fields) == 2 and msg[fields[0]] != msg[fields[1]] else ([tuple(fields)] if fields else [])
-    for group in groups:
-        text = msg[group[0]]
-        sites = [Site((0, *path, f)) for f in group]
-        if raw is not None:
-            sites += [Site((0, *raw[1], f)) for f in _REASONING_FIELDS if raw[0].get(f) == text]
-        parts.append(Part("reasoning", text, label="reasoning", ref=TextRef(tuple(sites))))
+    copies = [((0, *raw[1]), raw[0])] if raw is not None else []
+    parts = [d.part() for d in message_reasoning(msg, (0, *path), where, path, copies)]
     content = msg.get("content")
     if content is not None and not isinstance(content, (str, list)):
-        raise InputError(source, "must be a string, a list of parts or null", field=field_name((*path, "content")))
-    text, text_path = (content, (*path, "content")) if isinstance(content, str) else _first_text(content, path)
+        raise where.error("must be a string, a list of parts or null", (*path, "content"))
+    text, text_path = (content, (*path, "content")) if isinstance(content, str) else _first_text(content, path, where)
+    if "<|channel|>" in text:
+        where.note((*path, "content"), "harmony channel markup (<|channel|>) is not read by this adapter: not scored or pruned")
     calls = msg.get("tool_calls") if isinstance(msg.get("tool_calls"), list) else []
     end = thought_end(text) if text else None
     thought = text[:end] if end is not None else (text if calls else "")
@@ -141,11 +137,17 @@ def _assistant_parts(msg: dict, path: tuple, source: str) -> list[Part]:
     return parts
 
 
-def _first_text(content, path: tuple) -> tuple[str, tuple]:
+def _first_text(content, path: tuple, where: Where) -> tuple[str, tuple]:
+    """The first text part of a content list (the one mini-swe-agent writes); text in later
+    parts is noted as unrecognised."""
+    found: tuple[str, tuple] | None = None
     for k, item in enumerate(content or []):
         if isinstance(item, dict) and isinstance(item.get("text"), str):
-            return item["text"], (*path, "content", k, "text")
-    return "", (*path, "content")
+            if found is None:
+                found = item["text"], (*path, "content", k, "text")
+            elif item["text"].strip():
+                where.note((*path, "content", k), "second text part of an assistant message: not read")
+    return found or ("", (*path, "content"))
 
 
 ADAPTER = MiniSweAgentAdapter()

@@ -40,11 +40,12 @@ from collections import defaultdict
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
-from iclr_cli.formats.reading import base_name, dig, field_name, read_lines, text_of, try_document, whole
+from iclr_cli.formats.chat_reasoning import message_reasoning
+from iclr_cli.formats.reading import Where, base_name, dig, field_name, read_lines, text_of, try_document, whole
 from iclr_cli.formats.think import outside_think, think_elements
-from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, locate
+from iclr_cli.formats.writeback import Draft, Site, TextRef, WriteBackAdapter, locate
 from iclr_cli.jsonio import BAD_LINE
-from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
+from iclr_cli.trajectory import Part, Step, Trajectory
 
 _V1_KINDS = re.compile(rb'"kind"\s*:\s*"(ActionEvent|MessageEvent|ObservationEvent|SystemPromptEvent)"')
 _V0_SOURCE = re.compile(rb'"source"\s*:\s*"(agent|user|environment)"')
@@ -73,8 +74,15 @@ class _Builder:
     def __init__(self) -> None:
         self.prompt: list[Part] = []
         self.steps: list[list[Part]] = []
+        self._call: object = None
 
-    def step(self, parts: list[Part]) -> None:
+    def step(self, parts: list[Part], call: object = None) -> None:
+        """Start a step, or continue the last one when ``call`` (the model response id)
+        is the same: parallel tool calls of one model call are one step."""
+        if call is not None and call == self._call and self.steps:
+            self.steps[-1].extend(parts)
+            return
+        self._call = call
         self.steps.append(parts)
 
     def seen(self, text: str, label: str) -> None:
@@ -84,12 +92,13 @@ class _Builder:
             self.prompt.append(Part("prompt", text, label=label))
 
 
-def _thought_parts(text: str, path: tuple, mirrors: list[tuple[tuple, object]], known: dict[str, list[Site]]) -> list[Part]:
+def _thought_parts(text: str, path: tuple, mirrors: list[tuple[tuple, object]], known: dict[str, Draft]) -> list[Part]:
     """Reasoning (and visible) parts of one thought string at ``path``.
 
     ``mirrors`` are ``(path, value)`` of strings that may hold a copy (raw model response
-    content); ``known`` maps reasoning texts already made into parts to their site lists, so
-    a ``<think>`` copy of ``reasoning_content`` joins that part instead of making a new one.
+    content); ``known`` maps reasoning texts already read from the message's reasoning fields
+    to their drafts, so a ``<think>`` copy of ``reasoning_content`` joins that part instead of
+    making a new one.
     """
     if not text.strip():
         return []
@@ -105,7 +114,8 @@ def _thought_parts(text: str, path: tuple, mirrors: list[tuple[tuple, object]], 
     for k, segment in enumerate(inner):
         sites = [Site(path, f"think:{k}")] + [s for mpath, value in mirrors for s in _think_sites(value, mpath, segment)]
         if segment in known:
-            known[segment].extend(s for s in sites if s not in known[segment])
+            for site in sites:
+                known[segment].add(site)
         elif segment.strip():
             parts.append(Part("reasoning", segment, label="reasoning", ref=TextRef(tuple(sites))))
     if visible.strip():
@@ -113,21 +123,9 @@ def _thought_parts(text: str, path: tuple, mirrors: list[tuple[tuple, object]], 
     return parts
 
 
-def _open_reasoning(text: str, sites: list[Site]) -> tuple[Part, list[Site]]:
-    """A reasoning part whose site list may still grow (``<think>`` copies found later)."""
-    return Part("reasoning", text, label="reasoning", ref=None), sites
-
-
-def _freeze(pending: list[tuple[Part, list[Site]] | Part]) -> list[Part]:
-    """The finished parts: open reasoning parts get a :class:`TextRef` of their sites."""
-    out = []
-    for item in pending:
-        if isinstance(item, tuple):
-            part, sites = item
-            out.append(Part(part.kind, part.text, label=part.label, ref=TextRef(tuple(sites)), write_back=part.write_back))
-        else:
-            out.append(item)
-    return out
+def _freeze(pending: list[Draft | Part]) -> list[Part]:
+    """The finished parts: drafts become parts with their collected sites."""
+    return [item.part() if isinstance(item, Draft) else item for item in pending]
 
 
 class OpenHandsAdapter(WriteBackAdapter):
@@ -160,13 +158,15 @@ class OpenHandsAdapter(WriteBackAdapter):
                     raise InputError(source, "must be a string", line=line, field=field_name((*path[1:], key)))
         v1 = any("kind" in e for _p, e, _l in events)
         build = _Builder()
-        (_walk_v1 if v1 else _walk_v0)(events, build, source)
+        unrecognised: list = []
+        (_walk_v1 if v1 else _walk_v0)(events, build, source, unrecognised)
         meta = {"format": self.name, "version": "v1" if v1 else "v0"}
         steps = tuple(Step(i, tuple(p)) for i, p in enumerate(build.steps))
-        return Document(self.name, source, [Trajectory(f"{base_name(source)}#0", tuple(build.prompt), steps, meta=meta)], records, warnings)
+        trajectory = Trajectory(f"{base_name(source)}#0", tuple(build.prompt), steps, meta=meta)
+        return Document(self.name, source, [trajectory], records, warnings, unrecognised=unrecognised)
 
 
-def _walk_v0(events: list, build: _Builder, source: str) -> None:
+def _walk_v0(events: list, build: _Builder, source: str, unrecognised: list) -> None:
     groups: dict[str, list[tuple]] = defaultdict(list)  # model response id -> event paths
     for path, event, _line in events:
         rid = dig(event, "tool_call_metadata", "model_response", "id")
@@ -186,7 +186,9 @@ def _walk_v0(events: list, build: _Builder, source: str) -> None:
             elif event.get("source") == "agent":
                 if isinstance(event.get("id"), (int, str)):
                     agent_ids.add(event["id"])
-                build.step(_v0_action(path, event, args, groups, by_path, reasoned, source, line))
+                where = Where(source, path[0], line, unrecognised=unrecognised)
+                rid = dig(event, "tool_call_metadata", "model_response", "id")
+                build.step(_v0_action(path, event, args, groups, by_path, reasoned, where), rid if isinstance(rid, str) else None)
             elif event.get("source") == "user" and kind == "message":
                 build.seen(str(args.get("content", "")), "user")
             continue
@@ -197,7 +199,7 @@ def _walk_v0(events: list, build: _Builder, source: str) -> None:
             build.seen(content if isinstance(content, str) else text_of(content), "tool_result" if tool else "user")
 
 
-def _v0_action(path, event, args, groups, by_path, reasoned, source, line) -> list[Part]:
+def _v0_action(path, event, args, groups, by_path, reasoned, where: Where) -> list[Part]:
     meta = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), dict) else {}
     rid = dig(meta, "model_response", "id")
     rid = rid if isinstance(rid, str) else None
@@ -205,19 +207,19 @@ def _v0_action(path, event, args, groups, by_path, reasoned, source, line) -> li
     # (event path, its copy of the model's message) for every event of the same model call
     msg_paths = [(p, m) for p in (groups[rid] if rid else [path]) if isinstance(m := dig(by_path[p], *mkey), dict)]
     pending: list = []
-    known: dict[str, list[Site]] = {}
+    known: dict[str, Draft] = {}
     message = dig(meta, *mkey[1:])
-    reasoning = message.get("reasoning_content") if isinstance(message, dict) else None
-    if isinstance(reasoning, str) and reasoning.strip() and (rid is None or rid not in reasoned):
+    if isinstance(message, dict) and (rid is None or rid not in reasoned):
         reasoned.add(rid)
-        sites = [Site((*p, *mkey, "reasoning_content")) for p, m in msg_paths if m.get("reasoning_content") == reasoning]
-        pending.append(_open_reasoning(reasoning, sites))
-        known[reasoning] = sites
+        copies = [((*p, *mkey), m) for p, m in msg_paths if p != path]
+        drafts = message_reasoning(message, (*path, *mkey), where, (*path[1:], *mkey), copies)
+        pending.extend(drafts)
+        known.update((d.text, d) for d in drafts)
     kind = event["action"]
     field = "content" if kind == "message" else "thought"
     thought = args.get(field)
     if thought is not None and not isinstance(thought, str):
-        raise InputError(source, "must be a string", line=line, field=field_name((*path[1:], "args", field)))
+        raise where.error("must be a string", (*path[1:], "args", field))
     if thought and kind != "think":
         mirrors = [((*p, *mkey, "content"), m.get("content")) for p, m in msg_paths]
         parts = _thought_parts(thought, (*path, "args", field), mirrors, known)
@@ -239,18 +241,20 @@ def _v0_call_text(meta: dict, message, args: dict) -> str:
     return "\n".join(f"{k}: {v}" for k, v in args.items() if k != "thought")
 
 
-def _walk_v1(events: list, build: _Builder, source: str) -> None:
+def _walk_v1(events: list, build: _Builder, source: str, unrecognised: list) -> None:
     for path, event, line in events:
         kind = event.get("kind")
+        where = Where(source, path[0], line, unrecognised=unrecognised)
         if kind == "SystemPromptEvent":
             prompt = event.get("system_prompt")
             build.prompt.append(Part("prompt", text_of([prompt]) if isinstance(prompt, dict) else str(prompt or ""), label="system"))
         elif kind == "MessageEvent" and event.get("source") != "agent":
             build.seen(text_of(dig(event, "llm_message", "content")), "user")
         elif kind == "MessageEvent":
-            build.step(_v1_step(path, event, ("llm_message",), source, line))
+            build.step(_v1_step(path, event, ("llm_message",), where))
         elif kind == "ActionEvent":
-            build.step(_v1_step(path, event, (), source, line))
+            rid = event.get("llm_response_id")
+            build.step(_v1_step(path, event, (), where), rid if isinstance(rid, str) and rid else None)
         elif kind in _V1_OBSERVATIONS:
             obs = event.get("observation")
             text = text_of(obs.get("content")) if isinstance(obs, dict) else ""
@@ -258,23 +262,13 @@ def _walk_v1(events: list, build: _Builder, source: str) -> None:
             build.seen(text, "tool_result")
 
 
-def _v1_step(path: tuple, event: dict, at: tuple, source: str, line) -> list[Part]:
+def _v1_step(path: tuple, event: dict, at: tuple, where: Where) -> list[Part]:
     holder = dig(event, *at) if at else event
     if not isinstance(holder, dict):
-        raise InputError(source, "must be an object", line=line, field=field_name((*path[1:], *at)))
+        raise where.error("must be an object", (*path[1:], *at))
     base = (*path, *at)
-    pending: list = []
-    known: dict[str, list[Site]] = {}
-    reasoning = holder.get("reasoning_content")
-    if isinstance(reasoning, str) and reasoning.strip():
-        sites = [Site((*base, "reasoning_content"))]
-        pending.append(_open_reasoning(reasoning, sites))
-        known[reasoning] = sites
-    blocks = holder.get("thinking_blocks")
-    for k, block in enumerate(blocks if isinstance(blocks, list) else []):
-        if isinstance(block, dict) and block.get("type") == "thinking" and isinstance(block.get("thinking"), str):
-            ref = TextRef((Site((*base, "thinking_blocks", k, "thinking")),), strip_keys=(((*base, "thinking_blocks", k), "signature"),))
-            pending.append(Part("reasoning", block["thinking"], label="thinking", ref=ref, write_back=WriteBack.SIGNED))
+    pending: list = message_reasoning(holder, base, where, base[1:])
+    known: dict[str, Draft] = {d.text: d for d in pending}
     texts = holder.get("thought") if not at else holder.get("content")
     if isinstance(texts, str):
         texts = [{"text": texts}]

@@ -29,7 +29,8 @@ import re
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
-from iclr_cli.formats.reading import base_name, field_name, parse_document, text_of, whole
+from iclr_cli.formats.chat_reasoning import message_reasoning
+from iclr_cli.formats.reading import Where, base_name, field_name, parse_document, text_of, whole
 from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, locate
 from iclr_cli.trajectory import Part, Step, Trajectory
 
@@ -84,14 +85,16 @@ class SweAgentAdapter(WriteBackAdapter):
         assistants = [i for i, m in enumerate(history) if m["role"] == "assistant" and not m.get("is_demo")]
         first = assistants[0] if assistants else len(history)
         prompt = [Part("prompt", text_of(m.get("content")), label=m["role"]) for m in history[:first]]
+        where = Where(source)
         if traj:
-            steps = self._steps_from_trajectory(traj, history, assistants, source)
+            steps = self._steps_from_trajectory(traj, history, assistants, where)
         else:
-            steps = [self._step_from_history(k, history, assistants, a, source) for k, a in enumerate(assistants)]
+            steps = [self._step_from_history(k, history, assistants, a, where) for k, a in enumerate(assistants)]
         trajectory = Trajectory(f"{base_name(source)}#0", tuple(prompt), tuple(steps), meta={"format": self.name})
-        return Document(self.name, source, [trajectory], whole(data, doc))
+        return Document(self.name, source, [trajectory], whole(data, doc), unrecognised=where.unrecognised)
 
-    def _steps_from_trajectory(self, traj: list, history: list, assistants: list[int], source: str) -> list[Step]:
+    def _steps_from_trajectory(self, traj: list, history: list, assistants: list[int], where: Where) -> list[Step]:
+        source = where.source
         steps = []
         cursor = 0  # position in ``assistants`` of the next unpaired history message
         for i, entry in enumerate(traj):
@@ -115,7 +118,7 @@ class SweAgentAdapter(WriteBackAdapter):
                 if msg.get("thought") == thought and "thought" in msg:
                     sites.append(Site((0, "history", paired, "thought")))
                 sites.extend(_content_sites(msg, ("history", paired), thought))
-            parts = []
+            parts = [] if paired is None else _thinking(history[paired], paired, where)
             if thought:
                 parts.append(Part("reasoning", thought, label="reasoning", ref=TextRef(tuple(sites))))
             response = entry.get("response")
@@ -133,17 +136,26 @@ class SweAgentAdapter(WriteBackAdapter):
             steps.append(Step(i, tuple(parts)))
         return steps
 
-    def _step_from_history(self, k: int, history: list, assistants: list[int], at: int, source: str) -> Step:
+    def _step_from_history(self, k: int, history: list, assistants: list[int], at: int, where: Where) -> Step:
+        source = where.source
         msg = history[at]
         thought = _string(msg.get("thought"), source, ("history", at, "thought"))
         sites = [Site((0, "history", at, "thought"))] + _content_sites(msg, ("history", at), thought)
-        parts = [Part("reasoning", thought, label="reasoning", ref=TextRef(tuple(sites)))] if thought else []
+        parts = _thinking(msg, at, where)
+        if thought:
+            parts.append(Part("reasoning", thought, label="reasoning", ref=TextRef(tuple(sites))))
         content = text_of(msg.get("content"))
         rest = content[len(thought) :] if content.startswith(thought) else None
         parts.extend(_actions(rest, _string(msg.get("action"), source, ("history", at, "action")), msg))
         nxt = next((a for a in assistants if a > at), len(history))
         parts.extend(_observation(m) for m in history[at + 1 : nxt])
         return Step(k, tuple(parts))
+
+
+def _thinking(msg: dict, at: int, where: Where) -> list[Part]:
+    """Reasoning the model returned beside its visible thought (``thinking_blocks`` of
+    Anthropic models, ``reasoning_content``): history is what SWE-agent sends back."""
+    return [d.part() for d in message_reasoning(msg, (0, "history", at), where, ("history", at))]
 
 
 def _actions(rest: str | None, action: str, msg: dict) -> list[Part]:

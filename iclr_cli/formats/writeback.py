@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from iclr_cli.formats.base import Document, OpaqueEdits
 from iclr_cli.formats.think import replace_inner
 from iclr_cli.jsonio import JsonLine, dump_lines, dumps_document_like
-from iclr_cli.trajectory import Trajectory, WriteBack
+from iclr_cli.trajectory import Part, Trajectory, WriteBack
 
 Path = tuple
 """``(record index, key or list index, ...)``: from the list of records to one value."""
@@ -74,6 +74,37 @@ class TextRef:
     drop: tuple[Path, ...] = ()
     strip_keys: tuple[tuple[Path, str], ...] = field(default=())
     remove_when_empty: Path | None = None
+
+
+@dataclass
+class Draft:
+    """A reasoning part still being read: copies found later add sites (and drop paths)
+    before :meth:`part` freezes it into a :class:`Part` with its :class:`TextRef`."""
+
+    text: str
+    sites: list[Site]
+    label: str = "reasoning"
+    write_back: WriteBack = WriteBack.IN_PLACE
+    strip_keys: list[tuple[Path, str]] = field(default_factory=list)
+    drop: list[Path] = field(default_factory=list)
+    remove_when_empty: Path | None = None
+
+    def add(self, site: Site) -> None:
+        """Another string holding the text (ignored when known)."""
+        if site not in self.sites:
+            self.sites.append(site)
+
+    def part(self) -> Part:
+        """The finished part (``READ_ONLY`` ones carry no ref: they are never written)."""
+        if self.write_back is WriteBack.READ_ONLY:
+            return Part("reasoning", self.text, label=self.label, write_back=self.write_back)
+        ref = TextRef(tuple(self.sites), drop=tuple(self.drop), strip_keys=tuple(self.strip_keys), remove_when_empty=self.remove_when_empty)
+        return Part("reasoning", self.text, label=self.label, ref=ref, write_back=self.write_back)
+
+
+def freeze(items: Sequence[Draft | Part]) -> tuple[Part, ...]:
+    """Parts of a step read as a mix of drafts and finished parts."""
+    return tuple(item.part() if isinstance(item, Draft) else item for item in items)
 
 
 Splicer = Callable[[str, str, str, str], "str | None"]
