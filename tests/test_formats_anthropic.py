@@ -195,3 +195,45 @@ def test_sniff_does_not_claim_openai_or_plain_text_content():
     assert ADAPTER.sniff(b'[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"x","input":{}}]}]')
     for name in ("openai_chat.json", "openai_think_tags.jsonl"):
         assert registry.detect((SAMPLES / name).read_bytes(), name).name == "openai"
+
+
+def one_step(content, **extra):
+    data = json.dumps([{"role": "user", "content": "q"}, {"role": "assistant", "content": content, **extra}]).encode()
+    doc = ADAPTER.load(data, "t.json")
+    return doc, doc.trajectories[0].steps[0]
+
+
+def test_inline_think_in_text_is_reasoning_and_the_answer_stays():
+    # an open model behind an Anthropic-compatible endpoint answers with <think> in text
+    doc, step = one_step([{"type": "text", "text": "<think>plan A\n\nplan B</think>The answer."}, {"type": "tool_use", "id": "t", "name": "f", "input": {}}])
+    assert [(p.kind, p.text) for p in step.parts[:2]] == [("reasoning", "plan A\n\nplan B"), ("action", "The answer.")]
+    out = json.loads(ADAPTER.dump(doc, [doc.trajectories[0].with_steps([step.with_reasoning([""])])]))
+    assert out[1]["content"][0] == {"type": "text", "text": "<think></think>The answer."}
+    # string content, and the reply whose <think> was in the prompt
+    doc, step = one_step("plan</think>Answer.")
+    assert [(p.kind, p.text) for p in step.parts] == [("reasoning", "plan"), ("action", "Answer.")]
+    out = json.loads(ADAPTER.dump(doc, [doc.trajectories[0].with_steps([step.with_reasoning(["[SKIP]"])])]))
+    assert out[1]["content"] == "[SKIP]</think>Answer."
+
+
+def test_thinking_variants():
+    # thinking with an empty signature is unsigned: edited in place, the empty key removed
+    doc, step = one_step([{"type": "thinking", "thinking": "a", "signature": ""}, {"type": "text", "text": "x"}])
+    assert step.reasoning[0].write_back is WriteBack.IN_PLACE
+    out = json.loads(ADAPTER.dump(doc, [doc.trajectories[0].with_steps([step.with_reasoning(["b"])])]))
+    assert out[1]["content"][0] == {"type": "thinking", "thinking": "b"}
+    # a "reasoning" block with text (SDK / gateway shape) is reasoning too
+    doc, step = one_step([{"type": "reasoning", "text": "r1\n\nr2"}, {"type": "text", "text": "x"}])
+    assert [(p.kind, p.text) for p in step.parts] == [("reasoning", "r1\n\nr2"), ("action", "x")]
+    assert doc.unrecognised == []
+
+
+def test_unknown_blocks_and_foreign_reasoning_fields_are_reported():
+    data = b'[{"role": "user", "content": "q"},\n {"role": "assistant", "reasoning_content": "hidden", "content": [{"type": "mystery", "text": "?"}, {"type": "image", "source": {}}]}]'
+    doc = ADAPTER.load(data, "t.json")
+    assert [(u.line, u.field) for u in doc.unrecognised] == [(None, "[1].content[0]"), (None, "[1].reasoning_content")]
+    # JSONL: the line is named
+    jsonl = b'{"messages": [{"role": "user", "content": "q"}]}\n' + json.dumps({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}], "thinking": "t"}]}).encode() + b"\n"
+    doc = ADAPTER.load(jsonl, "t.jsonl")
+    assert [(u.line, u.field) for u in doc.unrecognised] == [(2, "messages[0].thinking")]
+    assert doc.unrecognised[0].describe("t.jsonl") == "t.jsonl:2: field 'messages[0].thinking': assistant message field 'thinking' is not part of the Anthropic format: not scored or pruned"

@@ -242,3 +242,33 @@ def test_system_text_before_the_first_turn_is_prompt_and_id_falls_back_to_the_fi
     assert traj.id == "nosession.jsonl#0"
     assert [(p.label, p.text) for p in traj.prompt] == [("system", "hooks loaded"), ("user", "go")]
     assert [p.label for p in traj.steps[0].parts] == ["reasoning"]  # the later system line is not sent to the model
+
+
+def cc_line(kind, content, **extra):
+    base = {"type": kind, "sessionId": "s", "uuid": f"u{len(extra)}", "parentUuid": None}
+    return json.dumps({**base, "message": {"role": kind, "content": content, **extra}}).encode() + b"\n"
+
+
+def test_a_session_with_no_conversation_is_an_input_error(capsys, tmp_path):
+    from iclr_cli.errors import InputError
+
+    data = b'{"type": "summary", "summary": "x", "leafUuid": "a"}\n{"type": "file-history-snapshot", "messageId": "m", "snapshot": {}}\n'
+    assert registry.detect(data, "s.jsonl").name == "claude_code"
+    with pytest.raises(InputError, match="holds no user or assistant message"):
+        ADAPTER.load(data, "s.jsonl")
+    # only a user line: it reads, but has no step, which the commands refuse
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(cc_line("user", "hello"))
+    code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "--variant", "delete-all", "-o", str(tmp_path / "o.jsonl"))
+    assert code == 2 and "holds no assistant turn" in err and not (tmp_path / "o.jsonl").exists()
+
+
+def test_unread_assistant_text_is_reported_with_its_line():
+    data = cc_line("user", "hi") + cc_line("assistant", [{"type": "text", "text": "<think>why</think>ok"}], id="m1") + cc_line("assistant", [{"type": "fancy_block", "x": 1}], id="m2", reasoning_content="r")
+    doc = ADAPTER.load(data, "s.jsonl")
+    [traj] = doc.trajectories
+    assert [p.text for s in traj.steps for p in s.reasoning] == ["why"]
+    assert [(u.line, u.field) for u in doc.unrecognised] == [(3, "message.content[0]"), (3, "message.reasoning_content")]
+    out = ADAPTER.dump(doc, [traj.with_steps([traj.steps[0].with_reasoning([""]), traj.steps[1]])])
+    assert json.loads(out.splitlines()[1])["message"]["content"] == [{"type": "text", "text": "<think></think>ok"}]
+    assert out.splitlines()[0] + b"\n" == data.splitlines(keepends=True)[0]

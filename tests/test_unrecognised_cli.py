@@ -1,0 +1,58 @@
+"""``score`` / ``prune`` on input with assistant text no adapter reads: warned per item with
+file, line and field, counted as ``unrecognised``, and an input error with ``--strict``
+(issue 9 section 1)."""
+
+import json
+import re
+
+import pytest
+
+from format_helpers import run_cli
+
+LINES = [
+    {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "a\n\nb"}, {"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]},
+    {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "reasoning_content": "hidden", "content": [{"type": "mystery", "text": "?"}]}]},
+]
+
+
+@pytest.fixture
+def messages(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(b"".join(json.dumps(x).encode() + b"\n" for x in LINES))
+    return path
+
+
+@pytest.mark.parametrize("command", ["score", "prune"])
+def test_warned_with_line_and_field_and_counted(capsys, messages, tmp_path, command):
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, command, str(messages), "--model", "fake", "-o", str(out))
+    assert code == 0, err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:") and "not read as reasoning" in line]
+    assert len(warnings) == 2
+    assert f"{messages}:2: field 'messages[1].content[0]'" in warnings[0] and "'mystery'" in warnings[0]
+    assert f"{messages}:2: field 'messages[1].reasoning_content'" in warnings[1]
+    assert re.search(r"unrecognised\s*│\s*2\b", err)
+
+
+@pytest.mark.parametrize("command", ["score", "prune"])
+def test_strict_is_an_input_error_and_writes_nothing(capsys, messages, tmp_path, command):
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, command, str(messages), "--model", "fake", "--strict", "-o", str(out))
+    assert code == 2
+    assert "2 assistant-turn texts in fields or markup not read as reasoning or action (--strict)" in err
+    assert not out.exists()
+
+
+def test_strict_passes_a_file_read_in_full(capsys, tmp_path):
+    path = tmp_path / "ok.jsonl"
+    path.write_bytes(json.dumps(LINES[0]).encode() + b"\n")
+    code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "--strict", "--variant", "delete-all", "-o", str(tmp_path / "o"))
+    assert code == 0, err
+    assert re.search(r"unrecognised\s*│\s*0\b", err)
+
+
+def test_a_file_that_sniffs_but_holds_no_step_is_an_input_error(capsys, tmp_path):
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes(b'{"type": "session_meta", "payload": {"id": "s"}}\n')
+    code, _, err = run_cli(capsys, "score", str(path), "--model", "fake")
+    assert code == 2 and "read as codex" in err and "holds no assistant turn" in err
