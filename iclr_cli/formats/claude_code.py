@@ -32,7 +32,10 @@ Decisions (this project's own; the Claude Code format documents none of this):
   A fully deleted thinking block is removed from its line's ``content`` only when the line
   holds other blocks; Claude Code lines hold one block each, so there it stays as
   ``{"type": "thinking", "thinking": ""}``: no line is ever dropped, because later lines
-  point at it through ``parentUuid``.
+  point at it through ``parentUuid``. All of this goes through the one engine
+  (:mod:`iclr_cli.formats.writeback`).
+- A file with no user or assistant line (only bookkeeping) is an input error, never a
+  silent empty result.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ first assistant message. Step: one assistant message and the messages after it u
 one (tool results, format-error user messages, the exit message).
 
 Reasoning (METHOD.md), all edited in place:
-- ``reasoning_content`` / ``reasoning`` on the message (one part when both hold the same text);
+- the message's reasoning fields (``reasoning_content``, ``reasoning``, ``thinking``,
+  ``thinking_blocks``), read by :mod:`iclr_cli.formats.chat_reasoning` (one part per distinct
+  text; ``reasoning_details`` is reported as unrecognised and leaves them unread);
 - in the text of ``content``: the text before the command block (the first fenced block
   opened as ```` ```bash ```` or ```` ```mswea_bash_command ````, else the first fenced block of
   any kind): the THOUGHT. The block and what follows is the action. When the message has
@@ -20,6 +22,8 @@ Reasoning (METHOD.md), all edited in place:
   neither a block nor calls (a format error) is an action: it is visible output, not reasoning.
 - v2 keeps a copy of each message in ``extra.response.choices[0].message``; the copy of a
   reasoning text (same field, same text or the same prefix) is edited with it.
+
+Unrecognised (reported): harmony channel markup in ``content``, text in a second content part.
 
 The real v2 sample (gpt-5-mini through litellm) has ``content: null`` on every assistant
 message and its reasoning is hidden (only ``reasoning_tokens`` counts): 0 reasoning blocks

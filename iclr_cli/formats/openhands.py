@@ -14,9 +14,11 @@ V1 (OpenHands software-agent-sdk): events have ``kind``: ``SystemPromptEvent``,
 ``reasoning_content``, ``thinking_blocks``, ``tool_call``), ``ObservationEvent``,
 ``AgentErrorEvent``, ``UserRejectObservation``; other kinds are bookkeeping.
 
-Steps (docs/FORMAT.md): a step is one agent action event (V0: ``source: "agent"`` with an
-``action`` other than ``system``; V1: ``ActionEvent``, or ``MessageEvent`` from the agent)
-with the observations and user messages after it up to the next agent action. P is every
+Steps (docs/FORMAT.md): a step is one model call: an agent action event (V0: ``source:
+"agent"`` with an ``action`` other than ``system``; V1: ``ActionEvent``, or ``MessageEvent``
+from the agent), the action events right after it from the same model response (parallel
+tool calls: V0 ``model_response.id``, V1 ``llm_response_id``), and the observations and user
+messages after them up to the next model call. P is every
 system prompt and user message before the first step. State changes, ``null`` events and
 ``recall`` actions are not shown to the model and are not parts.
 
@@ -24,11 +26,12 @@ Reasoning (METHOD.md), one part per text, scored once:
 - V0 ``args.thought``, V1 ``thought`` text: the agent's thought before its action. When it
   holds ``<think>...</think>``, the inside of each element is the reasoning and the rest is
   visible text (an action).
-- ``reasoning_content`` (V0: in ``model_response.choices[0].message``; V1: on the event).
-  When a ``<think>`` element of the thought holds the same text, it is the same reasoning:
-  one part, and an edit is written into both.
-- V1 ``thinking_blocks`` of type ``thinking`` (Anthropic): :attr:`WriteBack.SIGNED`; an edited
-  block loses its ``signature``. ``redacted_thinking`` is passed through untouched.
+- the reasoning fields of the model's message (V0: ``model_response.choices[0].message``; V1:
+  the event, or its ``llm_message``): ``reasoning_content``, ``thinking_blocks`` (signed: an
+  edited block loses its ``signature``), ``responses_reasoning_item`` (opaque with
+  ``encrypted_content``), read by :mod:`iclr_cli.formats.chat_reasoning`. When a ``<think>``
+  element of the thought holds the same text, it is the same reasoning: one part, and an edit
+  is written into both.
 - The copies in the raw model response of every event of the same model call (V0) are
   edited with the part. ``think`` tool calls are actions: tool arguments are never edited.
 """

@@ -20,7 +20,9 @@ Reasoning: ``thought`` only (METHOD.md), edited in place. The same text sits in 
 places; it is one part, scored once, and an edit is written into each place that holds it:
 ``trajectory[i].thought`` and the paired history ``thought`` (whole strings), and
 ``trajectory[i].response`` and the history ``content`` (where the thought is their prefix, or
-occurs exactly once; otherwise those strings are left as they are).
+occurs exactly once; otherwise those strings are left as they are). The paired history
+message's own reasoning fields (``thinking_blocks`` of Anthropic models, ``reasoning_content``)
+are reasoning parts before the thought (:mod:`iclr_cli.formats.chat_reasoning`).
 """
 
 from __future__ import annotations
