@@ -85,8 +85,10 @@ def require_steps(adapter: FormatAdapter, source: str, steps: int, trajectories:
     raise InputError(source, f"read as {adapter.name} ({adapter.description}), but it holds {what}: nothing to score or prune. If it is another format, name it with --format")
 
 
-def load(path: str, fmt: str | None = None, *, skip_bad_lines: bool = False) -> tuple[FormatAdapter, Document]:
+def load(path: str, fmt: str | None = None, *, skip_bad_lines: bool = False, allow_empty: bool = False) -> tuple[FormatAdapter, Document]:
     """Read ``path`` (``-`` for stdin) with the named adapter or the detected one.
+    ``allow_empty`` accepts a file with no step (a replay run that ended before its first
+    turn); user input never gets it.
 
     Raises:
         InputError: for an unreadable or unknown file, a bad record, or one with no step.
@@ -94,5 +96,6 @@ def load(path: str, fmt: str | None = None, *, skip_bad_lines: bool = False) -> 
     data = read_input(path)
     adapter = get(fmt) if fmt else detect(data, path)
     doc = adapter.load(data, path, skip_bad_lines=skip_bad_lines)
-    require_steps(adapter, path, sum(len(t.steps) for t in doc.trajectories), len(doc.trajectories))
+    if not allow_empty:
+        require_steps(adapter, path, sum(len(t.steps) for t in doc.trajectories), len(doc.trajectories))
     return adapter, doc

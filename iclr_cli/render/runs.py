@@ -177,7 +177,7 @@ def _with_files(run_dir: str, record: dict) -> RunRecord:
 
     trajectory = None
     if isinstance(record.get("trajectory"), str):
-        docs = registry.load(str(Path(run_dir) / record["trajectory"]))[1].trajectories
+        docs = registry.load(str(Path(run_dir) / record["trajectory"]), allow_empty=True)[1].trajectories
         trajectory = docs[0] if docs else None
     usage = None
     if isinstance(record.get("requests_log"), str):
