@@ -322,3 +322,15 @@ def test_unread_items_and_text_are_reported_with_their_line():
 def test_real_rollout_has_nothing_unrecognised():
     realdata("codex_rollout")
     assert ADAPTER.load(REAL.read_bytes(), str(REAL)).unrecognised == []
+
+
+def test_items_with_only_encrypted_content_are_counted_in_a_warning():
+    lines = [
+        {"type": "session_meta", "payload": {"id": "s"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}},
+        {"type": "response_item", "payload": {"type": "reasoning", "summary": [], "content": None, "encrypted_content": "E1"}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c"}},
+    ]
+    doc = ADAPTER.load(b"".join(json.dumps(x).encode() + b"\n" for x in lines), "r.jsonl")
+    assert doc.trajectories[0].steps[0].reasoning == ()
+    assert doc.warnings == ["r.jsonl: 1 reasoning items hold only encrypted_content (no summary text): nothing there to score or prune"]

@@ -131,3 +131,12 @@ def test_cli_score_real_file_gives_one_record_per_block(capsys, tmp_path, name):
     [traj] = ADAPTER.load((FOLDER / name).read_bytes(), name).trajectories
     assert len(rows) == sum(len(split_blocks(p.text).blocks) for s in traj.steps for p in s.reasoning)
     assert all(isinstance(r["entropy_bits"], float) and r["n_tokens"] > 0 for r in rows)
+
+
+def test_v2_hidden_reasoning_is_said_not_silent():
+    realdata("mini_swe_agent")
+    doc = ADAPTER.load(V2.read_bytes(), "v2.json")
+    # 12 assistant messages with content null; 9 of them report reasoning_tokens > 0
+    # (64, 0, 0, 1792, 2240, 128, 960, 448, 0, 64, 448, 704)
+    assert doc.warnings == ["v2.json: 9 assistant messages report reasoning_tokens but hold no reasoning text (the provider hid it): nothing there to score or prune"]
+    assert ADAPTER.load(V1.read_bytes(), "v1.json").warnings == []

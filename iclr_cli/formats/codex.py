@@ -137,6 +137,8 @@ class CodexAdapter(WriteBackAdapter):
         traj_id = reader.traj_id or f"{base_name(source)}#0"
         steps = tuple(Step(i, freeze(p)) for i, p in enumerate(reader.steps))
         traj = Trajectory(traj_id, tuple(reader.prompt), steps, meta=reader.meta)
+        if reader.sealed:
+            warnings.append(f"{source}: {reader.sealed} reasoning items hold only encrypted_content (no summary text): nothing there to score or prune")
         return Document(self.name, source, [traj], records, warnings, unrecognised=reader.unrecognised)
 
 
@@ -156,6 +158,7 @@ class _Reader:
         # echoes of a reasoning item lie between the non-reasoning response items around it
         self.bounds = [rec for rec, it in self.items if it.get("type") != "reasoning"]
         self.live: dict[str, list[Draft]] = {}  # reasoning item identity -> its parts
+        self.sealed = 0  # reasoning items with encrypted_content and no text
         self.prev_model = False
 
     def record(self, rec: int, value: object, line: int) -> None:
@@ -209,6 +212,7 @@ class _Reader:
         kind = item["type"]
         if kind == "reasoning":
             drafts = _reasoning(item, (where.rec, "payload"), (where.rec,), where, "payload")
+            self.sealed += not drafts and bool(item.get("encrypted_content"))
             self.join_echoes(drafts, where.rec)
             self.live.setdefault(_identity(item), drafts)
             return drafts

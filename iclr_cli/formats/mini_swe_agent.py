@@ -74,6 +74,7 @@ class MiniSweAgentAdapter(WriteBackAdapter):
             raise InputError(source, "expected a list of messages or an object with a 'messages' list")
         prompt: list[Part] = []
         steps: list[list[Part]] = []
+        hidden = 0  # assistant messages whose reasoning the provider kept back
         where = Where(source)
         for i, msg in enumerate(messages):
             path = (*root, i)
@@ -82,6 +83,8 @@ class MiniSweAgentAdapter(WriteBackAdapter):
             role = msg["role"]
             if role == "assistant":
                 steps.append(_assistant_parts(msg, path, where))
+                tokens = dig(msg, "extra", "response", "usage", "completion_tokens_details", "reasoning_tokens")
+                hidden += isinstance(tokens, int) and tokens > 0 and not any(p.kind == "reasoning" for p in steps[-1])
                 continue
             label = "tool_result" if role == "tool" else role
             if steps:
@@ -96,7 +99,8 @@ class MiniSweAgentAdapter(WriteBackAdapter):
         if model:
             meta["model"] = model
         traj = Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta)
-        return Document(self.name, source, [traj], whole(data, doc), unrecognised=where.unrecognised)
+        warnings = [f"{source}: {hidden} assistant messages report reasoning_tokens but hold no reasoning text (the provider hid it): nothing there to score or prune"] if hidden else []
+        return Document(self.name, source, [traj], whole(data, doc), warnings, unrecognised=where.unrecognised)
 
 
 def _model_name(doc) -> str | None:
