@@ -13,7 +13,6 @@ real data. The default 8,192-token run is measured in BENCHMARKS.md instead.
 """
 
 import math
-from pathlib import Path
 
 import orjson
 import pytest
@@ -29,7 +28,7 @@ from iclr_cli.formats import registry  # noqa: E402
 from iclr_cli.pipeline import compress_document, open_inputs, score_records  # noqa: E402
 from iclr_cli.policies import parse_variant  # noqa: E402
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+from format_helpers import REALDATA as REAL  # noqa: E402
 FILES = sorted(p for d in ("claude_code", "openai_chat_reasoning") for p in (REAL / d).glob("*") if p.is_file())
 
 
