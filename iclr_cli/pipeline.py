@@ -7,24 +7,35 @@ same adapter writes it back. Commands (``score``, ``prune``, ``convert``) are th
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import get_args
 
+from iclr_cli.blocks import SPLITTERS
 from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories
 from iclr_cli.errors import UsageError
 from iclr_cli.formats import registry
 from iclr_cli.jsonio import read_input
-from iclr_cli.formats.base import Document, FormatAdapter
+from iclr_cli.formats.base import Document, FormatAdapter, OpaqueEdits
 from iclr_cli.policies import Variant
-from iclr_cli.scoring.base import Scorer, Tokenizer
+from iclr_cli.scoring.base import Overflow, Scorer, Tokenizer
+from iclr_cli.scoring.loading import DTYPES
+from iclr_cli.token_accounting import ReasoningTokens, account, token_counter
+from iclr_cli.trajectory import Trajectory, WriteBack
 
 
 @dataclass(frozen=True)
 class ScorerConfig:
-    """How to build the proxy scorer (CLI options of ``score`` and ``prune``).
+    """How to build the proxy scorer (CLI options of ``score``, ``prune`` and ``replay``).
 
     ``model``: ``smollm2`` (embedded default), ``fake``, a local folder, a GGUF file or a
     cached Hugging Face id. ``max_tokens``: input limit before ``min`` with the proxy's
-    maximum positions. ``dtype``: ``float32`` (default) or ``bfloat16`` (entropies change).
+    maximum positions. ``overflow``: one of :data:`OVERFLOWS`. ``dtype``: one of
+    :data:`DTYPES`, ``float32`` by default (METHOD.md: lower precision is an opt-in; entropies
+    change).
+
+    Raises:
+        UsageError: for an ``overflow`` or ``dtype`` outside those choices (the one validator
+            behind the CLI's enum options, for callers that build a config themselves).
     """
 
     model: str = "smollm2"
@@ -34,6 +45,34 @@ class ScorerConfig:
     prefix_cache: bool = True
     batch_size: int = 8
     device: str | None = None
+
+    def __post_init__(self) -> None:
+        check_choice("--overflow", self.overflow, OVERFLOWS)
+        check_choice("--dtype", self.dtype, DTYPES)
+
+
+OVERFLOWS: tuple[str, ...] = get_args(Overflow)
+"""``--overflow`` choices: ``window`` (project default) and ``skip`` (the paper's rule)."""
+
+
+def check_choice(option: str, value: str, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices``.
+
+    Raises:
+        UsageError: naming the option and the choices otherwise.
+    """
+    if value not in choices:
+        raise UsageError(f"{option} must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
+def check_splitter(split: str) -> str:
+    """``split`` if it names a block splitter (:data:`iclr_cli.blocks.SPLITTERS`).
+
+    Raises:
+        UsageError: otherwise.
+    """
+    return check_choice("--split", split, SPLITTERS)
 
 
 @dataclass
@@ -155,18 +194,63 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
                 }
 
 
+def written_trajectories(adapter: FormatAdapter, doc: Document, compressed: Sequence[Trajectory], opaque: OpaqueEdits) -> list[Trajectory]:
+    """The trajectories as really written by ``adapter.dump`` (HELPERS.md, "What was actually
+    written"): what the token accounting of ``prune`` counts.
+
+    An adapter that knows more (items dropped with edited siblings, copies kept in sync) says
+    so with a ``written(doc, trajectories, opaque=...)`` method. Otherwise the provider rule of
+    METHOD.md is applied part by part: an edited reasoning part whose item is encrypted
+    (:attr:`WriteBack.OPAQUE`) was dropped whole (``""``) under ``--encrypted-reasoning drop``,
+    or left as generated under ``keep``; every other part was written as compressed.
+    """
+    written = getattr(adapter, "written", None)
+    if written is not None:
+        return list(written(doc, compressed, opaque=opaque))
+    out = []
+    for original, edited in zip(doc.trajectories, compressed):
+        steps = []
+        for old_step, new_step in zip(original.steps, edited.steps):
+            texts = []
+            for old, new in zip(old_step.reasoning, new_step.reasoning):
+                if old.write_back is WriteBack.OPAQUE and new.text != old.text:
+                    texts.append("" if opaque is OpaqueEdits.DROP else old.text)
+                else:
+                    texts.append(new.text)
+            steps.append(new_step.with_reasoning(texts) if texts != [p.text for p in new_step.reasoning] else new_step)
+        out.append(edited.with_steps(steps))
+    return out
+
+
+def account_written(results: Sequence[CompressionResult], written: Sequence[Trajectory], tokenizer: Tokenizer) -> list[CompressionResult]:
+    """``results`` with every step's token accounting redone on the text as written (see
+    :func:`written_trajectories`); unchanged where the writer wrote what compression made."""
+    count = token_counter(tokenizer)
+    out = []
+    for result, traj in zip(results, written, strict=True):
+        if traj == result.compressed:
+            out.append(result)
+            continue
+        reports = []
+        for report, old_step, new_step in zip(result.steps, result.original.steps, traj.steps):
+            pairs = [(o.text, n.text) for o, n in zip(old_step.reasoning, new_step.reasoning)]
+            reports.append(replace(report, tokens=account(count, pairs)))
+        out.append(replace(result, steps=tuple(reports)))
+    return out
+
+
 @dataclass
 class Summary:
-    """Totals over a run, for the stderr summary of ``prune`` and ``score``."""
+    """Totals over a run, for the stderr summary of ``prune`` and ``score``.
+
+    ``tokens`` is the reasoning-token accounting (:mod:`iclr_cli.token_accounting`)."""
 
     trajectories: int = 0
     steps: int = 0
     steps_with_reasoning: int = 0
     blocks: int = 0
     removed: int = 0
-    tokens_before: int = 0
-    tokens_after: int = 0
-    tokens_removed: int = 0
+    tokens: ReasoningTokens = ReasoningTokens()
     skipped: list[str] = field(default_factory=list)
     windowed: int = 0
 
@@ -178,12 +262,10 @@ class Summary:
 
     def _add_step(self, report: StepReport) -> None:
         self.steps += 1
-        self.steps_with_reasoning += bool(report.tokens_before)
+        self.steps_with_reasoning += bool(report.tokens.generated)
         self.blocks += len(report.blocks)
         self.removed += report.n_removed
-        self.tokens_before += report.tokens_before
-        self.tokens_after += report.tokens_after
-        self.tokens_removed += report.tokens_removed
+        self.tokens = self.tokens + report.tokens
         self.windowed += report.windowed
         if report.skipped and report.blocks:
             self.skipped.append(f"{report.trajectory} step {report.step}: {report.skipped}")

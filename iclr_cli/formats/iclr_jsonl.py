@@ -159,6 +159,10 @@ class IclrJsonlAdapter:
         plain = Document(doc.format, doc.source, [_in_place(t) for t in doc.trajectories], doc.state, doc.warnings)
         return write_back(doc.state, plain, trajectories, opaque)  # type: ignore[arg-type]
 
+    def written(self, doc: Document, trajectories: Sequence[Trajectory], *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> list[Trajectory]:
+        """What :meth:`dump` writes, for the token accounting: every edit as it stands."""
+        return list(trajectories)
+
 
 def _in_place(traj: Trajectory) -> Trajectory:
     def fix(p: Part) -> Part:
