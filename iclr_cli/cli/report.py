@@ -18,6 +18,7 @@ def report(
     model: opt.Model = "smollm2",
     max_tokens: opt.MaxTokens = 42_000,
     width: Annotated[Optional[int], typer.Option("--width", min=40, help="Table width in columns (default: the terminal's).")] = None,
+    force: opt.Force = False,
     quiet: opt.Quiet = False,
 ) -> None:
     """Summarise a replay run per variant (the rules of 'iclr replay''s summary): mean
@@ -33,6 +34,10 @@ def report(
     from iclr_cli.render.output import Output
     from iclr_cli.replay.summary import summarize, to_records
 
+    if html:
+        from iclr_cli.jsonio import output_path
+
+        output_path(html, force=force)  # refuse an unwritable --html file before any work
     records = runs.load_run(run_dir)
     rows = summarize([r.record for r in records])
     out = Output(None, quiet=quiet)
@@ -50,7 +55,7 @@ def report(
 
         heat = _heat_map(records, heatmap, model, max_tokens, out)
         figures = report_html.build_figures(records, heat)
-        write_output(html, report_html.render_html(f"iclr replay report: {Path(run_dir).resolve().name}", rows, figures).encode("utf-8"))
+        write_output(html, report_html.render_html(f"iclr replay report: {Path(run_dir).resolve().name}", rows, figures).encode("utf-8"), force=force)
         out.info(f"wrote {html}")
 
 
