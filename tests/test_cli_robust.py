@@ -289,3 +289,14 @@ def test_summary_accounting_adds_up(chat_file, capsys, tmp_path):
     assert generated == kept + deleted and written == kept + int(marker_tokens)
     assert int(markers) == 4  # two steps, 3 blocks each: floor(0.8 * 3) = 2 per step
     assert summary_value(err, "deletion ratio (deleted / generated)") == f"{deleted / generated:.3f}"
+
+
+def test_replay_imports_nothing_from_cli():
+    """Issue 9 section 6: the replay library stands on its own (serve and tests use it)."""
+    import ast
+
+    for path in sorted((REPO / "iclr_cli" / "replay").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            assert not any(n == "iclr_cli.cli" or n.startswith("iclr_cli.cli.") for n in names), f"{path.name} imports {names}"
