@@ -48,7 +48,13 @@ def report(
     else:
         from iclr_cli.render import diff_view, report_view
 
-        report_view.paint(diff_view.make_console(width=width), Path(run_dir).name, rows)
+        import sys
+
+        from iclr_cli.render.output import FULL_WIDTH
+
+        # Off a terminal (a pipe, a log) the table keeps its full width instead of 80 columns.
+        full = width or (None if sys.stdout.isatty() else FULL_WIDTH)
+        report_view.paint(diff_view.make_console(width=full), Path(run_dir).name, rows)
     if html:
         from iclr_cli.jsonio import write_output
         from iclr_cli.render import report_html

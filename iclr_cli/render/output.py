@@ -19,7 +19,7 @@ import orjson
 from iclr_cli.errors import Interrupted
 from iclr_cli.jsonio import open_output, output_path, write_output
 
-_FULL_WIDTH = 100_000  # "as wide as the table": rich tables never pad past their own width
+FULL_WIDTH = 100_000  # "as wide as the table": rich tables never pad past their own width
 
 
 class Output:
@@ -60,7 +60,7 @@ class Output:
 
             width = self.width
             if width is None and not sys.stderr.isatty():
-                width = _FULL_WIDTH
+                width = FULL_WIDTH
             self._err_console = Console(stderr=True, highlight=False, width=width)
         return self._err_console
 
