@@ -254,6 +254,21 @@ class Summary:
     skipped: list[str] = field(default_factory=list)
     windowed: int = 0
 
+    @property
+    def tokens_before(self) -> int:
+        """Reasoning tokens as generated."""
+        return self.tokens.generated
+
+    @property
+    def tokens_after(self) -> int:
+        """Reasoning tokens as written (kept text plus ``[SKIP]`` markers)."""
+        return self.tokens.written
+
+    @property
+    def tokens_removed(self) -> int:
+        """Reasoning tokens deleted."""
+        return self.tokens.deleted
+
     def add(self, results: Sequence[CompressionResult]) -> None:
         for result in results:
             self.trajectories += 1
