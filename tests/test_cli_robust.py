@@ -300,3 +300,21 @@ def test_replay_imports_nothing_from_cli():
         for node in ast.walk(tree):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names] if isinstance(node, ast.Import) else []
             assert not any(n == "iclr_cli.cli" or n.startswith("iclr_cli.cli.") for n in names), f"{path.name} imports {names}"
+
+
+def test_sigint_stops_a_command_started_with_sigint_ignored(tmp_path):
+    """A shell starts background jobs with SIGINT ignored; iclr still stops on it."""
+    fifo = tmp_path / "input.json"
+    os.mkfifo(fifo)
+    out = tmp_path / "out.json"
+    proc = _iclr("prune", str(fifo), "--format", "openai", "--model", "fake", "-o", str(out),
+                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    writer = _wait_for_reader(fifo, proc)
+    try:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        os.close(writer)
+    assert proc.returncode == 130
+    assert err.decode().strip() == f"iclr: interrupted: interrupted after 0 trajectories; nothing written, {out} was not created"
+    assert not out.exists()

@@ -59,11 +59,26 @@ def _click_exceptions() -> tuple[type, type, type, type]:
     return base(typer.BadParameter, "ClickException"), base(typer.BadParameter, "UsageError"), typer.Exit, typer.Abort
 
 
+def _interruptible() -> None:
+    """Make SIGINT raise KeyboardInterrupt even when it was inherited as ignored.
+
+    A shell starts ``iclr ... &`` with SIGINT ignored, so ``kill -INT`` (or a Ctrl-C that
+    reaches the job) would be silently dropped and the run would go on to exit 0; every
+    command stops cleanly on KeyboardInterrupt instead (exit 130, nothing half-written).
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; never returns (exits with the command's code)."""
     from iclr_cli.errors import IclrError
 
     click_error, usage_error, exit_, abort = _click_exceptions()
+    _interruptible()
     app = build_app()
     from iclr_cli.errors import Interrupted
 
