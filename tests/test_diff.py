@@ -6,11 +6,11 @@ from __future__ import annotations
 import io
 import json
 import re
-from pathlib import Path
 
 import orjson
 import pytest
 
+from format_helpers import REALDATA
 from goldens import assert_golden
 from iclr_cli.blocks import SKIP
 from iclr_cli.cli.app import main
@@ -259,7 +259,7 @@ def test_long_output_on_a_terminal_goes_through_the_pager(monkeypatch):
     assert shown == [] and "block 29" in buf.getvalue()
 
 
-REAL = Path(__file__).resolve().parents[1].parent / "shared" / "realdata" / "claude_code" / "spotter_258c7280_main_session_slice.jsonl"
+REAL = REALDATA / "claude_code" / "spotter_258c7280_main_session_slice.jsonl"
 
 
 @pytest.mark.skipif(not REAL.exists(), reason=f"real transcripts not present at {REAL}")

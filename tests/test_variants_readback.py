@@ -100,17 +100,24 @@ def test_codex_edits_read_back_as_written_with_either_encrypted_choice(opaque):
 
 @pytest.fixture(scope="module")
 def smollm2():
-    """The SmolLM2 tokenizer when its cache is already prepared (``iclr model prepare``)."""
+    """The SmolLM2 tokenizer when its cache is already prepared (``iclr model prepare``), in
+    ``$ICLR_CACHE_DIR`` or in the user cache (other tests point the variable at a temp dir)."""
+    import platformdirs
+
     from iclr_cli.errors import UsageError
     from iclr_cli.scoring import loading
 
-    try:
-        source = loading.resolve("smollm2")
-    except UsageError as exc:
-        pytest.skip(str(exc))
-    if not (source.folder / "tokenizer.json").is_file():
-        pytest.skip("the proxy cache is not prepared (run: iclr model prepare)")
-    return loading.load_tokenizer("smollm2")
+    for root in (None, platformdirs.user_cache_dir("iclr")):
+        with pytest.MonkeyPatch.context() as mp:
+            if root is not None:
+                mp.setenv("ICLR_CACHE_DIR", root)
+            try:
+                source = loading.resolve("smollm2")
+            except UsageError as exc:
+                pytest.skip(str(exc))
+            if (source.folder / "tokenizer.json").is_file():
+                return loading.load_tokenizer("smollm2")
+    pytest.skip("the proxy cache is not prepared (run: iclr model prepare)")
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
