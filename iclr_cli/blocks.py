@@ -4,17 +4,22 @@
 pieces are not blocks, and whitespace at the edges of a block belongs to the separators: both
 are folded into ``seps`` so that ``join(split(text)) == text`` for every string.
 
-Two kinds of block are never candidates for removal (this project's decisions, README
-"Method decisions"): a block whose whole text is the literal ``[SKIP]`` (removed by an earlier
-compression), and a block holding a text-encoded tool call (DeepSeek-R1 style
-``<function=...>``, ``<tool_call>``, ``<｜tool▁call▁begin｜>``), because agent frameworks parse
-the call out of the reasoning and removing it would remove an action.
+One block rule for every variant (this project's decision, README "How the method is
+implemented"; issue 9 section 2). Two kinds of block are never candidates: a block whose whole
+text is the literal ``[SKIP]`` (removed by an earlier compression), and a block holding a
+text-encoded tool call (DeepSeek-R1 style ``<function=...>``, ``<tool_call>``,
+``<｜tool▁call▁begin｜>``), because agent frameworks parse the call out of the reasoning and
+removing it would remove an action. Every variant (``iclr``, ``step-only``, ``delete-all``,
+``random-R``) edits reasoning only through :meth:`Split.edit`, which refuses to touch anything
+but a candidate block, so the rule lives here and nowhere else. Separators (the blank lines and
+the whitespace at block edges that format parsers rely on, e.g. the blank line between a
+mini-swe-agent THOUGHT and its fenced command) are never edited either.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 SKIP = "[SKIP]"
@@ -51,6 +56,38 @@ class Split:
         for block, sep in zip(blocks, self.seps[1:]):
             out.append(block)
             out.append(sep)
+        return "".join(out)
+
+    def edit(self, changes: Mapping[int, str | None]) -> str:
+        """The text with candidate blocks changed: ``changes[i]`` is block i's new text, or
+        ``None`` to remove the block.
+
+        Separators are never edited. A removed block takes the separator after it along (the
+        layout between the blocks that stay is unchanged); when no block is left at all the
+        result is ``""`` (a reasoning deleted in full is empty, not a run of blank lines).
+
+        Raises:
+            ValueError: when ``changes`` names a block that is not a candidate (a ``[SKIP]``
+                marker or a text-encoded tool call: the one block rule), or no block at all.
+        """
+        for i in changes:
+            if not 0 <= i < len(self.blocks):
+                raise ValueError(f"no block {i} (the text has {len(self.blocks)})")
+            if not is_candidate(self.blocks[i]):
+                raise ValueError(f"block {i} is not a candidate for removal ({self.blocks[i][:40]!r})")
+        kept: list[tuple[int, str]] = []
+        for i, block in enumerate(self.blocks):
+            new = changes.get(i, block)
+            if new is not None:
+                kept.append((i, new))
+        if not kept:
+            return ""
+        out = [self.seps[0]]
+        for n, (i, text) in enumerate(kept):
+            out.append(text)
+            # The separator after a kept block, unless blocks after it were removed up to
+            # the end: then the text keeps its own trailing separator.
+            out.append(self.seps[i + 1] if n + 1 < len(kept) else self.seps[-1])
         return "".join(out)
 
     @property
@@ -102,8 +139,15 @@ def is_protected(block: str) -> bool:
 
 
 def is_candidate(block: str) -> bool:
-    """True when ``block`` may be scored and removed (neither ``[SKIP]`` nor a tool call)."""
+    """True when ``block`` may be scored, counted in N and removed or edited by a variant
+    (neither ``[SKIP]`` nor a text-encoded tool call). The one block rule (module docstring)."""
     return not is_skip(block) and not is_protected(block)
+
+
+def candidates(splits: Sequence[Split]) -> list[tuple[int, int]]:
+    """``(part, block)`` of every candidate block of a step's reasoning parts, in order: the
+    blocks that are scored, numbered (``block`` of ``iclr score``) and counted in N."""
+    return [(pi, bi) for pi, sp in enumerate(splits) for bi, b in enumerate(sp.blocks) if is_candidate(b)]
 
 
 def is_skip(block: str) -> bool:

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from iclr_cli.blocks import SKIP, Split, is_candidate, split_blocks
+from iclr_cli.blocks import SKIP, Split, candidates, split_blocks
 from iclr_cli.context import render_for_scoring, render_prompt, render_step
 from iclr_cli.policies import DEFAULT_RATIO, Variant, bottom_k, random_token_deletion
 from iclr_cli.scoring.base import ScoreRequest, ScoreResult, Scorer, Tokenizer
+from iclr_cli.token_accounting import ReasoningTokens, account, token_counter
 from iclr_cli.trajectory import Part, Step, Trajectory
 
 
@@ -40,20 +41,15 @@ class BlockReport:
 class StepReport:
     """What compression did to one step.
 
-    ``tokens_before`` / ``tokens_after`` count the step's reasoning, as generated and as
-    written back, with the tokenizer named in the run summary. ``tokens_removed`` counts the
-    deleted content itself (the removed blocks, the deleted random tokens, or everything for
-    ``delete-all``): it is the numerator of the deletion ratio and differs from
-    ``tokens_before - tokens_after`` by the ``[SKIP]`` markers and by re-tokenization.
-    ``skipped`` is the reason the step was left unpruned, if it was.
+    ``tokens`` is the step's reasoning-token accounting (:mod:`iclr_cli.token_accounting`:
+    generated, written, kept, deleted, ``[SKIP]`` markers) with the tokenizer named in the run
+    summary. ``skipped`` is the reason the step was left unpruned, if it was.
     """
 
     trajectory: str
     step: int
     blocks: tuple[BlockReport, ...]
-    tokens_before: int
-    tokens_after: int
-    tokens_removed: int = 0
+    tokens: ReasoningTokens = ReasoningTokens()
     skipped: str | None = None
     windowed: bool = False
     history_kept: int | None = None
@@ -62,6 +58,21 @@ class StepReport:
     @property
     def n_removed(self) -> int:
         return sum(b.selected for b in self.blocks)
+
+    @property
+    def tokens_before(self) -> int:
+        """Reasoning tokens as generated."""
+        return self.tokens.generated
+
+    @property
+    def tokens_after(self) -> int:
+        """Reasoning tokens as written (kept text plus ``[SKIP]`` markers)."""
+        return self.tokens.written
+
+    @property
+    def tokens_removed(self) -> int:
+        """Reasoning tokens deleted (the numerator of the deletion ratio)."""
+        return self.tokens.deleted
 
 
 @dataclass(frozen=True)
@@ -104,9 +115,9 @@ def count_tokens(tokenizer: Tokenizer, parts: Sequence[Part]) -> int:
 
 def _prepare(traj_id: str, prompt: Sequence[str], history: Sequence[str], step: Step, settings: Settings) -> _Pending:
     splits = [split_blocks(p.text, settings.splitter) for p in step.reasoning]
-    candidates = [(pi, bi) for pi, sp in enumerate(splits) for bi, b in enumerate(sp.blocks) if is_candidate(b)]
+    cands = candidates(splits)
     request = None
-    if settings.variant.needs_scores and candidates:
+    if settings.variant.needs_scores and cands:
         step_only = settings.variant.kind == "step-only"
         rendered = render_for_scoring(step, splits, step_only=step_only)
         offsets = {}
@@ -120,41 +131,37 @@ def _prepare(traj_id: str, prompt: Sequence[str], history: Sequence[str], step: 
             prompt=() if step_only else tuple(prompt),
             history=() if step_only else tuple(history),
             step=rendered.text,
-            spans=tuple(offsets[c] for c in candidates),
+            spans=tuple(offsets[c] for c in cands),
         )
-    return _Pending(step, splits, candidates, request)
+    return _Pending(step, splits, cands, request)
 
 
 def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, settings: Settings, tokenizer: Tokenizer) -> tuple[Step, StepReport]:
-    step, splits, candidates = pending.step, pending.splits, pending.candidates
+    step, splits, cands = pending.step, pending.splits, pending.candidates
     variant = settings.variant
-    before = count_tokens(tokenizer, step.reasoning)
-    texts = [p.text for p in step.reasoning]
     selected: frozenset[int] = frozenset()
-    removed = 0
-    scores: list = [None] * len(candidates)
+    scores: list = [None] * len(cands)
     skipped = result.skipped if result else None
+    # Every variant says what happens to candidate blocks; Split.edit applies it and refuses
+    # anything else (the one block rule of iclr_cli.blocks).
+    changes: list[dict[int, str | None]] = [{} for _ in splits]
 
     if variant.needs_scores and result is not None and not skipped:
         scores = list(result.blocks)
         selected = bottom_k([s.entropy_bits for s in scores], settings.ratio)
-    elif variant.kind == "delete-all":
-        selected = frozenset(range(len(candidates)))
-        texts = ["" for _ in texts]
-    elif variant.kind == "random":
-        texts, removed = _delete_random_tokens(texts, tokenizer, variant.param or 0, settings.seed, traj_id, step.index)
-
-    if variant.needs_scores and selected:
-        new_blocks = [list(sp.blocks) for sp in splits]
         for i in selected:
-            pi, bi = candidates[i]
-            new_blocks[pi][bi] = SKIP
-        texts = [sp.join(nb) for sp, nb in zip(splits, new_blocks)]
-        removed = sum(len(tokenizer.token_spans(splits[pi].blocks[bi])) for pi, bi in (candidates[i] for i in selected))
-    if variant.kind == "delete-all":
-        removed = before
+            pi, bi = cands[i]
+            changes[pi][bi] = SKIP
+    elif variant.kind == "delete-all":
+        selected = frozenset(range(len(cands)))
+        for pi, bi in cands:
+            changes[pi][bi] = None
+    elif variant.kind == "random":
+        changes = _random_changes(step, splits, cands, tokenizer, variant.param or 0, settings.seed, traj_id)
 
-    new_step = step.with_reasoning(texts) if texts != [p.text for p in step.reasoning] else step
+    old_texts = [p.text for p in step.reasoning]
+    texts = [sp.edit(ch) if ch else text for sp, ch, text in zip(splits, changes, old_texts)]
+    new_step = step.with_reasoning(texts) if texts != old_texts else step
     reports = tuple(
         BlockReport(
             block=i,
@@ -164,15 +171,13 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
             n_tokens=scores[i].n_tokens if scores[i] is not None else None,
             entropy_bits=scores[i].entropy_bits if scores[i] is not None else None,
         )
-        for i, (pi, bi) in enumerate(candidates)
+        for i, (pi, bi) in enumerate(cands)
     )
     report = StepReport(
         trajectory=traj_id,
         step=step.index,
         blocks=reports,
-        tokens_before=before,
-        tokens_after=count_tokens(tokenizer, new_step.reasoning),
-        tokens_removed=removed,
+        tokens=account(token_counter(tokenizer), zip(old_texts, texts)),
         skipped=skipped,
         windowed=result.windowed if result else False,
         history_kept=result.history_kept if result and not skipped else None,
@@ -181,23 +186,44 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
     return new_step, report
 
 
-def _delete_random_tokens(texts: list[str], tokenizer: Tokenizer, percent: int, seed: int, traj_id: str, step: int) -> tuple[list[str], int]:
-    spans = [tokenizer.token_spans(t) for t in texts]
-    flat = [(pi, s) for pi, ps in enumerate(spans) for s in ps]
-    gone = random_token_deletion(len(flat), percent, seed=seed, trajectory=traj_id, step=step)
-    cut: list[list[tuple[int, int]]] = [[] for _ in texts]
+def _random_changes(
+    step: Step, splits: Sequence[Split], cands: Sequence[tuple[int, int]], tokenizer: Tokenizer, percent: int, seed: int, traj_id: str
+) -> list[dict[int, str | None]]:
+    """random-R: ``round(R% x n)`` of the step's ``n`` reasoning tokens (the text as generated,
+    tokenized whole) deleted, drawn only from tokens that lie inside a candidate block and are
+    not whitespace. Separators, block edges, line breaks and protected blocks stay, so a
+    format's parser finds the same action after the edit (issue 10 #1: a THOUGHT merged into
+    its fenced command). A block left with no words is removed whole."""
+    inside: list[tuple[int, int, int, int]] = []  # (part, block, start, end) of candidate blocks
+    for pi, bi in cands:
+        start = splits[pi].starts[bi]
+        inside.append((pi, bi, start, start + len(splits[pi].blocks[bi])))
+    flat: list[tuple[int, int, int]] = []  # (part, start, end) of every reasoning token
+    owner: list[tuple[int, int] | None] = []  # the candidate block a token lies in, if any
+    for pi, part in enumerate(step.reasoning):
+        ranges = [(bi, s, e) for p, bi, s, e in inside if p == pi]
+        for s, e in tokenizer.token_spans(part.text):
+            flat.append((pi, s, e))
+            home = next((bi for bi, bs, be in ranges if bs <= s and e <= be), None)
+            owner.append(None if home is None or not part.text[s:e].strip() else (pi, home))
+    deletable = [i for i, o in enumerate(owner) if o is not None]
+    gone = random_token_deletion(len(flat), percent, seed=seed, trajectory=traj_id, step=step.index, deletable=deletable)
+    cut: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for i in sorted(gone):
-        pi, span = flat[i]
-        cut[pi].append(span)
-    out = []
-    for text, spans_to_cut in zip(texts, cut):
-        pieces, pos = [], 0
-        for s, e in spans_to_cut:
+        pi, s, e = flat[i]
+        cut.setdefault(owner[i], []).append((s, e))
+    changes: list[dict[int, str | None]] = [{} for _ in splits]
+    for (pi, bi), spans in cut.items():
+        text = step.reasoning[pi].text
+        pos, end = splits[pi].starts[bi], splits[pi].starts[bi] + len(splits[pi].blocks[bi])
+        pieces = []
+        for s, e in spans:
             pieces.append(text[pos:s])
             pos = e
-        pieces.append(text[pos:])
-        out.append("".join(pieces))
-    return out, len(gone)
+        pieces.append(text[pos:end])
+        new = "".join(pieces)
+        changes[pi][bi] = new if new.strip() else None
+    return changes
 
 
 def compress_step(

@@ -1,6 +1,6 @@
 """Errors that carry their own exit code and a message fit for the terminal.
 
-Exit codes (project rule): 0 ok, 1 failure, 2 usage or input error.
+Exit codes (project rule): 0 ok, 1 failure, 2 usage or input error, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -35,3 +35,9 @@ class InputError(IclrError):
         where = source if line is None else f"{source}:{line}"
         what = problem if field is None else f"field {field!r}: {problem}"
         super().__init__(f"{where}: {what}")
+
+
+class Interrupted(IclrError):
+    """Ctrl-C (SIGINT) stopped a command (exit 130); the message says what was kept."""
+
+    exit_code = 130

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -43,19 +44,51 @@ def read_input(path: str) -> bytes:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
 
 
+def output_path(path: str, *, force: bool = False) -> Path:
+    """The file an output path really names, checked before any work is done.
+
+    - A symbolic link is followed (to its final target): the target is written and the link
+      stays a link.
+    - An existing file that is read-only (no write permission bit, or not writable by this
+      user) is refused unless ``force``; with ``force`` it is replaced and keeps its mode.
+    - A folder, or a path whose folder does not exist, is refused.
+
+    Raises:
+        UsageError: naming the path and what to do.
+    """
+    given = Path(path)
+    target = Path(os.path.realpath(given)) if given.is_symlink() else given
+    if target.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory")
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise UsageError(f"cannot write {path}: no such directory {folder}")
+    try:
+        st = target.stat()
+    except FileNotFoundError:
+        return target
+    read_only = not (st.st_mode & 0o222) or not os.access(target, os.W_OK)
+    if read_only and not force:
+        via = f" (through the link {path})" if target != given else ""
+        raise UsageError(f"{target}{via} is read-only; pass --force to replace it (its mode {stat.S_IMODE(st.st_mode):o} is kept)")
+    return target
+
+
 @contextlib.contextmanager
-def open_output(path: str | None) -> Iterator[BinaryIO]:
+def open_output(path: str | None, *, force: bool = False) -> Iterator[BinaryIO]:
     """A binary file to stream output into, made visible only when the block succeeds.
 
-    ``None`` or ``-`` is standard output (streamed as written). For a path, data goes to a
-    temp file in the same folder that is renamed over ``path`` at the end; on any exception
-    the temp file is removed and ``path`` is left as it was.
+    ``None`` or ``-`` is standard output (streamed as written). For a path (see
+    :func:`output_path`: links followed, read-only files refused without ``force``), data goes
+    to a temp file in the same folder that is renamed over the file at the end, with the mode
+    of the file it replaces; on any exception the temp file is removed and the file is left as
+    it was.
     """
     if path is None or path == "-":
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
-    target = Path(path)
+    target = output_path(path, force=force)
     fd, tmp = _temp_beside(target)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -71,34 +104,17 @@ def open_output(path: str | None) -> Iterator[BinaryIO]:
         raise
 
 
-def write_output(path: str | None, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename).
-
-    ``None`` or ``-`` writes to standard output.
-    """
-    if path is None or path == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-        return
-    target = Path(path)
-    fd, tmp = _temp_beside(target)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+def write_output(path: str | None, data: bytes, *, force: bool = False) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename), with
+    the rules of :func:`open_output`. ``None`` or ``-`` writes to standard output."""
+    with open_output(path, force=force) as fh:
+        fh.write(data)
 
 
 def _temp_beside(target: Path) -> tuple[int, str]:
-    """A temp file in ``target``'s folder with the permissions a plain ``open`` would give
-    (mkstemp makes 0600, which would leave outputs unreadable to others).
+    """A temp file in ``target``'s folder with the mode of the file it will replace, or the
+    permissions a plain ``open`` would give a new file (mkstemp makes 0600, which would leave
+    outputs unreadable to others).
 
     Raises:
         UsageError: when the folder does not exist or cannot be written.
@@ -110,9 +126,13 @@ def _temp_beside(target: Path) -> tuple[int, str]:
         raise UsageError(f"cannot write {target}: no such directory {folder}") from None
     except PermissionError:
         raise UsageError(f"cannot write {target}: permission denied in {folder}") from None
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    os.fchmod(fd, mode)
     return fd, tmp
 
 

@@ -8,24 +8,34 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import get_args
 
-from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories, count_tokens
+from iclr_cli.blocks import SPLITTERS
+from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories
 from iclr_cli.errors import UsageError
 from iclr_cli.formats import registry
 from iclr_cli.jsonio import read_input
 from iclr_cli.formats.base import Document, FormatAdapter
 from iclr_cli.policies import Variant
-from iclr_cli.scoring.base import Scorer, Tokenizer
+from iclr_cli.scoring.base import Overflow, Scorer, Tokenizer
+from iclr_cli.scoring.loading import DTYPES
+from iclr_cli.token_accounting import CountTokens, ReasoningTokens, account, token_counter
 from iclr_cli.trajectory import Step, Trajectory
 
 
 @dataclass(frozen=True)
 class ScorerConfig:
-    """How to build the proxy scorer (CLI options of ``score`` and ``prune``).
+    """How to build the proxy scorer (CLI options of ``score``, ``prune`` and ``replay``).
 
     ``model``: ``smollm2`` (embedded default), ``fake``, a local folder, a GGUF file or a
     cached Hugging Face id. ``max_tokens``: input limit before ``min`` with the proxy's
-    maximum positions. ``dtype``: ``float32`` (default) or ``bfloat16`` (entropies change).
+    maximum positions. ``overflow``: one of :data:`OVERFLOWS`. ``dtype``: one of
+    :data:`DTYPES`, ``float32`` by default (METHOD.md: lower precision is an opt-in; entropies
+    change).
+
+    Raises:
+        UsageError: for an ``overflow`` or ``dtype`` outside those choices (the one validator
+            behind the CLI's enum options, for callers that build a config themselves).
     """
 
     model: str = "smollm2"
@@ -35,6 +45,34 @@ class ScorerConfig:
     prefix_cache: bool = True
     batch_size: int = 8
     device: str | None = None
+
+    def __post_init__(self) -> None:
+        check_choice("--overflow", self.overflow, OVERFLOWS)
+        check_choice("--dtype", self.dtype, DTYPES)
+
+
+OVERFLOWS: tuple[str, ...] = get_args(Overflow)
+"""``--overflow`` choices: ``window`` (project default) and ``skip`` (the paper's rule)."""
+
+
+def check_choice(option: str, value: str, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices``.
+
+    Raises:
+        UsageError: naming the option and the choices otherwise.
+    """
+    if value not in choices:
+        raise UsageError(f"{option} must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
+def check_splitter(split: str) -> str:
+    """``split`` if it names a block splitter (:data:`iclr_cli.blocks.SPLITTERS`).
+
+    Raises:
+        UsageError: otherwise.
+    """
+    return check_choice("--split", split, SPLITTERS)
 
 
 @dataclass
@@ -180,66 +218,69 @@ class NotAsAsked:
 
 
 def as_written(results: Sequence[CompressionResult], written: Sequence[Trajectory], tokenizer: Tokenizer, not_as_asked: NotAsAsked | None = None) -> list[CompressionResult]:
-    """``results`` recounted for the reasoning that was actually written (the adapter's
-    :class:`~iclr_cli.formats.writeback.WriteResult`): a part written ``""`` counts as fully
-    deleted with all its blocks removed, a part written as generated counts as not deleted
-    with none removed (issue 10 #2). Steps written as asked keep their reports.
+    """``results`` recounted on the reasoning that was actually written (the adapter's
+    :class:`~iclr_cli.formats.writeback.WriteResult`; issue 10 #2).
 
-    This recount is the write-back side only; the token definition itself (METHOD.md:
-    deleted reasoning tokens / generated reasoning tokens) is
-    :class:`~iclr_cli.compress.StepReport`'s.
+    A part written ``""`` counts as fully deleted with all its blocks removed; a part written
+    as generated counts as not deleted with none removed. Tokens follow the one definition
+    of :mod:`iclr_cli.token_accounting`. Steps written as asked keep their reports, and the
+    returned ``compressed`` trajectories are the written ones.
     """
+    count = token_counter(tokenizer)
     out = []
     for result, traj in zip(results, written, strict=True):
         reports = []
         for report, generated, asked, wrote in zip(result.steps, result.original.steps, result.compressed.steps, traj.steps):
             if not_as_asked is not None:
                 not_as_asked.add(asked, generated, wrote)
-            reports.append(_recount(report, generated, asked, wrote, tokenizer))
+            reports.append(_as_written_step(report, generated, asked, wrote, count))
         out.append(CompressionResult(result.original, traj, tuple(reports)))
     return out
 
 
-def _recount(report: StepReport, generated: Step, asked: Step, written: Step, tokenizer: Tokenizer) -> StepReport:
-    triples = list(zip(generated.reasoning, asked.reasoning, written.reasoning))
-    off = [i for i, (_g, a, w) in enumerate(triples) if a.text != w.text]
+def _as_written_step(report: StepReport, generated: Step, asked: Step, written: Step, count: CountTokens) -> StepReport:
+    off = {i for i, (a, w) in enumerate(zip(asked.reasoning, written.reasoning)) if a.text != w.text}
     if not off:
         return report
-
-    def deleted(g: str, x: str) -> int:
-        # tokens gone from a part generated as g and written as x: all, none, or the difference
-        if x == g:
-            return 0
-        return len(tokenizer.token_spans(g)) - (len(tokenizer.token_spans(x)) if x else 0)
-
-    if len(off) == len(triples):
-        removed = sum(deleted(g.text, w.text) for g, _a, w in triples)
-    else:
-        removed = report.tokens_removed + sum(deleted(triples[i][0].text, triples[i][2].text) - deleted(triples[i][0].text, triples[i][1].text) for i in off)
-    before = report.tokens_before
     blocks = tuple(
-        replace(b, selected=triples[b.part][2].text == "") if b.part in off else b
+        replace(b, selected=written.reasoning[b.part].text == "") if b.part in off else b
         for b in report.blocks
     )
-    return replace(report, blocks=blocks, tokens_after=count_tokens(tokenizer, written.reasoning), tokens_removed=min(max(removed, 0), before))
+    pairs = [(g.text, w.text) for g, w in zip(generated.reasoning, written.reasoning)]
+    return replace(report, blocks=blocks, tokens=account(count, pairs))
 
 
 @dataclass
 class Summary:
-    """Totals over a run, for the stderr summary of ``prune`` and ``score``."""
+    """Totals over a run, for the stderr summary of ``prune`` and ``score``.
+
+    ``tokens`` is the reasoning-token accounting (:mod:`iclr_cli.token_accounting`)."""
 
     trajectories: int = 0
     steps: int = 0
     steps_with_reasoning: int = 0
     blocks: int = 0
     removed: int = 0
-    tokens_before: int = 0
-    tokens_after: int = 0
-    tokens_removed: int = 0
+    tokens: ReasoningTokens = ReasoningTokens()
     skipped: list[str] = field(default_factory=list)
     windowed: int = 0
     unrecognised: int = 0
     not_as_asked: NotAsAsked = field(default_factory=lambda: NotAsAsked())
+
+    @property
+    def tokens_before(self) -> int:
+        """Reasoning tokens as generated."""
+        return self.tokens.generated
+
+    @property
+    def tokens_after(self) -> int:
+        """Reasoning tokens as written (kept text plus ``[SKIP]`` markers)."""
+        return self.tokens.written
+
+    @property
+    def tokens_removed(self) -> int:
+        """Reasoning tokens deleted."""
+        return self.tokens.deleted
 
     def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
         """Add the reports of ``results`` (and the unrecognised count of ``doc``)."""
@@ -252,12 +293,10 @@ class Summary:
 
     def _add_step(self, report: StepReport) -> None:
         self.steps += 1
-        self.steps_with_reasoning += bool(report.tokens_before)
+        self.steps_with_reasoning += bool(report.tokens.generated)
         self.blocks += len(report.blocks)
         self.removed += report.n_removed
-        self.tokens_before += report.tokens_before
-        self.tokens_after += report.tokens_after
-        self.tokens_removed += report.tokens_removed
+        self.tokens = self.tokens + report.tokens
         self.windowed += report.windowed
         if report.skipped and report.blocks:
             self.skipped.append(f"{report.trajectory} step {report.step}: {report.skipped}")

@@ -85,15 +85,28 @@ def bottom_k(scores: Sequence[float | None], ratio: float = DEFAULT_RATIO) -> fr
     return frozenset(i for _, i in candidates[:k])
 
 
-def random_token_deletion(n_tokens: int, percent: float, *, seed: int, trajectory: str, step: int) -> frozenset[int]:
+def random_token_deletion(
+    n_tokens: int,
+    percent: float,
+    *,
+    seed: int,
+    trajectory: str,
+    step: int,
+    deletable: Sequence[int] | None = None,
+) -> frozenset[int]:
     """Indices of ``round(percent/100 * n_tokens)`` reasoning tokens to delete (variant ``random-R``).
 
-    Deterministic: the generator is seeded by ``(seed, trajectory, step)`` only, so the same
-    trajectory gets the same deletions on any machine and in any run order.
+    ``n_tokens`` is the step's reasoning tokens as generated (the denominator of the deletion
+    ratio); the indices are drawn from ``deletable`` (default: all of them), the tokens a
+    variant may touch under the one block rule (:mod:`iclr_cli.blocks`); when fewer are
+    deletable than asked for, all of them go. Deterministic: the generator is seeded by
+    ``(seed, trajectory, step)`` only, so the same trajectory gets the same deletions on any
+    machine and in any run order.
     """
+    pool = list(range(n_tokens)) if deletable is None else sorted(deletable)
     k = math.floor(percent / 100.0 * n_tokens + 0.5)
     rng = random.Random(f"iclr-random:{seed}:{trajectory}:{step}")
-    return frozenset(rng.sample(range(n_tokens), min(k, n_tokens)))
+    return frozenset(rng.sample(pool, min(k, len(pool))))
 
 
 def sliding_window_start(n_steps: int, keep: int) -> int:

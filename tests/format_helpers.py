@@ -13,8 +13,9 @@ from iclr_cli.cli.app import main
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "sample_trajectories"
-# ``shared/`` sits beside the checkout (/work/main) or two levels up (a worktree in /work/wt/NAME)
-REALDATA = next((p / "shared" / "realdata" for p in REPO.parents if (p / "shared" / "realdata").is_dir()), REPO.parent / "shared" / "realdata")
+# ../shared beside the checkout; a git worktree under wt/ finds it one level further up.
+SHARED = next((p / "shared" for p in (REPO.parent, REPO.parent.parent) if (p / "shared").is_dir()), REPO.parent / "shared")
+REALDATA = SHARED / "realdata"
 
 _THINK_BODY = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 
@@ -123,3 +124,12 @@ def assert_signatures_follow_edits(before, after) -> int:
             assert "signature" not in n
             assert {k: v for k, v in n.items() if k != "thinking"} == {k: v for k, v in o.items() if k not in ("thinking", "signature")}
     return edited
+
+
+def summary_value(stderr: str, name: str) -> str:
+    """The value column of row ``name`` in a summary table printed on stderr."""
+    for line in stderr.splitlines():
+        cells = [c.strip() for c in line.strip("│┃ ").split("│")]
+        if len(cells) == 2 and cells[0] == name:
+            return cells[1]
+    raise AssertionError(f"no row {name!r} in:\n{stderr}")

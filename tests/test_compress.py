@@ -33,7 +33,12 @@ def test_iclr_removes_floor_of_80_percent_per_step_and_keeps_separators():
         assert len(report.blocks) == 5
         assert report.n_removed == 4
         tok = FakeScorer().tokenizer
-        assert report.tokens_removed == sum(len(tok.token_spans(b.text)) for b in report.blocks if b.selected) > 0
+        # [SKIP] is 3 fake tokens ("[", "SKIP", "]"); the text around the blocks is unchanged
+        removed = sum(len(tok.token_spans(b.text)) for b in report.blocks if b.selected)
+        assert report.tokens.markers == 4 and report.tokens.marker_tokens == 12
+        assert report.tokens.deleted == removed > 0
+        assert report.tokens.generated == report.tokens.kept + report.tokens.deleted
+        assert report.tokens.written == report.tokens.kept + report.tokens.marker_tokens
         text = step.reasoning[0].text
         assert text.count(SKIP) == 4
         assert text.count("\n\n") == 4
@@ -88,10 +93,20 @@ def test_random_r_deletes_that_share_of_tokens_deterministically():
     _, [c] = run("random-20", [make_traj()], seed=4)
     assert a.compressed == b.compressed
     assert a.compressed != c.compressed
-    for report in a.steps:
-        assert report.tokens_removed == round(0.2 * report.tokens_before)
-        # deleting a space merges its neighbours, so the recount drops by at least as much
-        assert report.tokens_before - report.tokens_after >= report.tokens_removed
+    tok = FakeScorer().tokenizer
+    for report, step in zip(a.steps, a.compressed.steps):
+        old = REASONING
+        new = step.reasoning[0].text
+        # round(20% of 54 tokens) = 11 word tokens drawn; whitespace tokens never go
+        assert report.tokens.generated == 54
+        words = lambda t: [t[s:e] for s, e in tok.token_spans(t) if t[s:e].strip()]  # noqa: E731
+        assert len(words(old)) - len(words(new)) == 11
+        assert new.count("\n\n") == old.count("\n\n") == 4  # separators kept
+        # the recount of the written text: the gone words plus the space runs they merged
+        assert report.tokens.written == len(tok.token_spans(new))
+        assert report.tokens.deleted == 54 - report.tokens.written
+        assert 11 <= report.tokens.deleted <= 22
+        assert report.tokens.kept == report.tokens.written and report.tokens.markers == 0
 
 
 def test_existing_skip_markers_are_not_candidates():
@@ -148,3 +163,52 @@ def test_block_span_includes_its_indent_so_bpe_leading_space_tokens_count():
     rendered = render_for_scoring(step, [split_blocks(text)])
     starts = [rendered.text[a:b] for a, b in rendered.spans]
     assert starts == ["First.", "   or", "Last."]
+
+
+# -- issue 9 section 5: tests that fail if a rule of the method breaks -------------------------
+
+SEVEN = "\n\n".join(
+    [
+        "Read the traceback from the last run.",
+        "The assertion compares a rounded float with an exact one.",
+        "Rounding happens in format_total, line 42.",
+        "Python rounds half to even, the test expects half up.",
+        "A Decimal with ROUND_HALF_UP would match the fixture.",
+        "Check other callers of format_total before changing it.",
+        "Then rerun the whole suite, not only this test.",
+    ]
+)
+
+
+def test_only_the_just_completed_step_is_compressed_and_only_once():
+    """7 blocks per step: one compression replaces floor(0.8 * 7) = 5 with [SKIP] and leaves 2
+    candidates; a second one would replace floor(0.8 * 2) = 1 more, so any re-compression of
+    an earlier step shows. Every earlier step must be byte-identical from request to request."""
+    from iclr_cli.context import render_step
+
+    scorer, [res] = run("iclr", [make_traj(n_steps=5, reasoning=SEVEN)])
+    requests = scorer.requests_seen
+    assert len(requests) == 5
+    for t, req in enumerate(requests):
+        assert len(req.history) == t
+        for i in range(t):
+            assert req.history[i] == render_step(res.compressed.steps[i])  # as written back, byte for byte
+            assert req.history[i].count(SKIP) == 5
+    for step, report in zip(res.compressed.steps, res.steps):
+        assert step.reasoning[0].text.count(SKIP) == 5 and report.n_removed == 5
+    # the history a later request sees is exactly the one an earlier request saw, plus one step
+    for earlier, later in zip(requests, requests[1:]):
+        assert later.history[: len(earlier.history)] == earlier.history
+
+
+def test_each_step_is_scored_uncompressed_with_p_and_the_compressed_history():
+    """What the scorer was sent: step t with every one of its own blocks as generated (a step
+    is compressed only after it is scored), after P and steps < t as written back."""
+    scorer, [res] = run("iclr", [make_traj(n_steps=3, reasoning=SEVEN)])
+    first = scorer.requests_seen[0]
+    assert first.prompt == ("[user]\nFix the bug.\n\n",)
+    assert first.history == ()
+    assert first.step == "[reasoning]\n" + SEVEN  # cut after the last reasoning block
+    for req in scorer.requests_seen:
+        assert SKIP not in req.step
+        assert [req.step[a:b] for a, b in req.spans] == SEVEN.split("\n\n")

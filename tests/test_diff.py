@@ -6,15 +6,16 @@ from __future__ import annotations
 import io
 import json
 import re
-from pathlib import Path
 
 import orjson
 import pytest
 
+from format_helpers import REALDATA
 from goldens import assert_golden
 from iclr_cli.blocks import SKIP
 from iclr_cli.cli.app import main
 from iclr_cli.render import blockalign, diff_view, diffdata
+from iclr_cli.token_accounting import ReasoningTokens
 
 THOUGHTS = [
     "Read the failing test first.\n\nThe traceback points at parse() in parser.py.\n\nMaybe the regex is too greedy.\n\nCheck the fixture file as well.\n\nThen run the suite again.",
@@ -231,7 +232,7 @@ def test_heat_colour_runs_cold_to_hot():
 
 
 def test_changed_block_shows_old_struck_and_new_text():
-    traj = diffdata.TrajectoryDiff("t", (diffdata.StepDiff("t", 0, (diffdata.BlockDiff(0, 0, "changed", "the quick fox", "the fox"),), 4, 3),))
+    traj = diffdata.TrajectoryDiff("t", (diffdata.StepDiff("t", 0, (diffdata.BlockDiff(0, 0, "changed", "the quick fox", "the fox"),), ReasoningTokens(4, 3, 3, 1)),))
     diff = diffdata.Diff("a", "b", "regex-words", None, (traj,), diffdata.summarize([traj]))
     buf = io.StringIO()
     diff_view.show(diff_view.make_console(file=buf, width=80), diff, [(traj, list(traj.steps))])
@@ -245,7 +246,7 @@ def test_long_output_on_a_terminal_goes_through_the_pager(monkeypatch):
 
     shown = []
     monkeypatch.setattr(rich.pager.SystemPager, "show", lambda self, content: shown.append(content))
-    steps = tuple(diffdata.StepDiff("t", i, (diffdata.BlockDiff(0, 0, "removed", f"block {i}"),), 2, 1) for i in range(30))
+    steps = tuple(diffdata.StepDiff("t", i, (diffdata.BlockDiff(0, 0, "removed", f"block {i}"),), ReasoningTokens(2, 1, 0, 2, 1, 1)) for i in range(30))
     traj = diffdata.TrajectoryDiff("t", steps)
     diff = diffdata.Diff("a", "b", "regex-words", None, (traj,), diffdata.summarize([traj]))
     buf = io.StringIO()
@@ -258,7 +259,7 @@ def test_long_output_on_a_terminal_goes_through_the_pager(monkeypatch):
     assert shown == [] and "block 29" in buf.getvalue()
 
 
-REAL = Path(__file__).resolve().parents[1].parent / "shared" / "realdata" / "claude_code" / "spotter_258c7280_main_session_slice.jsonl"
+REAL = REALDATA / "claude_code" / "spotter_258c7280_main_session_slice.jsonl"
 
 
 @pytest.mark.skipif(not REAL.exists(), reason=f"real transcripts not present at {REAL}")

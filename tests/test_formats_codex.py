@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from format_helpers import REALDATA, SAMPLES, realdata, realdata_ids, run_cli
+from format_helpers import REALDATA, SAMPLES, realdata, realdata_ids, run_cli, summary_value
 from iclr_cli.blocks import split_blocks
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.errors import InputError
@@ -179,15 +179,6 @@ def test_each_echo_belongs_to_one_part_even_when_texts_repeat():
     assert [r["payload"].get("text") for r in out[2:4]] == ["a", "b"]
 
 
-def summary_row(err: str, name: str) -> str:
-    """The value of one row of the summary table on stderr."""
-    import re
-
-    m = re.search(rf"{name}\s*│\s*(\S+)", err)
-    assert m, err
-    return m.group(1)
-
-
 @pytest.mark.parametrize("opaque", [OpaqueEdits.DROP, OpaqueEdits.KEEP])
 def test_written_accounting_of_random_on_encrypted_items(opaque):
     """Issue 10 #2: random-10 cannot edit items with encrypted_content. ``drop`` removes all
@@ -228,22 +219,22 @@ def test_cli_prune_random_on_real_rollout_reports_what_was_written(capsys, tmp_p
     args = ["prune", str(REAL), "--model", "fake", "--variant", "random-10", "--encrypted-reasoning", flag, "-o", str(out)]
     code, _, err = run_cli(capsys, *args)
     assert code == 0, err
-    before = summary_row(err, "reasoning tokens before")
+    before = summary_value(err, "reasoning tokens generated (regex-words)")
     if flag == "drop":
         assert len(records(out.read_bytes())) == 112 - 34
-        assert summary_row(err, "reasoning tokens deleted") == before
-        assert (summary_row(err, "deletion ratio"), summary_row(err, "blocks removed")) == ("1.000", "19")
+        assert summary_value(err, "reasoning tokens deleted") == before
+        assert (summary_value(err, "deletion ratio (deleted / generated)"), summary_value(err, "blocks removed")) == ("1.000", "19")
         assert "could not be applied as asked to 17 reasoning part(s)" in err and "removed their items whole" in err
     else:
         assert out.read_bytes() == REAL.read_bytes()
-        assert (summary_row(err, "reasoning tokens deleted"), summary_row(err, "deletion ratio")) == ("0", "0.000")
+        assert (summary_value(err, "reasoning tokens deleted"), summary_value(err, "deletion ratio (deleted / generated)")) == ("0", "0.000")
         assert "could not be applied as asked to 17 reasoning part(s)" in err and "left them unedited" in err
 
 
 def test_cli_prune_delete_all_drop_is_as_asked(capsys, tmp_path):
     realdata("codex_rollout")
     code, _, err = run_cli(capsys, "prune", str(REAL), "--model", "fake", "--variant", "delete-all", "-o", str(tmp_path / "o.jsonl"))
-    assert code == 0 and summary_row(err, "deletion ratio") == "1.000"
+    assert code == 0 and summary_value(err, "deletion ratio (deleted / generated)") == "1.000"
     assert "could not be applied" not in err
 
 

@@ -52,6 +52,36 @@ def test_bash_tool_runs_in_the_workspace_and_result_is_paired(tmp_path, hello_ta
     assert record["submission"] == "ok"
 
 
+SEVEN = "\n\n".join(f"Thought {k}: check file part {k} before writing anything." for k in range(7))
+
+
+def test_online_loop_compresses_only_the_completed_step_once_and_never_restores(tmp_path, hello_task):
+    """7 blocks per step (issue 9 section 5): one compression leaves 5 [SKIP] and 2 candidates,
+    a second would leave 6. Request k must repeat every assistant and tool message of request
+    k-1 byte for byte and add only the step just completed, compressed once."""
+    from iclr_cli.replay.runner import SYSTEM_PROMPT
+
+    script = [completion(None, [call("bash", {"command": f"echo {i}"}, f"c{i}")], reasoning_content=SEVEN.replace("Thought", f"S{i}")) for i in range(4)]
+    script.append(completion(None, [call("bash", {"command": "echo hi > out.txt"}, "c4")], reasoning_content=SEVEN))
+    script.append(submit())
+    requests, [record], _ = _run(tmp_path, script, hello_task, ["iclr"])
+    # the first request is P exactly as the task defines it: nothing to compress yet
+    assert requests[0]["messages"] == [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": "Write hi into out.txt."},
+    ]
+    for k in range(1, len(requests)):
+        before, now = requests[k - 1]["messages"], requests[k]["messages"]
+        assert json.dumps(now[: len(before)]) == json.dumps(before)  # earlier steps byte-identical
+        added = now[len(before) :]
+        assert [m["role"] for m in added] == ["assistant", "tool"]
+        sent = added[0]["reasoning_content"]
+        assert sent.count("[SKIP]") == 5 and len(sent.split("\n\n")) == 7
+        kept = [b for b in sent.split("\n\n") if b != "[SKIP]"]
+        assert all(b in script[k - 1].body["choices"][0]["message"]["reasoning_content"] for b in kept)
+    assert record["steps"] == 6 and record["requests"] == 6
+
+
 def test_first_request_uncompressed_later_ones_carry_compressed_reasoning(tmp_path, hello_task):
     script = [
         completion(None, [call("bash", {"command": "echo hi > out.txt"})], reasoning_content=REASONING),

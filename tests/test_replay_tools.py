@@ -29,12 +29,15 @@ def test_write_then_read_inside(tmp_path):
 
 
 def test_bash_time_limit_kills_the_process_group(tmp_path):
+    """A background child of the command is killed with it: had it survived, it would have
+    written late.txt two seconds in (and the call would have waited for it)."""
     ws = Workspace(tmp_path, ToolLimits(timeout_s=1))
-    start = time.monotonic()
-    out = ws.bash("sleep 30 & sleep 30; echo never")
-    assert time.monotonic() - start < 10
+    out = ws.bash("(sleep 2; touch late.txt) & sleep 30; echo never")
     assert out.startswith("command timed out after 1 s")
     assert "never" not in out
+    assert not (tmp_path / "late.txt").exists()
+    time.sleep(2.5)  # past the moment a surviving child would have written it
+    assert not (tmp_path / "late.txt").exists()
 
 
 def test_bash_output_is_capped_head_and_tail(tmp_path):

@@ -164,3 +164,11 @@ def test_heat_map_skips_replays_whose_saved_scores_are_empty(run_dir, capsys):
     assert code == 0, err
     page = (run_dir.parent / "r.html").read_text()
     assert "<h2>Block entropy per step: csv-sum/iclr/seed 0</h2>" in page
+
+
+def test_table_keeps_its_full_width_when_stdout_is_not_a_terminal(run_dir, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "60")
+    code, out, _ = run_cli(["report", "run"], capsys)
+    assert code == 0
+    header = next(line for line in out.splitlines() if "variant" in line and "amplification" in line)
+    assert len(header) > 80  # one row per line, not folded into 60 or 80 columns

@@ -49,15 +49,37 @@ def test_unknown_specs_are_usage_errors(tmp_path, monkeypatch):
         loading.resolve("someorg/not-cached-model")
 
 
-def test_gguf_spec_maps_to_a_cache_folder_keyed_by_file(tmp_path, monkeypatch):
+def test_gguf_cache_folder_is_keyed_by_the_weights_content(tmp_path, monkeypatch):
+    """Issue 10: every clone installs its own copy of the same GGUF; they share one cache."""
     monkeypatch.setenv("ICLR_CACHE_DIR", str(tmp_path / "cache"))
-    gguf = tmp_path / "tiny.gguf"
+    for clone in ("a", "b"):
+        (tmp_path / clone).mkdir()
+        (tmp_path / clone / "tiny.gguf").write_bytes(b"GGUF weights v1")
+    first = loading.resolve(str(tmp_path / "a" / "tiny.gguf"))
+    assert first.name == "tiny" and first.gguf == tmp_path / "a" / "tiny.gguf"
+    assert first.folder.parent == tmp_path / "cache" / "models"
+    import hashlib
+
+    assert first.folder.name == "tiny-" + hashlib.blake2b(b"GGUF weights v1", digest_size=16).hexdigest()[:12]
+    assert loading.resolve(str(tmp_path / "b" / "tiny.gguf")).folder == first.folder  # another clone, same weights
+    os.utime(tmp_path / "a" / "tiny.gguf", ns=(1, 1))
+    assert loading.resolve(str(tmp_path / "a" / "tiny.gguf")).folder == first.folder  # touched, same content
+    (tmp_path / "b" / "tiny.gguf").write_bytes(b"GGUF weights v2")
+    assert loading.resolve(str(tmp_path / "b" / "tiny.gguf")).folder != first.folder  # other weights
+
+
+def test_gguf_digest_is_computed_once_per_file_version(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICLR_CACHE_DIR", str(tmp_path / "cache"))
+    gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
-    first = loading.resolve(str(gguf))
-    assert first.name == "tiny" and first.gguf == gguf
-    assert first.folder.parent == tmp_path / "cache" / "models" and first.folder.name.startswith("tiny-")
-    os.utime(gguf, ns=(1, 1))
-    assert loading.resolve(str(gguf)).folder != first.folder  # replaced file -> new cache entry
+    digest = loading.gguf_digest(gguf)
+    index = tmp_path / "cache" / "gguf-digests.json"
+    [(stamp, remembered)] = json.loads(index.read_text()).items()
+    assert remembered == digest and stamp.startswith(f"{gguf.resolve()}|4|")
+    index.write_text(json.dumps({stamp: "f" * 32}))  # the remembered value is used, not a new hash
+    assert loading.gguf_digest(gguf) == "f" * 32
+    gguf.write_bytes(b"GGUF2")  # size changes: hashed again
+    assert loading.gguf_digest(gguf) not in ("f" * 32, digest)
 
 
 def _fake_convert(gguf, out):
@@ -145,3 +167,36 @@ def test_proxy_tokenizer_without_bos_or_file(tmp_path):
     assert ProxyTokenizer.from_folder(tmp_path, "t").bos_id is None
     with pytest.raises(IclrError, match="tokenizer.json"):
         ProxyTokenizer.from_folder(tmp_path / "nowhere", "t")
+
+
+def test_cuda_device_on_a_cpu_only_torch_is_a_usage_error_that_says_what_to_do():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(UsageError) as exc:
+        loading.pick_device("cuda")
+    message = str(exc.value)
+    if torch.version.cuda is None:
+        assert f"this torch ({torch.__version__}) is a CPU-only build without CUDA" in message
+        assert "Use --device cpu (or leave --device out), or install a CUDA build of torch" in message
+    else:
+        assert "sees no GPU" in message
+    assert loading.pick_device("cpu") == "cpu" and loading.pick_device(None) == "cpu"
+    with pytest.raises(UsageError, match="is not a torch device"):
+        loading.pick_device("gpu0")
+
+
+def test_cuda_device_fails_before_any_model_is_loaded(tmp_path, capsys, monkeypatch):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    from iclr_cli.cli.app import main
+
+    monkeypatch.setattr(loading, "resolve", lambda spec: pytest.fail("the model was looked up before the device was checked"))
+    chat = tmp_path / "c.json"
+    chat.write_text(json.dumps([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y", "reasoning_content": "a\n\nb"}]))
+    with pytest.raises(SystemExit) as exc:
+        main(["score", str(chat), "--device", "cuda", "-q"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iclr: error: --device cuda: ") and "--device cpu" in err and "Traceback" not in err

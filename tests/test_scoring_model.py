@@ -8,7 +8,6 @@ import os
 import random
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -62,16 +61,16 @@ def test_first_load_fills_the_cache_and_later_loads_read_it(smol, cache_dir, mon
     assert "quantization_config" not in model.config.to_dict()
 
 
-def test_tokenizer_alone_loads_fast_without_torch(smol, cache_dir):
+def test_tokenizer_alone_loads_without_torch(smol, cache_dir):
+    # How long it takes is measured in benchmarks/bench_startup.py, not asserted here.
     code = (
-        "import sys, time; t = time.time();"
+        "import sys;"
         "from iclr_cli.scoring import load_tokenizer; tok = load_tokenizer('smollm2');"
         "assert tok.token_spans('hello world') == [(0, 5), (5, 11)];"
-        "assert 'torch' not in sys.modules; print(time.time() - t)"
+        "assert 'torch' not in sys.modules"
     )
     env = {**os.environ, "ICLR_CACHE_DIR": str(cache_dir)}
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env)
-    assert float(out.stdout) < 3.0
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env)
 
 
 def test_predictable_text_scores_lower_than_noise(smol):
@@ -111,14 +110,10 @@ def test_cached_and_uncached_agree_on_the_real_model(smol):
     settings = Settings(parse_variant("iclr"))
     smol.prefix_cache = True
     smol.reset()
-    t = time.perf_counter()
     cached = compress_trajectories([traj], settings, smol, smol.tokenizer)
-    t_cached = time.perf_counter() - t
     smol.prefix_cache = False
     try:
-        t = time.perf_counter()
         naive = compress_trajectories([traj], settings, smol, smol.tokenizer)
-        t_naive = time.perf_counter() - t
     finally:
         smol.prefix_cache = True
     pairs = [(x, y) for rc, rn in zip(cached[0].steps, naive[0].steps) for x, y in zip(rc.blocks, rn.blocks)]
@@ -126,7 +121,7 @@ def test_cached_and_uncached_agree_on_the_real_model(smol):
     for x, y in pairs:
         assert x.n_tokens == y.n_tokens and abs(x.entropy_bits - y.entropy_bits) < 1e-3
     assert cached[0].compressed == naive[0].compressed
-    assert t_cached < t_naive
+    # The speed-up of the prefix cache is a benchmark figure (benchmarks/bench_scoring.py).
 
 
 def test_bfloat16_is_available_as_an_opt_in(cache_dir, monkeypatch):

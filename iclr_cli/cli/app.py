@@ -3,7 +3,9 @@
 Subcommands live one per module; each is imported only when the app is built, and heavy
 libraries (torch, transformers, openai) only inside the command that needs them.
 Errors: :class:`~iclr_cli.errors.IclrError` subclasses print one line and exit with their
-code (1 failure, 2 usage or input error); click usage errors exit 2.
+code (1 failure, 2 usage or input error, 130 interrupted); click usage errors exit 2. Ctrl-C
+always exits 130 with one line on stderr: commands that write output say what was kept
+(:class:`~iclr_cli.errors.Interrupted`); anywhere else the line is "iclr: interrupted".
 """
 
 from __future__ import annotations
@@ -57,14 +59,36 @@ def _click_exceptions() -> tuple[type, type, type, type]:
     return base(typer.BadParameter, "ClickException"), base(typer.BadParameter, "UsageError"), typer.Exit, typer.Abort
 
 
+def _interruptible() -> None:
+    """Make SIGINT raise KeyboardInterrupt even when it was inherited as ignored.
+
+    A shell starts ``iclr ... &`` with SIGINT ignored, so ``kill -INT`` (or a Ctrl-C that
+    reaches the job) would be silently dropped and the run would go on to exit 0; every
+    command stops cleanly on KeyboardInterrupt instead (exit 130, nothing half-written).
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; never returns (exits with the command's code)."""
     from iclr_cli.errors import IclrError
 
     click_error, usage_error, exit_, abort = _click_exceptions()
+    _interruptible()
     app = build_app()
+    from iclr_cli.errors import Interrupted
+
     try:
-        app(args=argv, standalone_mode=False, prog_name="iclr")
+        # Typer turns a KeyboardInterrupt it sees into a *returned* 130 when not standalone.
+        code = app(args=argv, standalone_mode=False, prog_name="iclr")
+        if isinstance(code, int) and code:
+            if code == 130:
+                print("iclr: interrupted", file=sys.stderr)
+            sys.exit(code)
     except exit_ as exc:
         sys.exit(getattr(exc, "exit_code", 0))
     except abort:
@@ -73,6 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     except click_error as exc:
         exc.show()
         sys.exit(2 if isinstance(exc, usage_error) else exc.exit_code)
+    except Interrupted as exc:
+        print(f"iclr: interrupted: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
     except IclrError as exc:
         print(f"iclr: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

@@ -2,33 +2,34 @@
 
 from __future__ import annotations
 
-from iclr_cli.errors import InputError, UsageError
+import contextlib
+from collections.abc import Callable, Iterator
+
+from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
 from iclr_cli.pipeline import ScorerConfig, Summary
 from iclr_cli.render.output import Output
+from iclr_cli.token_accounting import summary_rows
 
 
 def scorer_config(model: str, max_tokens: int, overflow: str, dtype: str, no_prefix_cache: bool, batch_size: int, device: str | None) -> ScorerConfig:
-    """Validate scorer options into a :class:`ScorerConfig`.
+    """Scorer options into a :class:`ScorerConfig` (which validates them).
 
     Raises:
         UsageError: for an unknown ``--overflow`` or ``--dtype``.
     """
-    if overflow not in ("window", "skip"):
-        raise UsageError(f"--overflow must be 'window' or 'skip', not {overflow!r}")
-    if dtype not in ("float32", "bfloat16", "float16"):
-        raise UsageError(f"--dtype must be float32 or bfloat16, not {dtype!r}")
-    return ScorerConfig(model, max_tokens, overflow, dtype, not no_prefix_cache, batch_size, device)
+    return ScorerConfig(model, max_tokens, str(overflow), str(dtype), not no_prefix_cache, batch_size, device)
 
 
-def check_splitter(split: str) -> None:
-    from iclr_cli.blocks import SPLITTERS
+def check_splitter(split: str) -> str:
+    """``split`` if it names a block splitter (see :func:`iclr_cli.pipeline.check_splitter`)."""
+    from iclr_cli.pipeline import check_splitter as check
 
-    if split not in SPLITTERS:
-        raise UsageError(f"--split must be one of {', '.join(SPLITTERS)}, not {split!r}")
+    return check(str(split))
 
 
 def warn_precision(out: Output, config: ScorerConfig) -> None:
+    """The warning for a precision below float32 (METHOD.md, "Score": an explicit opt-in)."""
     if config.dtype != "float32":
         out.warn(f"--dtype {config.dtype}: entropies differ from float32 (up to ~1.8 bits/token measured on the default proxy); selections may change")
 
@@ -49,26 +50,31 @@ def report_reading(out: Output, doc: Document, *, strict: bool) -> None:
         raise InputError(doc.source, f"{n} assistant-turn text{'s' if n != 1 else ''} in fields or markup not read as reasoning or action (--strict); see the warnings above")
 
 
+@contextlib.contextmanager
+def interruptible(out: Output, done: Callable[[], str]) -> Iterator[None]:
+    """Turn Ctrl-C inside the block into :class:`~iclr_cli.errors.Interrupted` (exit 130) with
+    one line saying what was kept; ``done()`` says how far the command got."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise out.interrupted(done()) from None
+
+
 def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: str, command: str = "prune") -> None:
-    """The run summary table on stderr (``command``: ``score`` or ``prune``)."""
-    ratio = summary.tokens_removed / summary.tokens_before if summary.tokens_before else 0.0
+    """The run summary table on stderr (``command``: ``score`` or ``prune``). Reasoning tokens
+    follow the one accounting of :mod:`iclr_cli.token_accounting`."""
+    selected = "blocks selected" if command == "score" else "blocks removed"  # score only reports what the variant would remove
     rows = [
         ("trajectories", summary.trajectories),
         ("steps", summary.steps),
         ("steps with reasoning", summary.steps_with_reasoning),
         ("reasoning blocks", summary.blocks),
-        ("blocks removed", summary.removed),
-        ("reasoning tokens before", summary.tokens_before),
-        ("reasoning tokens after", summary.tokens_after),
-        ("reasoning tokens deleted", summary.tokens_removed),
-        ("deletion ratio", f"{ratio:.3f}"),
-        ("tokenizer", tokenizer_name),
+        (selected, summary.removed),
+        *summary_rows(summary.tokens, tokenizer_name),
         ("steps windowed", summary.windowed),
         ("steps skipped", len(summary.skipped)),
         ("unrecognised", summary.unrecognised),
     ]
-    if command == "score":  # score only reports what the variant would remove
-        rows = [("blocks selected" if k == "blocks removed" else k, v) for k, v in rows]
     out.table(f"iclr {command} --variant {variant}", ["", "value"], rows)
     for line in summary.skipped:
         out.warn(f"not pruned: {line}")

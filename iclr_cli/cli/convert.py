@@ -40,6 +40,7 @@ def convert(
     output: opt.Output = None,
     fmt: opt.Format = None,
     skip_bad_lines: opt.SkipBadLines = False,
+    force: opt.Force = False,
     quiet: opt.Quiet = False,
 ) -> None:
     """Convert a trajectory file to another format, refusing conversions that would lose data.
@@ -53,7 +54,7 @@ def convert(
 
     if to not in TARGETS:
         raise UsageError(f"--to must be one of {', '.join(TARGETS)}, not {to!r}")
-    out = Output(output, quiet=quiet)
+    out = Output(output, quiet=quiet, force=force)
     [item] = open_inputs([input], fmt)
     trajectories = steps = 0
     with out.stream() as sink:

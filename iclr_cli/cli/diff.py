@@ -20,15 +20,16 @@ def diff(
     score: Annotated[bool, typer.Option("--score", help="Compute block entropies with the proxy model (--model) to tag blocks.")] = False,
     scores_file: Annotated[Optional[str], typer.Option("--scores", help="Tag blocks with the entropies of this 'iclr score' output of ORIGINAL (instead of --score).")] = None,
     model: opt.Model = "smollm2",
-    variant: Annotated[str, typer.Option("--variant", "-v", help="With --score: iclr (context-conditioned) or step-only.")] = "iclr",
+    variant: Annotated[opt.ScoredVariant, typer.Option("--variant", "-v", help="With --score: iclr (context-conditioned) or step-only.")] = opt.ScoredVariant("iclr"),
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     max_tokens: opt.MaxTokens = 42_000,
-    split: opt.Split = "paragraph",
+    split: opt.Split = opt.PARAGRAPH,
     fmt: opt.Format = None,
     task: Annotated[Optional[str], typer.Option("--task", help="Replay records: pick this task in a run folder holding several.")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Replay records: pick this seed in a run folder holding several.")] = None,
     width: Annotated[Optional[int], typer.Option("--width", min=40, help="Output width in columns (default: the terminal's).")] = None,
     no_pager: Annotated[bool, typer.Option("--no-pager", help="Never page long output.")] = False,
+    force: opt.Force = False,
 ) -> None:
     """Show which reasoning blocks were removed, with their entropies, step by step.
 
@@ -45,26 +46,31 @@ def diff(
     from iclr_cli.cli.common import check_splitter
     from iclr_cli.render import diff_view, runs
 
-    check_splitter(split)
+    split = check_splitter(split.value)
+    if output not in (None, "-"):
+        from iclr_cli.jsonio import output_path
+
+        output_path(output, force=force)  # refuse an unwritable -o file before any work
     console = diff_view.make_console(width=width)
     if runs.is_run_record(original) and runs.is_run_record(pruned):
-        _run_diff(original, pruned, task, seed, as_json, output, console, not no_pager)
+        _run_diff(original, pruned, task, seed, as_json, output, console, not no_pager, force)
         return
-    built = _build(original, pruned, score=score, scores_file=scores_file, model=model, variant=variant, ratio=ratio, max_tokens=max_tokens, split=split, fmt=fmt)
-    _emit(built, step, None if all_steps or step is not None else context, as_json, output, console, not no_pager)
+    built = _build(original, pruned, score=score, scores_file=scores_file, model=model, variant=variant.value, ratio=ratio, max_tokens=max_tokens, split=split, fmt=fmt)
+    _emit(built, step, None if all_steps or step is not None else context, as_json, output, console, not no_pager, force)
 
 
 def _build(original: str, pruned: str, *, score: bool, scores_file: str | None, model: str, variant: str, ratio: float, max_tokens: int, split: str, fmt):
     from iclr_cli.errors import UsageError
     from iclr_cli.jsonio import read_input
     from iclr_cli.render import diffdata, diffinput
+    from iclr_cli.token_accounting import token_counter
 
     data_a, data_b = read_input(original), read_input(pruned)
     score_a, score_b = diffinput.is_score_output(data_a), diffinput.is_score_output(data_b)
     if score_a and score_b:
         raise UsageError(f"{original} and {pruned} are both 'iclr score' output; give one of them with the input it scored")
     tokenizer = _tokenizer(model)
-    count = lambda text: len(tokenizer.token_spans(text))  # noqa: E731
+    count = token_counter(tokenizer)
     if score_a or score_b:
         (scores_name, scores_data), input_name = ((original, data_a), pruned) if score_a else ((pruned, data_b), original)
         trajectories = _load(input_name, fmt)
@@ -113,7 +119,7 @@ def _compute_scores(path, trajectories, model, variant, ratio, max_tokens, split
     return scores_from_results(results), f"--score ({parsed.name}, {scorer.name} scorer)"
 
 
-def _emit(built, step, context, as_json, output, console, pager) -> None:
+def _emit(built, step, context, as_json, output, console, pager, force=False) -> None:
     from iclr_cli.render import diff_view, diffdata
     from iclr_cli.render.output import Output
 
@@ -121,13 +127,13 @@ def _emit(built, step, context, as_json, output, console, pager) -> None:
         import orjson
 
         doc = diffdata.to_json(built, step=step)
-        Output(output).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+        Output(output, force=force).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
         return
     views = [(t, diffdata.select(t, step=step, context=context)) for t in built.trajectories]
     diff_view.show(console, built, views, pager=pager)
 
 
-def _run_diff(a: str, b: str, task, seed, as_json, output, console, pager) -> None:
+def _run_diff(a: str, b: str, task, seed, as_json, output, console, pager, force=False) -> None:
     from iclr_cli.render import rundiff, runs
     from iclr_cli.render.output import Output
 
@@ -136,7 +142,7 @@ def _run_diff(a: str, b: str, task, seed, as_json, output, console, pager) -> No
     if as_json:
         import orjson
 
-        Output(output).write_bytes(orjson.dumps(rundiff.to_json(data), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+        Output(output, force=force).write_bytes(orjson.dumps(rundiff.to_json(data), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
         return
     from iclr_cli.render import rundiff_view
 

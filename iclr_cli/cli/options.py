@@ -1,12 +1,46 @@
-"""Option types shared by several subcommands (``Annotated`` aliases, one definition each)."""
+"""Option types shared by several subcommands (``Annotated`` aliases, one definition each).
+
+Options with a fixed set of values are enums built from the tuple the library validates
+against (``SPLITTERS``, ``DTYPES``, the ``Overflow`` literal, ...), so ``--help`` lists the
+choices, a wrong value is a usage error (exit 2) before anything runs, and the choices are
+written down once. Commands pass ``.value`` on.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+import enum
+from collections.abc import Sequence
+from typing import Annotated, Optional, get_args
 
 import typer
 
+from iclr_cli.blocks import SPLITTERS
+from iclr_cli.formats.base import OpaqueEdits
 from iclr_cli.policies import DEFAULT_RATIO
+from iclr_cli.scoring.base import Overflow as _OverflowLiteral
+from iclr_cli.scoring.loading import DTYPES
+
+
+class Choice(str, enum.Enum):
+    """A fixed option value; ``str()`` and formatting give the value itself."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+def choices(name: str, values: Sequence[str]) -> type[Choice]:
+    """An enum of ``values`` for a Typer option (members named after the values)."""
+    return Choice(name, [(v.replace("-", "_"), v) for v in values])  # type: ignore[return-value]
+
+
+OverflowChoice = choices("OverflowChoice", get_args(_OverflowLiteral))
+DtypeChoice = choices("DtypeChoice", DTYPES)
+SplitChoice = choices("SplitChoice", SPLITTERS)
+ScoredVariant = choices("ScoredVariant", ("iclr", "step-only"))
+OpaqueChoice = choices("OpaqueChoice", tuple(e.value for e in OpaqueEdits))
 
 Output = Annotated[Optional[str], typer.Option("--output", "-o", help="Output file (written atomically); '-' or omitted: stdout.")]
 Format = Annotated[Optional[str], typer.Option("--format", "-f", help="Input format; auto-detected when omitted. See 'iclr formats'.")]
@@ -14,14 +48,21 @@ Ratio = Annotated[float, typer.Option("--ratio", min=0.0, max=1.0, help="rho: sh
 Seed = Annotated[int, typer.Option("--seed", help="Seed of random-R deletions (combined with trajectory id and step).")]
 Model = Annotated[str, typer.Option("--model", "-m", help="Proxy model: 'smollm2' (embedded default), 'fake', a local folder, a .gguf file, or a cached Hugging Face id.")]
 MaxTokens = Annotated[int, typer.Option("--max-tokens", min=16, help="Scorer input limit in tokens (capped at the proxy's maximum positions).")]
-Overflow = Annotated[str, typer.Option("--overflow", help="Over the limit: 'window' keeps P + recent history + the step; 'skip' leaves the step unpruned (paper).")]
-Dtype = Annotated[str, typer.Option("--dtype", help="Proxy precision: float32 (default) or bfloat16 (entropies change by up to ~1.8 bits/token).")]
+Overflow = Annotated[OverflowChoice, typer.Option("--overflow", help="Over the limit: 'window' keeps P + recent history + the step; 'skip' leaves the step unpruned (paper).")]
+Dtype = Annotated[DtypeChoice, typer.Option("--dtype", help="Proxy precision: float32 (default); bfloat16 or float16 change entropies (up to ~1.8 bits/token measured) and a warning says so.")]
 NoPrefixCache = Annotated[bool, typer.Option("--no-prefix-cache", help="Recompute every step from scratch (verification, benchmarks).")]
 BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Scorer batch size for independent requests.")]
-Device = Annotated[Optional[str], typer.Option("--device", help="torch device (default: cuda when available, else cpu).")]
-Split = Annotated[str, typer.Option("--split", help="Block splitter: paragraph (blank lines, default), line, sentence.")]
+Device = Annotated[Optional[str], typer.Option("--device", help="torch device: cpu, cuda, cuda:N, mps (default: cuda when available, else cpu).")]
+Split = Annotated[SplitChoice, typer.Option("--split", help="Block splitter: paragraph (blank lines, default), line, sentence.")]
 SkipBadLines = Annotated[bool, typer.Option("--skip-bad-lines", help="Skip unparseable JSONL lines (each reported) instead of failing.")]
 Strict = Annotated[bool, typer.Option("--strict", help="Exit 2 when an assistant turn holds text the format adapter reads neither as reasoning nor as action.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No summary, warnings or progress bar on stderr.")]
+Force = Annotated[bool, typer.Option("--force", help="Overwrite an -o file that is read-only (its mode is kept).")]
+Width = Annotated[Optional[int], typer.Option("--width", min=40, help="Table width in columns (default: the terminal's; the table's full width when stderr is not a terminal).")]
+ScoredVariantOpt = Annotated[ScoredVariant, typer.Option("--variant", "-v", help="iclr (context-conditioned) or step-only.")]
+EncryptedReasoning = Annotated[OpaqueChoice, typer.Option("--encrypted-reasoning", help="Edited reasoning items that carry encrypted_content (Codex/Responses): 'drop' the item or 'keep' it unedited.")]
 
 DEFAULT_RATIO_VALUE = DEFAULT_RATIO
+WINDOW = OverflowChoice("window")
+FLOAT32 = DtypeChoice("float32")
+PARAGRAPH = SplitChoice("paragraph")

@@ -11,30 +11,32 @@ from iclr_cli.cli import options as opt
 
 def prune(
     input: Annotated[str, typer.Argument(help="Trajectory file ('-' for stdin).", show_default=False)],
-    variant: Annotated[str, typer.Option("--variant", "-v", help="none, iclr, step-only, delete-all, random-R (e.g. random-10).")] = "iclr",
+    variant: Annotated[str, typer.Option("--variant", "-v", help="none, iclr (default), step-only, delete-all, random-R (e.g. random-10).")] = "iclr",
     output: opt.Output = None,
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     seed: opt.Seed = 0,
     model: opt.Model = "smollm2",
     max_tokens: opt.MaxTokens = 42_000,
-    overflow: opt.Overflow = "window",
-    dtype: opt.Dtype = "float32",
+    overflow: opt.Overflow = opt.WINDOW,
+    dtype: opt.Dtype = opt.FLOAT32,
     no_prefix_cache: opt.NoPrefixCache = False,
     batch_size: opt.BatchSize = 8,
     device: opt.Device = None,
-    split: opt.Split = "paragraph",
+    split: opt.Split = opt.PARAGRAPH,
     fmt: opt.Format = None,
     skip_bad_lines: opt.SkipBadLines = False,
-    opaque: Annotated[str, typer.Option("--encrypted-reasoning", help="Edited reasoning items that carry encrypted_content (Codex/Responses): 'drop' the item or 'keep' it unedited.")] = "drop",
+    opaque: opt.EncryptedReasoning = opt.OpaqueChoice("drop"),
     strict: opt.Strict = False,
+    force: opt.Force = False,
     quiet: opt.Quiet = False,
 ) -> None:
     """Prune reasoning online and write the trajectory back in its own format.
 
     Actions, tool calls and observations are never changed. A summary (steps, blocks, blocks
-    removed, reasoning tokens before/after and the tokenizer that counted them) goes to stderr.
+    removed, reasoning tokens generated / deleted / kept, [SKIP] markers, written, and the
+    tokenizer that counted them) goes to stderr. Ctrl-C exits 130 and says what was kept.
     """
-    from iclr_cli.cli.common import check_splitter, print_summary, report_reading, scorer_config, warn_precision
+    from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_precision
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
@@ -46,21 +48,27 @@ def prune(
     parsed = parse_variant(variant)
     if parsed.kind == "sliding-window":
         raise UsageError("sliding-window-K drops whole steps from the agent's context; it exists only in 'iclr replay' (prune never removes actions or observations)")
-    if opaque not in ("drop", "keep"):
-        raise UsageError(f"--encrypted-reasoning must be 'drop' or 'keep', not {opaque!r}")
-    check_splitter(split)
-    config = scorer_config(model, max_tokens, overflow, dtype, no_prefix_cache, batch_size, device)
-    out = Output(output, quiet=quiet)
-    [item] = open_inputs([input], fmt)
-    warn_precision(out, config)
-    scorer, tokenizer = build_engines(parsed, config)
-    settings = Settings(parsed, ratio=ratio, seed=seed, splitter=split)
+    splitter = check_splitter(split.value)
+    config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device)
+    edits = OpaqueEdits(opaque.value)
+    out = Output(output, quiet=quiet, force=force)
     summary = Summary()
-    with out.stream() as sink, out.progress(f"pruning ({parsed.name})") as advance:
-        for doc in item.documents(skip_bad_lines=skip_bad_lines):
-            report_reading(out, doc, strict=strict)
-            results = compress_document(doc, settings, scorer, tokenizer, on_step=lambda _r: advance())
-            wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=OpaqueEdits(opaque))
-            sink.write(wrote.data)
-            summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
+
+    def done() -> str:
+        return f"interrupted after {summary.trajectories} trajectories"
+
+    with interruptible(out, done):
+        [item] = open_inputs([input], fmt)
+        warn_precision(out, config)
+        scorer, tokenizer = build_engines(parsed, config)
+        settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter)
+        with out.stream() as sink, out.progress(f"pruning ({parsed.name})") as advance:
+            for doc in item.documents(skip_bad_lines=skip_bad_lines):
+                report_reading(out, doc, strict=strict)
+                results = compress_document(doc, settings, scorer, tokenizer, on_step=lambda _r: advance())
+                wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=edits)
+                sink.write(wrote.data)
+                # Count what was written, not what compression asked for (Codex items dropped
+                # whole or kept unedited).
+                summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
     print_summary(out, summary, tokenizer.name, parsed.name)

@@ -7,6 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 from iclr_cli.cli import options as opt
+from iclr_cli.replay.provider import STYLES
+
+ToolProtocol = opt.choices("ToolProtocol", ("native", "text"))
+SendReasoning = opt.choices("SendReasoning", ("auto", *STYLES))
 
 
 def replay(
@@ -25,12 +29,12 @@ def replay(
     proxy_model: Annotated[str, typer.Option("--proxy-model", help="Proxy scorer for iclr/step-only and the tokenizer counting reasoning: 'smollm2', 'fake', a folder, a .gguf, a HF id.")] = "smollm2",
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     max_tokens: opt.MaxTokens = 42_000,
-    overflow: opt.Overflow = "window",
-    dtype: opt.Dtype = "float32",
+    overflow: opt.Overflow = opt.WINDOW,
+    dtype: opt.Dtype = opt.FLOAT32,
     device: opt.Device = None,
-    split: opt.Split = "paragraph",
-    tool_protocol: Annotated[str, typer.Option("--tool-protocol", help="'native' (OpenAI tools; text calls also accepted) or 'text' (no tools field, protocol in the prompt).")] = "native",
-    send_reasoning: Annotated[str, typer.Option("--send-reasoning", help="How reasoning goes back: auto (as the provider returned it), reasoning_content, reasoning, think, omit.")] = "auto",
+    split: opt.Split = opt.PARAGRAPH,
+    tool_protocol: Annotated[ToolProtocol, typer.Option("--tool-protocol", help="'native' (OpenAI tools; text calls also accepted) or 'text' (no tools field, protocol in the prompt).")] = ToolProtocol("native"),
+    send_reasoning: Annotated[SendReasoning, typer.Option("--send-reasoning", help="How reasoning goes back: auto (as the provider returned it), reasoning_content, reasoning, think, thought (text before a text tool call), omit.")] = SendReasoning("auto"),
     temperature: Annotated[Optional[float], typer.Option("--temperature", help="Sampling temperature (default: the provider's).")] = None,
     send_seed: Annotated[bool, typer.Option("--send-seed", help="Send the run's seed as the request 'seed' (OpenAI, vLLM, llama.cpp): variants of one seed sample alike until their histories differ.")] = False,
     max_output_tokens: Annotated[Optional[int], typer.Option("--max-output-tokens", min=1, help="max_tokens of each request (default: the provider's).")] = None,
@@ -42,6 +46,7 @@ def replay(
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help="On resume, run again the cells whose record has status 'error'.")] = False,
     keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep each run's temporary workspace (path recorded in results).")] = False,
     summary_only: Annotated[bool, typer.Option("--summary", help="Only print the summary of the results already in --out.")] = False,
+    width: opt.Width = None,
     quiet: opt.Quiet = False,
 ) -> None:
     """Drive a live model through tasks; after every completed step the variant compresses that
@@ -50,7 +55,9 @@ def replay(
     Writes --out/results.jsonl (one record per task, variant and seed), each trajectory in
     OpenAI chat JSON (readable by score, prune and diff), a per-request usage log, and a
     per-variant summary (reward, wins/ties/losses against none, tokens, deletion ratio,
-    amplification). An interrupted replay resumes: finished cells are skipped.
+    amplification). A failed run prints its reason; when every run failed the exit code is 1.
+    Ctrl-C exits 130, saying how many finished runs are kept; the same command resumes
+    (finished cells are skipped).
     """
     from pathlib import Path
 
@@ -58,7 +65,7 @@ def replay(
     from iclr_cli.render.output import Output
     from iclr_cli.replay.suite import BUILTIN_DIR, load_tasks, select_tasks
 
-    output = Output(None, quiet=quiet)
+    output = Output(None, quiet=quiet, width=width)
     if list_tasks:
         pool = load_tasks(Path(tasks_dir) if tasks_dir else BUILTIN_DIR)
         width = max((len(t.name) for t in pool), default=0)
@@ -88,9 +95,9 @@ def replay(
         max_steps=max_steps,
         out=Path(out),
         proxy_model=proxy_model,
-        scorer_options=dict(ratio=ratio, max_tokens=max_tokens, overflow=overflow, dtype=dtype, device=device, split=split),
-        tool_protocol=tool_protocol,
-        send_reasoning=send_reasoning,
+        scorer_options=dict(ratio=ratio, max_tokens=max_tokens, overflow=overflow.value, dtype=dtype.value, device=device, split=split.value),
+        tool_protocol=tool_protocol.value,
+        send_reasoning=send_reasoning.value,
         temperature=temperature,
         max_output_tokens=max_output_tokens,
         extra_body=extra_body,
@@ -104,6 +111,11 @@ def replay(
     )
     setup.run(jobs)
     _print_summary(output, Path(out))
+    failure = setup.all_failed()
+    if failure:
+        from iclr_cli.errors import IclrError
+
+        raise IclrError(f"{failure} (records in {Path(out) / 'results.jsonl'})")
 
 
 def _print_summary(output, out_dir) -> None:

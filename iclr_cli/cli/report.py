@@ -18,6 +18,7 @@ def report(
     model: opt.Model = "smollm2",
     max_tokens: opt.MaxTokens = 42_000,
     width: Annotated[Optional[int], typer.Option("--width", min=40, help="Table width in columns (default: the terminal's).")] = None,
+    force: opt.Force = False,
     quiet: opt.Quiet = False,
 ) -> None:
     """Summarise a replay run per variant (the rules of 'iclr replay''s summary): mean
@@ -33,6 +34,10 @@ def report(
     from iclr_cli.render.output import Output
     from iclr_cli.replay.summary import summarize, to_records
 
+    if html:
+        from iclr_cli.jsonio import output_path
+
+        output_path(html, force=force)  # refuse an unwritable --html file before any work
     records = runs.load_run(run_dir)
     rows = summarize([r.record for r in records])
     out = Output(None, quiet=quiet)
@@ -43,14 +48,20 @@ def report(
     else:
         from iclr_cli.render import diff_view, report_view
 
-        report_view.paint(diff_view.make_console(width=width), Path(run_dir).name, rows)
+        import sys
+
+        from iclr_cli.render.output import FULL_WIDTH
+
+        # Off a terminal (a pipe, a log) the table keeps its full width instead of 80 columns.
+        full = width or (None if sys.stdout.isatty() else FULL_WIDTH)
+        report_view.paint(diff_view.make_console(width=full), Path(run_dir).name, rows)
     if html:
         from iclr_cli.jsonio import write_output
         from iclr_cli.render import report_html
 
         heat = _heat_map(records, heatmap, model, max_tokens, out)
         figures = report_html.build_figures(records, heat)
-        write_output(html, report_html.render_html(f"iclr replay report: {Path(run_dir).resolve().name}", rows, figures).encode("utf-8"))
+        write_output(html, report_html.render_html(f"iclr replay report: {Path(run_dir).resolve().name}", rows, figures).encode("utf-8"), force=force)
         out.info(f"wrote {html}")
 
 

@@ -12,19 +12,20 @@ from iclr_cli.cli import options as opt
 def score(
     inputs: Annotated[list[str], typer.Argument(help="Trajectory files ('-' for stdin).", show_default=False)],
     output: opt.Output = None,
-    variant: Annotated[str, typer.Option("--variant", "-v", help="iclr (context-conditioned) or step-only.")] = "iclr",
+    variant: opt.ScoredVariantOpt = opt.ScoredVariant("iclr"),
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     model: opt.Model = "smollm2",
     max_tokens: opt.MaxTokens = 42_000,
-    overflow: opt.Overflow = "window",
-    dtype: opt.Dtype = "float32",
+    overflow: opt.Overflow = opt.WINDOW,
+    dtype: opt.Dtype = opt.FLOAT32,
     no_prefix_cache: opt.NoPrefixCache = False,
     batch_size: opt.BatchSize = 8,
     device: opt.Device = None,
-    split: opt.Split = "paragraph",
+    split: opt.Split = opt.PARAGRAPH,
     fmt: opt.Format = None,
     skip_bad_lines: opt.SkipBadLines = False,
     strict: opt.Strict = False,
+    force: opt.Force = False,
     quiet: opt.Quiet = False,
 ) -> None:
     """Score every reasoning block by mean token entropy (bits) under the proxy model.
@@ -32,31 +33,37 @@ def score(
     Scores of step t are taken on the history in which steps before t were already
     compressed (the online simulation). Output: JSONL, one record per block, with
     trajectory, step, block, n_blocks, n_tokens, entropy_bits, selected, text.
+    Ctrl-C exits 130 and says what was kept.
     """
-    from iclr_cli.cli.common import check_splitter, print_summary, report_reading, scorer_config, warn_precision
+    from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_precision
     from iclr_cli.compress import Settings
-    from iclr_cli.errors import UsageError
     from iclr_cli.pipeline import IdRegistry, Summary, build_engines, compress_document, open_inputs, score_records
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
 
-    parsed = parse_variant(variant)
-    if not parsed.needs_scores:
-        raise UsageError(f"score takes --variant iclr or step-only, not {variant!r} (use 'iclr prune' for other variants)")
-    check_splitter(split)
-    config = scorer_config(model, max_tokens, overflow, dtype, no_prefix_cache, batch_size, device)
-    out = Output(output, quiet=quiet)
-    inputs = open_inputs(inputs, fmt)
-    warn_precision(out, config)
-    scorer, tokenizer = build_engines(parsed, config)
-    settings = Settings(parsed, ratio=ratio, splitter=split)
+    parsed = parse_variant(variant.value)
+    splitter = check_splitter(split.value)
+    config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device)
+    out = Output(output, quiet=quiet, force=force)
     summary, ids = Summary(), IdRegistry()
-    with out.stream() as sink, out.progress("scoring steps") as advance:
-        for item in inputs:
-            for doc in item.documents(skip_bad_lines=skip_bad_lines):
-                ids.check(item.path, doc)
-                report_reading(out, doc, strict=strict)
-                results = compress_document(doc, settings, scorer, tokenizer, on_step=lambda _r: advance())
-                sink.write(out.encode_records(score_records(item.path, results, parsed)))
-                summary.add(results, doc)
+    records = 0
+
+    def done() -> str:
+        return f"interrupted after {summary.trajectories} trajectories ({records} block records)"
+
+    with interruptible(out, done):
+        items = open_inputs(inputs, fmt)
+        warn_precision(out, config)
+        scorer, tokenizer = build_engines(parsed, config)
+        settings = Settings(parsed, ratio=ratio, splitter=splitter)
+        with out.stream() as sink, out.progress("scoring steps") as advance:
+            for item in items:
+                for doc in item.documents(skip_bad_lines=skip_bad_lines):
+                    ids.check(item.path, doc)
+                    report_reading(out, doc, strict=strict)
+                    results = compress_document(doc, settings, scorer, tokenizer, on_step=lambda _r: advance())
+                    lines = list(score_records(item.path, results, parsed))
+                    sink.write(out.encode_records(lines))
+                    records += len(lines)
+                    summary.add(results, doc)
     print_summary(out, summary, tokenizer.name, parsed.name, command="score")

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from iclr_cli.render.diffdata import BlockDiff, Diff, Folded, Gap, StepDiff, TrajectoryDiff
+from iclr_cli.token_accounting import summary_rows
 
 # Sequential cold-to-hot scale (ColorBrewer RdYlBu, reversed): low entropy = blue.
 HEAT = ("#4575b4", "#74add1", "#abd9e9", "#e0f3f8", "#fee090", "#fdae61", "#f46d43", "#d73027")
@@ -95,7 +96,9 @@ def step_title(step: StepDiff) -> str:
     parts = [f"step {step.step}"]
     if blocks:
         parts.append(f"{removed}/{sum(b.status != 'added' for b in blocks)} blocks removed" + (f", {changed} changed" if changed else ""))
-        parts.append(f"reasoning {step.tokens_before} -> {step.tokens_after} tokens")
+        t = step.tokens
+        marks = f" incl. {t.markers} [SKIP]" if t.markers else ""
+        parts.append(f"reasoning {t.generated} -> {t.written} tokens{marks}, {t.deleted} deleted")
     else:
         parts.append("no reasoning")
     return " · ".join(parts)
@@ -130,7 +133,6 @@ def render_summary(diff: Diff) -> Group:
     """The closing summary: what was compared, then steps, blocks, removed, reasoning tokens
     before/after. The file names go on their own line (a table title would wrap them)."""
     s = diff.summary
-    pct = 100.0 * (s.tokens_before - s.tokens_after) / s.tokens_before if s.tokens_before else 0.0
     table = Table(show_header=False)
     table.add_column("")
     table.add_column("", justify="right")
@@ -144,11 +146,7 @@ def render_summary(diff: Diff) -> Group:
     ]
     if s.changed or s.added:
         rows += [("blocks changed", str(s.changed)), ("blocks added", str(s.added))]
-    rows += [
-        (f"reasoning tokens before ({diff.tokenizer})", str(s.tokens_before)),
-        (f"reasoning tokens after ({diff.tokenizer})", str(s.tokens_after)),
-        ("reasoning tokens removed", f"{pct:.1f}%"),
-    ]
+    rows += [(name, str(value)) for name, value in summary_rows(s.tokens, diff.tokenizer)]
     if diff.scores is not None:
         rows.append(("entropies from", diff.scores))
         if s.entropy_min is not None:

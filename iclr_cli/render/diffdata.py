@@ -30,6 +30,7 @@ from typing import Literal
 from iclr_cli.blocks import SKIP, is_candidate, split_blocks
 from iclr_cli.render.blockalign import BlockStatus, align_blocks, pair_parts
 from iclr_cli.errors import InputError
+from iclr_cli.token_accounting import ReasoningTokens, account
 from iclr_cli.trajectory import Step, Trajectory
 
 CountTokens = Callable[[str], int]
@@ -102,15 +103,23 @@ Item = BlockDiff | Folded
 
 @dataclass(frozen=True)
 class StepDiff:
-    """One assistant turn: its items in causal order, reasoning tokens before/after pruning
-    (counted by :attr:`Diff.tokenizer`), and why the scorer skipped it, if it did."""
+    """One assistant turn: its items in causal order, its reasoning-token accounting (the one
+    definition of :mod:`iclr_cli.token_accounting`, counted by :attr:`Diff.tokenizer`), and
+    why the scorer skipped it, if it did."""
 
     trajectory: str
     step: int
     items: tuple[Item, ...]
-    tokens_before: int
-    tokens_after: int
+    tokens: ReasoningTokens
     skipped: str | None = None
+
+    @property
+    def tokens_before(self) -> int:
+        return self.tokens.generated
+
+    @property
+    def tokens_after(self) -> int:
+        return self.tokens.written
 
     @property
     def blocks(self) -> tuple[BlockDiff, ...]:
@@ -139,7 +148,8 @@ class TrajectoryDiff:
 
 @dataclass(frozen=True)
 class DiffSummary:
-    """Totals over the whole diff (not only the steps shown). Tokens by :attr:`Diff.tokenizer`;
+    """Totals over the whole diff (not only the steps shown). ``tokens``: the reasoning-token
+    accounting by :attr:`Diff.tokenizer`, the same definition as ``prune``'s summary;
     ``entropy_min``/``entropy_max`` (bits) span the known block entropies (the heat scale)."""
 
     trajectories: int
@@ -150,10 +160,17 @@ class DiffSummary:
     removed: int
     changed: int
     added: int
-    tokens_before: int
-    tokens_after: int
+    tokens: ReasoningTokens
     entropy_min: float | None
     entropy_max: float | None
+
+    @property
+    def tokens_before(self) -> int:
+        return self.tokens.generated
+
+    @property
+    def tokens_after(self) -> int:
+        return self.tokens.written
 
 
 @dataclass(frozen=True)
@@ -217,9 +234,8 @@ def _step_diff(
                     n_tokens=info.n_tokens if info else None,
                 )
             )
-    before = sum(count(p.text) for p in reasoning if p.text)
-    after = sum(count(t) for t in new_reasoning if t)
-    return StepDiff(traj_id, old.index, tuple(items), before, after, scores.skipped if scores else None)
+    tokens = account(count, [(p.text, new_reasoning[i] or "") for i, p in enumerate(reasoning)])
+    return StepDiff(traj_id, old.index, tuple(items), tokens, scores.skipped if scores else None)
 
 
 def diff_files(
@@ -334,8 +350,7 @@ def summarize(trajectories: Sequence[TrajectoryDiff]) -> DiffSummary:
         removed=count("removed"),
         changed=count("changed"),
         added=count("added"),
-        tokens_before=sum(s.tokens_before for s in steps),
-        tokens_after=sum(s.tokens_after for s in steps),
+        tokens=sum((s.tokens for s in steps), ReasoningTokens()),
         entropy_min=min(entropies) if entropies else None,
         entropy_max=max(entropies) if entropies else None,
     )
@@ -376,17 +391,22 @@ def to_json(diff: Diff, *, step: int | None = None) -> dict:
     """The diff as JSON-ready data (``iclr diff --json``); ``step`` keeps only that step.
 
     Shape: ``{original, pruned, tokenizer, scores, summary: {...}, trajectories: [{id, steps:
-    [{step, changed, tokens_before, tokens_after, skipped, blocks: [{part, block, status,
-    removed, entropy_bits, n_tokens, text, new_text}], folded: [{kind, label, text,
-    new_text}]}]}]}``. Entropies in bits; tokens counted by ``tokenizer``.
+    [{step, changed, tokens_before, tokens_after, reasoning_tokens_generated, ..._written,
+    ..._kept, ..._deleted, skip_markers, skip_marker_tokens, skipped, blocks: [{part, block,
+    status, removed, entropy_bits, n_tokens, text, new_text}], folded: [{kind, label, text,
+    new_text}]}]}]}``. Entropies in bits; tokens counted by ``tokenizer``
+    (:mod:`iclr_cli.token_accounting`; ``tokens_before`` / ``tokens_after`` are generated /
+    written).
     """
     s = diff.summary
+    summary = {k: getattr(s, k) for k in s.__dataclass_fields__ if k != "tokens"}
+    summary.update(tokens_before=s.tokens_before, tokens_after=s.tokens_after, deletion_ratio=s.tokens.deletion_ratio, **s.tokens.to_record())
     return {
         "original": diff.original,
         "pruned": diff.pruned,
         "tokenizer": diff.tokenizer,
         "scores": diff.scores,
-        "summary": {k: getattr(s, k) for k in s.__dataclass_fields__},
+        "summary": summary,
         "trajectories": [
             {"id": t.id, "steps": [_step_json(st) for st in t.steps if step is None or st.step == step]}
             for t in diff.trajectories
@@ -400,6 +420,7 @@ def _step_json(step: StepDiff) -> dict:
         "changed": step.changed,
         "tokens_before": step.tokens_before,
         "tokens_after": step.tokens_after,
+        **step.tokens.to_record(),
         "skipped": step.skipped,
         "blocks": [
             {

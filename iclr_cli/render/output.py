@@ -3,6 +3,9 @@
 Data (JSONL records, output files) goes to ``-o`` or stdout; everything meant for a person
 (summaries, warnings, progress) goes to stderr, so ``iclr score f.jsonl | jq`` stays clean.
 ``quiet`` silences the person-facing part; rich is imported only when something is shown.
+
+Tables keep their full width when stderr is not a terminal (a log file, a CI job): rich would
+otherwise cut them at 80 columns. ``width`` (``--width``) sets the width everywhere.
 """
 
 from __future__ import annotations
@@ -13,21 +16,41 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import orjson
 
-from iclr_cli.jsonio import open_output, write_output
+from iclr_cli.errors import Interrupted
+from iclr_cli.jsonio import open_output, output_path, write_output
+
+FULL_WIDTH = 100_000  # "as wide as the table": rich tables never pad past their own width
 
 
 class Output:
     """Where a command's results go.
 
     Args:
-        target: output file path, ``-``/``None`` for stdout.
+        target: output file path, ``-``/``None`` for stdout. Checked at once (see
+            :func:`iclr_cli.jsonio.output_path`), so a long run never fails at its end for a
+            file it could not write.
         quiet: no summaries, warnings or progress on stderr (errors still print).
+        force: replace a read-only target (its mode is kept).
+        width: columns for tables on stderr (default: the terminal's, or the table's full
+            width when stderr is not a terminal).
+
+    Raises:
+        UsageError: for a target that cannot be written (see ``output_path``).
     """
 
-    def __init__(self, target: str | None = None, *, quiet: bool = False):
+    def __init__(self, target: str | None = None, *, quiet: bool = False, force: bool = False, width: int | None = None):
         self.target = target
         self.quiet = quiet
+        self.force = force
+        self.width = width
         self._err_console = None
+        self._existed = False
+        if target not in (None, "-"):
+            self._existed = output_path(target, force=force).exists()
+
+    @property
+    def to_stdout(self) -> bool:
+        return self.target in (None, "-")
 
     @property
     def console(self):
@@ -35,17 +58,33 @@ class Output:
         if self._err_console is None:
             from rich.console import Console
 
-            self._err_console = Console(stderr=True, highlight=False)
+            width = self.width
+            if width is None and not sys.stderr.isatty():
+                width = FULL_WIDTH
+            self._err_console = Console(stderr=True, highlight=False, width=width)
         return self._err_console
 
     def write_bytes(self, data: bytes) -> None:
         """Write a finished output document atomically to the target."""
-        write_output(self.target, data)
+        write_output(self.target, data, force=self.force)
 
     def stream(self):
         """Context manager giving a binary file for the command's data: stdout, or a temp file
         renamed over ``target`` only when the block succeeds (nothing half-written)."""
-        return open_output(self.target)
+        return open_output(self.target, force=self.force)
+
+    def interrupted(self, done: str) -> Interrupted:
+        """The error for Ctrl-C (exit 130): one line saying what was kept.
+
+        ``done`` says how far the command got ("3 of 10 trajectories"). Output to a file is
+        all or nothing (written atomically), so the file is as it was; on stdout, what went
+        out before the interrupt stays there and is incomplete.
+        """
+        if self.to_stdout:
+            return Interrupted(f"{done}; what went to stdout before the interrupt is incomplete")
+        if self._existed:
+            return Interrupted(f"{done}; nothing written, {self.target} is as it was")
+        return Interrupted(f"{done}; nothing written, {self.target} was not created")
 
     @staticmethod
     def encode_records(records: Iterable[Mapping]) -> bytes:
@@ -55,7 +94,7 @@ class Output:
     def write_records(self, records: Iterable[Mapping]) -> int:
         """Write JSON records, one per line, atomically; returns how many were written."""
         lines = [orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in records]
-        write_output(self.target, b"".join(lines))
+        write_output(self.target, b"".join(lines), force=self.force)
         return len(lines)
 
     def warn(self, message: str) -> None:

@@ -41,6 +41,7 @@ from iclr_cli.replay.client import ChatClient
 from iclr_cli.replay.history import Compressor, History
 from iclr_cli.replay.suite import CheckContext, Task
 from iclr_cli.replay.tools import TEXT_PROTOCOL, TOOL_SPECS, ToolLimits, Workspace
+from iclr_cli.token_accounting import ReasoningTokens
 
 SYSTEM_PROMPT = """\
 You are an autonomous agent solving a task inside a workspace folder on a Linux machine.
@@ -170,7 +171,7 @@ def _finish(spec: RunSpec, config: ReplayConfig, history: History, outcome: Outc
         lines.append(orjson.dumps({
             "step": req.step, "messages_sent": req.messages, "finish_reason": req.finish_reason, "wall_s": round(req.wall_s, 3),
             **req.usage.to_record(), "raw_usage": req.raw_usage,
-            "reasoning_tokens_before": rep.tokens_before, "reasoning_tokens_after": rep.tokens_after,
+            **rep.tokens.to_record(),
             "blocks": len(rep.blocks), "blocks_removed": rep.n_removed, "compression_skipped": rep.skipped, "scorer_windowed": rep.windowed,
         }, option=orjson.OPT_APPEND_NEWLINE))
     write_output(str(folder / "requests.jsonl"), b"".join(lines))
@@ -183,7 +184,7 @@ def _finish(spec: RunSpec, config: ReplayConfig, history: History, outcome: Outc
         scored = score_records(str(rel / "generated.json"), [history.compression_result()], history.compressor.variant)
         write_output(str(config.out / block_scores), b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in scored))
     usage = total_usage(r.usage for r in outcome.requests)
-    generated = sum(r.tokens_before for r in history.reports)
+    tokens = sum((r.tokens for r in history.reports), ReasoningTokens())
     submission = outcome.submission
     record = {
         "task": spec.task.name,
@@ -199,8 +200,12 @@ def _finish(spec: RunSpec, config: ReplayConfig, history: History, outcome: Outc
         "output_tokens": usage.output_tokens,
         "cache_read_tokens": usage.cache_read_tokens,
         "api_reasoning_tokens": usage.reasoning_tokens,
-        "reasoning_tokens_generated": generated,
-        "reasoning_tokens_removed": generated - sum(r.tokens_after for r in history.reports),
+        # The one accounting (iclr_cli.token_accounting): removed = deleted, markers apart.
+        "reasoning_tokens_generated": tokens.generated,
+        "reasoning_tokens_removed": tokens.deleted,
+        "reasoning_tokens_kept": tokens.kept,
+        "skip_markers": tokens.markers,
+        "skip_marker_tokens": tokens.marker_tokens,
         "reasoning_tokenizer": history.compressor.tokenizer.name,
         "unreported_usage": list(usage.unreported),
         "wall_s": round(wall_s, 3),
@@ -236,7 +241,9 @@ def run_matrix(
         # The worker appends its own record, so a finished run is on disk even if another
         # run crashes the replay before the main thread looks at this one.
         record = run_one(spec, client, compressors[spec.variant], config, stop)
-        if record is None:
+        if record is None or stop.is_set():
+            # Interrupted: a run that ended while the replay was stopping (its request timed
+            # out, say) is unfinished work, not a result; it runs again on resume.
             return False
         log.append(record)
         if on_record is not None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
-from iclr_cli.errors import IclrError, UsageError
+from iclr_cli.errors import IclrError, Interrupted, UsageError
 from iclr_cli.replay.agent import AgentConfig
 from iclr_cli.replay.client import ChatClient, ClientConfig
 from iclr_cli.replay.history import Compressor
@@ -30,9 +30,19 @@ class Session:
     config: ReplayConfig
     log: ResultsLog
     skipped: int
+    finished: list[dict] = field(default_factory=list)
 
     def run(self, jobs: int) -> int:
-        """Run every remaining cell; returns how many records were written."""
+        """Run every remaining cell; returns how many records were written.
+
+        Each finished run prints one line; a failed one prints its reason.
+
+        The records written are kept in :attr:`finished` (see :meth:`all_failed`).
+
+        Raises:
+            Interrupted: on Ctrl-C (exit 130), saying how many finished runs are in
+                ``results.jsonl`` and that the same command resumes.
+        """
         out = self.output
         if self.skipped:
             out.info(f"resuming: {self.skipped} finished run(s) in {self.log.path} are skipped")
@@ -40,17 +50,38 @@ class Session:
             out.info("nothing left to run")
             self.log.close()
             return 0
+        finished = self.finished
         try:
             with out.progress("replay", len(self.specs)) as advance:
 
                 def on_record(r: dict) -> None:
+                    finished.append(r)
                     tokens = (r["input_tokens"] or 0) + (r["output_tokens"] or 0)
-                    out.info(f"{r['task']} {r['variant']} seed {r['seed']}: reward {r['reward']:.2f}, {r['status']}, {r['requests']} requests, {tokens:,} tokens")
+                    line = f"{r['task']} {r['variant']} seed {r['seed']}: reward {r['reward']:.2f}, {r['status']}, {r['requests']} requests, {tokens:,} tokens"
+                    if r["status"] == "error":
+                        out.warn(f"{line}: {r.get('message') or 'no reason given'}")
+                    else:
+                        out.info(line)
                     advance()
 
-                return run_matrix(self.specs, self.client, self.compressors, self.config, self.log, jobs=jobs, on_record=on_record)
+                written = run_matrix(self.specs, self.client, self.compressors, self.config, self.log, jobs=jobs, on_record=on_record)
+        except KeyboardInterrupt:
+            total = len(self.log.records) + len(finished)
+            raise Interrupted(
+                f"{len(finished)} run(s) finished in this session, {total} in all are kept in {self.log.path}; "
+                "runs in progress were not recorded; run the same command again to resume"
+            ) from None
         finally:
             self.log.close()
+        return written
+
+    def all_failed(self) -> str | None:
+        """When every run of this session ended in an API error: a one-line reason (the
+        first error's message), else ``None``."""
+        failed = [r for r in self.finished if r["status"] == "error"]
+        if not failed or len(failed) < len(self.finished):
+            return None
+        return f"every run failed ({len(failed)} of {len(self.finished)}); first reason: {failed[0].get('message') or 'none given'}"
 
 
 def _api_key(var: str | None) -> str:
@@ -65,11 +96,10 @@ def _api_key(var: str | None) -> str:
 
 
 def _engines(variants: Sequence, proxy_model: str, options: Mapping):
-    from iclr_cli.cli.common import check_splitter, scorer_config
-    from iclr_cli.pipeline import build_engines
+    from iclr_cli.pipeline import ScorerConfig, build_engines, check_splitter
 
-    check_splitter(options["split"])
-    config = scorer_config(proxy_model, options["max_tokens"], options["overflow"], options["dtype"], False, 8, options["device"])
+    check_splitter(str(options["split"]))
+    config = ScorerConfig(proxy_model, options["max_tokens"], str(options["overflow"]), str(options["dtype"]), True, 8, options["device"])
     try:
         needs = next((v for v in variants if v.needs_scores), variants[0])
         return build_engines(needs, config)

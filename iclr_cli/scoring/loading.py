@@ -12,10 +12,13 @@ Accepted specs:
 
 A GGUF is dequantised to float32 once (about 15-25 s for the default) and the result is saved
 with ``save_pretrained`` (safetensors) under ``<cache>/models/<name>-<key>``, where ``<cache>``
-is ``$ICLR_CACHE_DIR`` or ``platformdirs.user_cache_dir("iclr")`` and ``<key>`` hashes the GGUF's
-path, size and modification time. Later loads read that folder (1-2 s). The folder is written
-under a temporary name and renamed into place, so an interrupted first load never leaves a
-half-written cache behind.
+is ``$ICLR_CACHE_DIR`` or ``platformdirs.user_cache_dir("iclr")`` and ``<key>`` is a hash of
+the GGUF's *content*: every clone and every virtual environment that installs the same
+weights shares one cached copy. Hashing ~100 MB costs a fraction of a second; it is done once
+per file and remembered in ``<cache>/gguf-digests.json`` under the file's path, size
+and modification time, so later starts only ``stat`` the file. Later loads read the folder
+(1-2 s). The folder is written under a temporary name and renamed into place, so an
+interrupted first load never leaves a half-written cache behind.
 
 torch and transformers are imported inside the functions that need them: importing this
 module is cheap and ``iclr --help`` stays fast.
@@ -92,11 +95,47 @@ def embedded_gguf() -> Path:
 
 
 def _gguf_cache_folder(name: str, gguf: Path) -> Path:
-    st = gguf.stat()
-    # Size + mtime + path is enough to notice a reinstalled or replaced file, and costs
-    # nothing; hashing 100 MB on every start would not.
-    key = hashlib.blake2b(f"{gguf.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode(), digest_size=6).hexdigest()
-    return cache_root() / "models" / f"{name}-{key}"
+    return cache_root() / "models" / f"{name}-{gguf_digest(gguf)[:12]}"
+
+
+_DIGESTS = "gguf-digests.json"
+
+
+def gguf_digest(path: Path) -> str:
+    """Hex BLAKE2b digest of the file's content (the model cache key; see module docstring).
+
+    Remembered per (path, size, mtime) in the cache folder, so a file is hashed once; a
+    replaced or reinstalled file (other size or mtime) is hashed again.
+    """
+    import json
+
+    st = path.stat()
+    stamp = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    index = cache_root() / _DIGESTS
+    try:
+        known = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    if not isinstance(known, dict):
+        known = {}
+    digest = known.get(stamp)
+    if isinstance(digest, str):
+        return digest
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    digest = h.hexdigest()
+    known[stamp] = digest
+    try:
+        index.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{_DIGESTS}.", dir=index.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(known, fh, indent=0)
+        os.replace(tmp, index)
+    except OSError:
+        pass  # an unwritable index only means hashing again next time
+    return digest
 
 
 def resolve(spec: str) -> ModelSource:
@@ -220,12 +259,33 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
 
 
 def pick_device(device: str | None) -> str:
-    """``device`` if given, else ``cuda`` when available, else ``cpu``."""
-    if device:
-        return device
+    """``device`` if given and usable, else ``cuda`` when available, else ``cpu``.
+
+    Raises:
+        UsageError: for a device string torch does not know, or a CUDA / MPS device this
+            torch build or machine does not have; the message says what to do instead.
+    """
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if not device:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise UsageError(f"--device {device!r} is not a torch device ({exc}); use cpu, cuda, cuda:N or mps") from None
+    if parsed.type == "cuda":
+        if torch.version.cuda is None:
+            raise UsageError(
+                f"--device {device}: this torch ({torch.__version__}) is a CPU-only build without CUDA. "
+                "Use --device cpu (or leave --device out), or install a CUDA build of torch in this environment"
+            )
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {device}: torch {torch.__version__} has CUDA but sees no GPU (check the driver and CUDA_VISIBLE_DEVICES), or use --device cpu")
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise UsageError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) visible (cuda:0..cuda:{torch.cuda.device_count() - 1})")
+    if parsed.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise UsageError(f"--device {device}: MPS is not available on this machine or torch build; use --device cpu")
+    return device
 
 
 def load_tokenizer(spec: str) -> ProxyTokenizer:
@@ -253,11 +313,12 @@ def load_model(spec: str = EMBEDDED_NAME, *, dtype: str = "float32", device: str
         :class:`~iclr_cli.scoring.tokenizer.ProxyTokenizer` and the :class:`ModelSource`.
 
     Raises:
-        UsageError: unknown dtype or unresolvable spec.
+        UsageError: unknown dtype, unusable device (:func:`pick_device`) or unresolvable spec.
         IclrError: conversion or loading failed.
     """
     if dtype not in DTYPES:
         raise UsageError(f"--dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+    target = pick_device(device)  # before any loading: a wrong device fails in a second
     source = resolve(spec)
     folder = ensure_folder(source)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -273,6 +334,6 @@ def load_model(spec: str = EMBEDDED_NAME, *, dtype: str = "float32", device: str
         raise IclrError(f"could not load the proxy model from {folder}: {type(exc).__name__}: {exc}") from exc
     model.eval()
     model.requires_grad_(False)
-    model.to(pick_device(device))
+    model.to(target)
     tokenizer = ProxyTokenizer.from_folder(folder, source.name)
     return model, tokenizer, source

@@ -1,0 +1,115 @@
+"""Reasoning-token accounting: the one definition every command reports (METHOD.md, "What the
+paper measured": deletion ratio = reasoning tokens deleted / reasoning tokens generated).
+
+Everything is computed from two texts per reasoning part: the text as generated and the text
+as written (what really went to the output file or the next request: an item a writer dropped
+whole counts as ``""``, an item it had to leave unedited counts as its original text). Tokens
+are those of the proxy's tokenizer, named wherever the numbers are shown.
+
+Per part, with ``count`` the tokenizer's token count of a whole text:
+
+- ``generated`` = count(text as generated)                        (before)
+- ``written``   = count(text as written)                          (after)
+- ``markers``   = ``[SKIP]`` markers added by this compression (occurrences in the written
+  text minus those already in the generated text, never below 0)
+- ``marker_tokens`` = ``markers`` x count("[SKIP]")
+- ``kept``      = ``written`` - ``marker_tokens``
+- ``deleted``   = ``generated`` - ``kept``
+
+so that ``generated = kept + deleted`` and ``written = kept + marker_tokens`` hold exactly, for
+every variant and every part. ``deleted`` counts the reasoning that is gone; the markers that
+stand in for it are counted apart and never offset it. Because the texts are tokenized whole,
+a random-R deletion that joins two words may re-tokenize by a token or two; that difference
+is part of ``deleted``, which is what a reader of the written text really saves.
+A ``[SKIP]`` already in the generated text (a file pruned before) is ordinary kept text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from iclr_cli.blocks import SKIP
+from iclr_cli.scoring.base import Tokenizer
+
+CountTokens = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class ReasoningTokens:
+    """Reasoning tokens of one part, step, trajectory or run (see the module docstring).
+
+    All counts are in tokens of one tokenizer except ``markers``, which counts ``[SKIP]``
+    markers. ``generated == kept + deleted`` and ``written == kept + marker_tokens`` always.
+    """
+
+    generated: int = 0
+    written: int = 0
+    kept: int = 0
+    deleted: int = 0
+    markers: int = 0
+    marker_tokens: int = 0
+
+    def __add__(self, other: ReasoningTokens) -> ReasoningTokens:
+        return ReasoningTokens(
+            self.generated + other.generated,
+            self.written + other.written,
+            self.kept + other.kept,
+            self.deleted + other.deleted,
+            self.markers + other.markers,
+            self.marker_tokens + other.marker_tokens,
+        )
+
+    @property
+    def deletion_ratio(self) -> float | None:
+        """``deleted / generated``; ``None`` when nothing was generated."""
+        return self.deleted / self.generated if self.generated else None
+
+    def to_record(self, prefix: str = "reasoning_tokens_") -> dict[str, int]:
+        """Flat fields for JSON records: ``reasoning_tokens_generated``, ``..._written``,
+        ``..._kept``, ``..._deleted``, ``skip_markers``, ``skip_marker_tokens``."""
+        return {
+            f"{prefix}generated": self.generated,
+            f"{prefix}written": self.written,
+            f"{prefix}kept": self.kept,
+            f"{prefix}deleted": self.deleted,
+            "skip_markers": self.markers,
+            "skip_marker_tokens": self.marker_tokens,
+        }
+
+
+def token_counter(tokenizer: Tokenizer) -> CountTokens:
+    """``text -> number of tokens`` under ``tokenizer`` (no special tokens added)."""
+    return lambda text: len(tokenizer.token_spans(text)) if text else 0
+
+
+def account(count: CountTokens, pairs: Iterable[tuple[str, str]]) -> ReasoningTokens:
+    """Account ``(text as generated, text as written)`` pairs, one per reasoning part, summed.
+
+    ``count`` is the token count of a text (:func:`token_counter`). See the module docstring
+    for the definitions; the two identities hold exactly by construction.
+    """
+    total = ReasoningTokens()
+    skip_tokens: int | None = None
+    for generated, written in pairs:
+        g, w = count(generated), count(written)
+        markers = max(0, written.count(SKIP) - generated.count(SKIP))
+        if markers and skip_tokens is None:
+            skip_tokens = count(SKIP)
+        marker_tokens = markers * (skip_tokens or 0)
+        kept = w - marker_tokens
+        total = total + ReasoningTokens(g, w, kept, g - kept, markers, marker_tokens)
+    return total
+
+
+def summary_rows(tokens: ReasoningTokens, tokenizer: str) -> list[tuple[str, object]]:
+    """The accounting as (name, value) rows for the stderr summaries of prune, score and diff."""
+    ratio = tokens.deletion_ratio
+    return [
+        (f"reasoning tokens generated ({tokenizer})", tokens.generated),
+        ("reasoning tokens deleted", tokens.deleted),
+        ("reasoning tokens kept", tokens.kept),
+        ("[SKIP] markers added (tokens)", f"{tokens.markers} ({tokens.marker_tokens})"),
+        ("reasoning tokens written", tokens.written),
+        ("deletion ratio (deleted / generated)", "-" if ratio is None else f"{ratio:.3f}"),
+    ]
