@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "sample_trajectories"
 # ``shared/`` sits beside the checkout (/work/main) or two levels up (a worktree in /work/wt/NAME)
 REALDATA = next((p / "shared" / "realdata" for p in REPO.parents if (p / "shared" / "realdata").is_dir()), REPO.parent / "shared" / "realdata")
+CASES = REALDATA.parent / "cases"
 
 _THINK_BODY = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 
