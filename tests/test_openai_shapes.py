@@ -98,7 +98,7 @@ def test_harmony_analysis_commentary_call_and_final():
 
 def test_unknown_harmony_channel_is_reported():
     _, doc = load(convo({"content": "<|channel|>scratch<|message|>hmm<|end|><|start|>assistant<|channel|>final<|message|>ok<|return|>"}))
-    assert doc.unrecognised == [Unrecognised(None, "messages[2].content", "harmony channel 'scratch' is not read as reasoning or action")]
+    assert doc.unrecognised == [Unrecognised(None, "messages[2].content", "harmony channel 'scratch': kept as an action, never scored or pruned")]
 
 
 # --- reasoning fields and their structured copies ------------------------------------------
@@ -146,8 +146,11 @@ def test_litellm_thinking_blocks_signed_and_redacted():
     blocks = [{"type": "thinking", "thinking": R, "signature": "sig"}, {"type": "redacted_thinking", "data": "opaque"}]
     _, doc = load(convo({"content": "a", "reasoning_content": R, "thinking_blocks": blocks}))
     assert reasoning_of(doc) == [[R]]
-    msg = emptied(doc)["messages"][2]
-    assert msg["reasoning_content"] == "" and msg["thinking_blocks"] == [{"type": "thinking", "thinking": ""}, blocks[1]]
+    msg = emptied(doc)["messages"][2]  # an emptied block leaves its list, as in Anthropic logs
+    assert msg["reasoning_content"] == "" and msg["thinking_blocks"] == [blocks[1]]
+    msg = skipped_first_block(doc)["messages"][2]
+    edited = R.replace("Alpha step one.", SKIP)
+    assert msg["reasoning_content"] == edited and msg["thinking_blocks"] == [{"type": "thinking", "thinking": edited}, blocks[1]]
 
 
 def test_encrypted_only_beside_plain_reasoning_is_opaque():
@@ -255,3 +258,12 @@ def test_convert_to_openai_carries_the_tool_definitions(tmp_path, capsys):
     assert code == 0, err
     [record] = map(json.loads, out.read_text().splitlines())
     assert record["tools"] == TOOLS and [m["role"] for m in record["messages"]][:2] == ["system", "user"]
+
+
+def test_unrecognised_warned_per_item_and_strict_exits_2(tmp_path, capsys):
+    src = tmp_path / "u.json"
+    src.write_text(json.dumps(convo({"content": "<thinking>x</thinking>Answer.", "thoughts": "hmm"})))
+    code, stdout, err = run_cli(capsys, "score", str(src), "--model", "fake")
+    assert code == 0 and f"{src}: field 'messages[2].thoughts'" in err and f"{src}: field 'messages[2].content': <thinking> markup" in err
+    code, stdout, err = run_cli(capsys, "score", str(src), "--model", "fake", "--strict")
+    assert code == 2 and stdout == "" and "2 assistant-turn texts" in err

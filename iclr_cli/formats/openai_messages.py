@@ -229,7 +229,7 @@ def _assistant(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
         parts.append(Part("action", str(fc.get("arguments", "")), label=f"tool_call:{fc.get('name', '?')}"))
     for key, value in msg.items():
         if key not in _KNOWN_FIELDS and _REASONING_NAME.search(key) and value not in (None, "", [], {}):
-            reader.report(i, (key,), f"field {key!r} is not read as reasoning or action")
+            reader.report(i, (key,), f"assistant field {key!r} is not part of the OpenAI chat format: not scored or pruned")
     return parts
 
 
@@ -240,12 +240,12 @@ def _content(text: str, i: int, keys: tuple, reader: _Reader) -> list[Part]:
             parts.append(Part("reasoning", piece.text, label="reasoning", ref=TextRef((reader.site(i, keys, piece.how),))))
         elif piece.kind == "unknown":
             parts.append(Part("action", piece.text, label=f"channel:{piece.label}"))
-            reader.report(i, keys, f"harmony channel {piece.label!r} is not read as reasoning or action")
+            reader.report(i, keys, f"harmony channel {piece.label!r}: kept as an action, never scored or pruned")
         else:
             parts.append(Part("action", piece.text, label=piece.label))
             if piece.kind == "visible":
                 for tag in markup.foreign_markup(piece.text):
-                    reader.report(i, keys, f"{tag} markup in the visible text is not read as reasoning")
+                    reader.report(i, keys, f"{tag} markup in the visible text: kept as the answer, not scored or pruned")
     return parts
 
 
@@ -268,7 +268,7 @@ def _content_item(item, i: int, keys: tuple, reader: _Reader) -> list[Part]:
     if kind == "refusal" and isinstance(item.get("refusal"), str):
         return [Part("action", item["refusal"], label="refusal")]
     if kind not in _NON_TEXT_PARTS and any(isinstance(v, str) and v.strip() for k, v in item.items() if k != "type"):
-        reader.report(i, keys, f"content part of type {kind!r} is not read as reasoning or action")
+        reader.report(i, keys, f"assistant content part of type {kind!r}: not scored or pruned")
     return []
 
 
@@ -292,12 +292,12 @@ def _structured(msg: Mapping, i: int, reader: _Reader) -> tuple[list[_Entry], li
         if value is None:
             continue
         if not isinstance(value, list):
-            reader.report(i, (name,), f"{name} is not a list: not read as reasoning")
+            reader.report(i, (name,), f"{name} is not a list: not scored or pruned")
             continue
         for k, entry in enumerate(value):
             kind = entry.get("type") if isinstance(entry, dict) else None
             if kind not in kinds:
-                reader.report(i, (name, k), f"{name} entry of type {kind!r} is not read as reasoning")
+                reader.report(i, (name, k), f"{name} entry of type {kind!r}: not scored or pruned")
                 continue
             key = kinds[kind]
             if key is None:
@@ -305,7 +305,7 @@ def _structured(msg: Mapping, i: int, reader: _Reader) -> tuple[list[_Entry], li
                     dropped.append((name, k))
                 continue
             if not isinstance(entry.get(key), str):
-                reader.report(i, (name, k, key), f"{kind} entry has no text in {key!r}")
+                reader.report(i, (name, k, key), f"{kind} entry has no text in {key!r}: not scored or pruned")
                 continue
             signed = (name, k) if isinstance(entry.get("signature"), str) and entry["signature"] else None
             entries.append(_Entry((name, k, key), entry[key], signed, name == "thinking_blocks"))
@@ -320,7 +320,7 @@ def _field_reasoning(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
         if isinstance(value, str):
             groups.setdefault(value, []).append(name)
         elif value is not None:
-            reader.report(i, (name,), f"{name} holds a JSON {type(value).__name__}, not text: not read as reasoning")
+            reader.report(i, (name,), f"{name} holds a JSON {type(value).__name__}, not text: not scored or pruned")
     entries, dropped = _structured(msg, i, reader)
     write = WriteBack.OPAQUE if dropped else WriteBack.IN_PLACE
     drop = tuple(reader.site(i, keys).path for keys in dropped)
