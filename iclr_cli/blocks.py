@@ -150,6 +150,20 @@ def candidates(splits: Sequence[Split]) -> list[tuple[int, int]]:
     return [(pi, bi) for pi, sp in enumerate(splits) for bi, b in enumerate(sp.blocks) if is_candidate(b)]
 
 
+# Tags that delimit reasoning inside a string (``<think>``, gpt-oss harmony channel tokens).
+_DELIMITER_MARKUP = re.compile(r"</?think>|<\|(?:start|channel|message|end|return|call)\|>")
+
+
+def holds_delimiter(block: str) -> bool:
+    """True when ``block`` mentions a reasoning delimiter (say `` `</think>` `` in backticks).
+
+    Such a block is removed whole or left whole, never edited token by token (random-R):
+    deleting the backtick after a quoted ``</think>`` turns it into the real closing tag, and
+    the rest of the reasoning would read back as the answer.
+    """
+    return _DELIMITER_MARKUP.search(block) is not None
+
+
 def is_skip(block: str) -> bool:
     """True when ``block`` is a ``[SKIP]`` marker left by an earlier compression."""
     return block.strip() == SKIP

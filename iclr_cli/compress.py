@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from iclr_cli.blocks import SKIP, Split, candidates, split_blocks
+from iclr_cli.blocks import SKIP, Split, candidates, holds_delimiter, split_blocks
 from iclr_cli.context import render_for_scoring, render_prompt, render_step
 from iclr_cli.policies import DEFAULT_RATIO, Variant, bottom_k, random_token_deletion
 from iclr_cli.scoring.base import ScoreRequest, ScoreResult, Scorer, Tokenizer
@@ -191,11 +191,14 @@ def _random_changes(
 ) -> list[dict[int, str | None]]:
     """random-R: ``round(R% x n)`` of the step's ``n`` reasoning tokens (the text as generated,
     tokenized whole) deleted, drawn only from tokens that lie inside a candidate block and are
-    not whitespace. Separators, block edges, line breaks and protected blocks stay, so a
-    format's parser finds the same action after the edit (issue 10 #1: a THOUGHT merged into
-    its fenced command). A block left with no words is removed whole."""
-    inside: list[tuple[int, int, int, int]] = []  # (part, block, start, end) of candidate blocks
+    not whitespace. Separators, block edges, line breaks, protected blocks and blocks quoting a
+    reasoning delimiter (:func:`~iclr_cli.blocks.holds_delimiter`) stay, so a format's parser
+    finds the same action after the edit (issue 10 #1: a THOUGHT merged into its fenced
+    command). A block left with no words is removed whole."""
+    inside: list[tuple[int, int, int, int]] = []  # (part, block, start, end) of editable blocks
     for pi, bi in cands:
+        if holds_delimiter(splits[pi].blocks[bi]):
+            continue
         start = splits[pi].starts[bi]
         inside.append((pi, bi, start, start + len(splits[pi].blocks[bi])))
     flat: list[tuple[int, int, int]] = []  # (part, start, end) of every reasoning token

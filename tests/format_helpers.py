@@ -16,6 +16,7 @@ SAMPLES = REPO / "sample_trajectories"
 # ../shared beside the checkout; a git worktree under wt/ finds it one level further up.
 SHARED = next((p / "shared" for p in (REPO.parent, REPO.parent.parent) if (p / "shared").is_dir()), REPO.parent / "shared")
 REALDATA = SHARED / "realdata"
+CASES = SHARED / "cases"
 
 _THINK_BODY = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 

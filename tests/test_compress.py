@@ -109,6 +109,19 @@ def test_random_r_deletes_that_share_of_tokens_deterministically():
         assert report.tokens.kept == report.tokens.written and report.tokens.markers == 0
 
 
+def test_random_r_never_edits_a_block_quoting_a_reasoning_delimiter():
+    # A partial edit could drop the backtick after a quoted `</think>` and end the reasoning
+    # there when the content is read back; such a block stays whole (or goes whole).
+    quoted = "The template closes with `</think>` and `<|end|>` here."
+    text = "First block with several words in it.\n\n" + quoted
+    for seed in range(20):
+        _, [res] = run("random-40", [make_traj(reasoning=text)], seed=seed)
+        for step in res.compressed.steps:
+            new = step.reasoning[0].text
+            assert new.endswith(quoted)
+            assert new != text  # the other block did lose words
+
+
 def test_existing_skip_markers_are_not_candidates():
     traj = make_traj(reasoning=f"{SKIP}\n\nOnly real block.\n\nAnother one.")
     _, [res] = run("iclr", [traj])

@@ -135,6 +135,7 @@ def test_error_mid_run_leaves_no_partial_file_and_input_untouched(tmp_path, caps
 
     adapter = registry.get("openai")
     monkeypatch.setattr(type(adapter), "dump", explode)
+    monkeypatch.setattr(type(adapter), "write", explode)  # the write-back engine's entry point
     with pytest.raises(RuntimeError):
         main(["prune", str(path), "--model", "fake", "-o", str(out)])
     assert out.read_bytes() == b"previous result\n"

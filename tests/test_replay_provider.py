@@ -68,3 +68,15 @@ def test_thought_style_is_a_plain_prefix():
     msg = {"role": "assistant", "content": "```bash\nls\n```", "reasoning_content": "Look.\n\n"}
     assert to_wire([msg], "thought")[0] == {"role": "assistant", "content": "Look.\n\n```bash\nls\n```"}
     assert to_wire([{**msg, "reasoning_content": ""}], "thought")[0]["content"] == "```bash\nls\n```"
+
+
+def test_thinking_field_is_read_and_sent_back_there():
+    msg, style = read_reply({"content": "", "thinking": "plan\n\ncheck", "tool_calls": [CALL]})
+    assert (style, msg["reasoning_content"]) == ("thinking", "plan\n\ncheck")
+    assert to_wire([{**msg, "reasoning_content": "[SKIP]\n\ncheck"}], "thinking")[0] == {"role": "assistant", "content": "", "tool_calls": [CALL], "thinking": "[SKIP]\n\ncheck"}
+
+
+def test_other_inline_shapes_stay_in_content():
+    lone = "plan\n\ncheck\n</think>\n\nanswer"
+    msg, style = read_reply({"content": lone})
+    assert (style, msg["content"]) == (None, lone) and "reasoning_content" not in msg

@@ -113,7 +113,8 @@ def test_saved_trajectories_read_back_with_the_openai_adapter(tmp_path, tasks):
     assert traj.steps[0].reasoning[0].text == ""
     _, gen = registry.load(str(tmp_path / "out" / record["generated"]), None, skip_bad_lines=False)
     assert gen.trajectories[0].steps[0].reasoning[0].text == REASONING
-    assert [p.label for p in traj.prompt] == ["system", "user"]
+    # P as the proxy saw it online: the tool definitions saved beside the messages are read back
+    assert [p.label for p in traj.prompt] == ["system", "tools", "user"]
 
 
 def test_results_log_appends_whole_lines(tmp_path):

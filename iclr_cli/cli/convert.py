@@ -111,7 +111,12 @@ def to_openai(traj) -> dict:
         UsageError: for parts OpenAI chat cannot hold.
     """
     messages: list[dict] = []
+    tools = None
     for part in traj.prompt:
+        if part.label == "tools" and tools is None and isinstance(definitions := _json_list(part.text), list):
+            # tool definitions travel beside the messages; the read-back check confirms the place
+            tools = definitions
+            continue
         if part.label not in _OPENAI_ROLES:
             raise _refuse(traj, "prompt", f"label {part.label!r} has no OpenAI chat role", "openai")
         messages.append({"role": part.label, "content": part.text})
@@ -143,7 +148,15 @@ def to_openai(traj) -> dict:
             msg["tool_calls"] = calls
         messages.append(msg)
         messages.extend(after)
-    return {"id": traj.id, "messages": messages}
+    return {"id": traj.id, "messages": messages, **({"tools": tools} if tools is not None else {})}
+
+
+def _json_list(text: str):
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, list) and all(isinstance(v, dict) for v in value) else None
 
 
 def to_anthropic(traj) -> dict:

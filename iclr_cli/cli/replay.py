@@ -34,7 +34,7 @@ def replay(
     device: opt.Device = None,
     split: opt.Split = opt.PARAGRAPH,
     tool_protocol: Annotated[ToolProtocol, typer.Option("--tool-protocol", help="'native' (OpenAI tools; text calls also accepted) or 'text' (no tools field, protocol in the prompt).")] = ToolProtocol("native"),
-    send_reasoning: Annotated[SendReasoning, typer.Option("--send-reasoning", help="How reasoning goes back: auto (as the provider returned it), reasoning_content, reasoning, think, thought (text before a text tool call), omit.")] = SendReasoning("auto"),
+    send_reasoning: Annotated[SendReasoning, typer.Option("--send-reasoning", help="How reasoning goes back: auto (as the provider returned it), reasoning_content, reasoning, thinking, think, thought (text before a text tool call), omit.")] = SendReasoning("auto"),
     temperature: Annotated[Optional[float], typer.Option("--temperature", help="Sampling temperature (default: the provider's).")] = None,
     send_seed: Annotated[bool, typer.Option("--send-seed", help="Send the run's seed as the request 'seed' (OpenAI, vLLM, llama.cpp): variants of one seed sample alike until their histories differ.")] = False,
     max_output_tokens: Annotated[Optional[int], typer.Option("--max-output-tokens", min=1, help="max_tokens of each request (default: the provider's).")] = None,

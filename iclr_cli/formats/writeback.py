@@ -209,19 +209,34 @@ class WriteResult:
     written: tuple[Trajectory, ...]
 
 
-def write_back(records: Records, doc: Document, trajectories: Sequence[Trajectory], opaque: OpaqueEdits = OpaqueEdits.DROP) -> WriteResult:
-    """Write the reasoning edits of ``trajectories`` (``doc.trajectories`` after compression,
-    parts carrying :class:`TextRef` refs) into ``records`` (see the module docstring).
+@dataclass(frozen=True)
+class Applied:
+    """Edits applied to a list of values (records, or the messages of one conversation).
+
+    ``edited``: deep copies of the values that changed, by index; ``dropped``: indices of
+    values removed whole; ``written``: the trajectories with each reasoning part's text as
+    it went to the output (see :func:`write_back`).
+    """
+
+    edited: dict[int, object]
+    dropped: set[int]
+    written: tuple[Trajectory, ...]
+
+
+def apply_edits(values: Sequence[object], originals: Sequence[Trajectory], trajectories: Sequence[Trajectory], opaque: OpaqueEdits = OpaqueEdits.DROP) -> Applied:
+    """Write the reasoning edits of ``trajectories`` (``originals`` after compression, parts
+    carrying :class:`TextRef` refs whose paths start with an index into ``values``) into
+    copies of ``values`` (see the module docstring); ``values`` is not modified. The engine
+    behind :func:`write_back` and the OpenAI message-level write-back, which has no bytes.
 
     Raises:
         TypeError: when an edited part has no :class:`TextRef` (an adapter bug).
-        ValueError: when a site no longer holds its text, or a whole JSON document would be
-        dropped (adapter bugs).
+        ValueError: when a site no longer holds its text (an adapter bug).
     """
     plans: list[tuple[TextRef, str, str]] = []
     drops: set[Path] = set()
     kept: set[TextRef] = set()
-    for original, new in zip(doc.trajectories, trajectories, strict=True):
+    for original, new in zip(originals, trajectories, strict=True):
         for ref, (part, text) in original.reasoning_edits(new).items():
             if not isinstance(ref, TextRef):
                 raise TypeError(f"reasoning part of {original.id} has no TextRef")
@@ -231,8 +246,6 @@ def write_back(records: Records, doc: Document, trajectories: Sequence[Trajector
                     continue
                 drops.update(ref.drop)
             plans.append((ref, part.text, text))
-    if records.lines is None and (0,) in drops:
-        raise ValueError("cannot drop the whole JSON document")
 
     def gone(path: Path) -> bool:
         return any(path[:k] in drops for k in range(1, len(path) + 1))
@@ -241,7 +254,7 @@ def write_back(records: Records, doc: Document, trajectories: Sequence[Trajector
 
     def root(rec: int) -> object:
         if rec not in edited:
-            edited[rec] = copy.deepcopy(records.values[rec])
+            edited[rec] = copy.deepcopy(values[rec])
         return edited[rec]
 
     removals: dict[Path, tuple[set, set]] = {}  # parent path -> (dropped keys, emptied keys)
@@ -267,8 +280,24 @@ def write_back(records: Records, doc: Document, trajectories: Sequence[Trajector
         for key in sorted(dropped | emptied, reverse=True):
             del container[key]  # type: ignore[union-attr]
     whole_drops = {path[0] for path in drops if len(path) == 1}
-    data = records.dump({rec: v for rec, v in edited.items() if rec not in whole_drops}, whole_drops)
-    return WriteResult(data, tuple(_as_written(doc.trajectories, trajectories, gone, kept)))
+    written = tuple(_as_written(originals, trajectories, gone, kept))
+    return Applied({rec: v for rec, v in edited.items() if rec not in whole_drops}, whole_drops, written)
+
+
+def write_back(records: Records, doc: Document, trajectories: Sequence[Trajectory], opaque: OpaqueEdits = OpaqueEdits.DROP) -> WriteResult:
+    """Write the reasoning edits of ``trajectories`` (``doc.trajectories`` after compression,
+    parts carrying :class:`TextRef` refs) into ``records`` (see the module docstring and
+    :func:`apply_edits`).
+
+    Raises:
+        TypeError: when an edited part has no :class:`TextRef` (an adapter bug).
+        ValueError: when a site no longer holds its text, or a whole JSON document would be
+        dropped (adapter bugs).
+    """
+    applied = apply_edits(records.values, doc.trajectories, trajectories, opaque)
+    if records.lines is None and 0 in applied.dropped:
+        raise ValueError("cannot drop the whole JSON document")
+    return WriteResult(records.dump(applied.edited, applied.dropped), applied.written)
 
 
 def _as_written(originals: Sequence[Trajectory], trajectories: Sequence[Trajectory], gone: Callable[[Path], bool], kept: set) -> list[Trajectory]:

@@ -2,14 +2,16 @@
 
 P is the system prompt, the tool definitions and the task instruction; each step is one
 assistant message plus the tool results (or user notes) that answered it (METHOD.md,
-"Objects"). Parts are built the way the ``openai`` format adapter builds them from a saved
-file, so the proxy scores the same text that ``iclr score`` would see in the saved trajectory.
+"Objects"). Parts are built by the OpenAI message-level API
+(:mod:`iclr_cli.formats.openai_messages`), the code the ``openai`` format adapter reads saved
+files with, and the run files hold the tool definitions beside the messages: ``iclr score`` on
+the saved ``generated.json`` therefore scores exactly the text the proxy saw online.
 
 Online write-back (METHOD.md, "Select and replace"): :meth:`History.complete_step` runs
 :func:`iclr_cli.compress.compress_step` on the just-completed step against P and the already
 compressed earlier steps, and writes the result into the step's message. The first request
-is therefore uncompressed, and every later request sends the compressed history. The text as
-generated is kept apart (:meth:`History.generated_messages`) for the saved record only.
+is therefore uncompressed, and every later request sends the compressed history. The messages
+as generated are kept apart (:meth:`History.generated_messages`) for the saved record only.
 
 ``sliding-window-K`` (paper Table 1) keeps P and only the last K steps in the request; a step
 always travels with its tool results, so calls and results stay paired.
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_step
+from iclr_cli.formats.openai_messages import read_messages, write_messages
 from iclr_cli.policies import Variant
 from iclr_cli.scoring.base import Scorer, Tokenizer
 from iclr_cli.trajectory import Part, Step, Trajectory
@@ -48,33 +51,19 @@ class Compressor:
             return compress_step(traj_id, prompt, history, step, settings, self.scorer, self.tokenizer)
 
 
-def _assistant_parts(msg: dict) -> list[Part]:
-    parts = []
-    if isinstance(msg.get("reasoning_content"), str):
-        parts.append(Part("reasoning", msg["reasoning_content"], label="reasoning", ref="reasoning_content"))
-    if isinstance(msg.get("content"), str) and msg["content"].strip():
-        parts.append(Part("action", msg["content"], label="assistant"))
-    for call in msg.get("tool_calls") or []:
-        fn = call["function"]
-        parts.append(Part("action", fn["arguments"], label=f"tool_call:{fn['name']}"))
-    return parts
-
-
-def _observation(msg: dict) -> Part:
-    label = "tool_result" if msg["role"] == "tool" else msg["role"]
-    return Part("observation", msg.get("content") or "", label=label)
-
-
 @dataclass
 class _StepEntry:
     messages: list[dict]  # assistant message (reasoning as it now stands) + observations
-    generated: str | None  # reasoning as the model generated it
+    generated: list[dict]  # the same messages with reasoning as the model generated it
     original: Step  # the step as generated
     step: Step  # the step as it now stands (compressed)
 
 
 class History:
     """P plus completed steps, with online compression (see module docstring).
+
+    Parts come from :func:`iclr_cli.formats.openai_messages.read_messages` and edits go back
+    through :func:`~iclr_cli.formats.openai_messages.write_messages`, as for a saved file.
 
     Args:
         traj_id: stream id of this run (seeds ``random-R``, keys the scorer's prefix cache).
@@ -85,18 +74,12 @@ class History:
     """
 
     def __init__(self, traj_id: str, prompt_messages: Sequence[dict], tools: Sequence[dict] | None, compressor: Compressor, seed: int = 0):
-        import orjson
-
         self.traj_id = traj_id
         self.seed = seed
         self.compressor = compressor
         self.prompt_messages = [dict(m) for m in prompt_messages]
         self.tools = list(tools) if tools else None
-        parts = [Part("prompt", m.get("content") or "", label=m["role"]) for m in self.prompt_messages[:1]]
-        if self.tools:
-            parts.append(Part("prompt", orjson.dumps(self.tools).decode(), label="tools"))
-        parts += [Part("prompt", m.get("content") or "", label=m["role"]) for m in self.prompt_messages[1:]]
-        self.prompt = tuple(parts)
+        self.prompt = read_messages(self.prompt_messages, tools=self.tools, traj_id=traj_id).prompt
         self.entries: list[_StepEntry] = []
         self.reports: list[StepReport] = []
 
@@ -110,13 +93,16 @@ class History:
 
     def complete_step(self, assistant: dict, observations: Sequence[dict]) -> StepReport:
         """Add a finished step (canonical assistant message and its answers), compress its
-        reasoning with the variant and write the result back; returns the step's report."""
-        msgs = [copy.deepcopy(assistant), *(dict(o) for o in observations)]
-        step = Step(len(self.entries), tuple(_assistant_parts(msgs[0]) + [_observation(o) for o in msgs[1:]]))
-        new_step, report = self.compressor(self.traj_id, self.seed, self.prompt, [e.step for e in self.entries], step)
-        if new_step.reasoning:
-            msgs[0]["reasoning_content"] = new_step.reasoning[0].text
-        self.entries.append(_StepEntry(msgs, assistant.get("reasoning_content"), step, new_step))
+        reasoning with the variant against P and the compressed history, and write the
+        result back; returns the step's report."""
+        generated = [copy.deepcopy(assistant), *(dict(o) for o in observations)]
+        messages = [*self.messages(), *generated]
+        traj = read_messages(messages, tools=self.tools, traj_id=self.traj_id)
+        *history, step = traj.steps
+        new_step, report = self.compressor(self.traj_id, self.seed, traj.prompt, history, step)
+        written = write_messages(messages, traj, traj.with_steps([*history, new_step]))
+        start, stop = traj.step_spans[-1]
+        self.entries.append(_StepEntry(written[start:stop], generated, step, new_step))
         self.reports.append(report)
         return report
 
@@ -126,13 +112,7 @@ class History:
 
     def generated_messages(self) -> list[dict]:
         """The whole conversation with reasoning as generated (before any compression)."""
-        out = list(self.prompt_messages)
-        for e in self.entries:
-            first = dict(e.messages[0])
-            if e.generated is not None:
-                first["reasoning_content"] = e.generated
-            out += [first, *e.messages[1:]]
-        return out
+        return [*self.prompt_messages, *(m for e in self.entries for m in e.generated)]
 
     def compression_result(self) -> CompressionResult:
         """The run as an iclr :class:`CompressionResult` (original and compressed trajectory,

@@ -13,6 +13,8 @@ expects (METHOD.md, "Provider rules for writing reasoning back"):
   DeepSeek thinking mode requires it on every assistant turn with tool calls, so there it is
   always present: reasoning deleted in full is sent as ``""``, never left out.
 - ``reasoning`` (OpenRouter, newer vLLM): the ``reasoning`` field is sent back when present.
+- ``thinking`` (gpt-oss and other thinking models on Ollama): the ``thinking`` field is sent
+  back when present.
 - ``think`` (models that answer ``<think>...</think>`` inline in ``content``): the reasoning
   goes back inline in front of the visible text; reasoning deleted in full sends no tags.
 - ``thought`` (text-protocol agents: the THOUGHT before a text-encoded tool call, see
@@ -28,7 +30,7 @@ import copy
 import re
 from collections.abc import Mapping, Sequence
 
-STYLES = ("reasoning_content", "reasoning", "think", "thought", "omit")
+STYLES = ("reasoning_content", "reasoning", "thinking", "think", "thought", "omit")
 
 # A leading think block; anything before it is whitespace only. Text after it stays visible.
 _LEADING_THINK = re.compile(r"\A\s*<think>(.*?)(?:</think>|\Z)", re.DOTALL)
@@ -37,9 +39,11 @@ _LEADING_THINK = re.compile(r"\A\s*<think>(.*?)(?:</think>|\Z)", re.DOTALL)
 def read_reply(message: Mapping) -> tuple[dict, str | None]:
     """A provider's ``choices[0].message`` -> (canonical assistant message, reasoning style).
 
-    The style is ``reasoning_content``, ``reasoning`` or ``think`` when the reply carried
-    reasoning that way, else ``None``. When both fields are present ``reasoning_content``
-    wins. Only a leading ``<think>`` block counts as inline reasoning; the visible text after
+    The style is ``reasoning_content``, ``reasoning``, ``thinking`` or ``think`` when the reply
+    carried reasoning that way, else ``None``. When several fields are present the first of
+    ``reasoning_content``, ``reasoning``, ``thinking`` wins. Other inline shapes (a lone
+    leading ``</think>``, harmony channels) stay in ``content``, where the message-level API
+    reads and edits them. Only a leading ``<think>`` block counts as inline reasoning; the visible text after
     ``</think>`` is kept exactly, so writing an unedited reply back inline restores it.
     Tool calls keep ``id``, ``type`` and ``function`` (name, arguments as a string).
     """
@@ -48,7 +52,7 @@ def read_reply(message: Mapping) -> tuple[dict, str | None]:
     if isinstance(content, list):  # content parts: keep the text
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
     reasoning, style = None, None
-    for name in ("reasoning_content", "reasoning"):
+    for name in ("reasoning_content", "reasoning", "thinking"):
         value = message.get(name)
         if isinstance(value, str) and value:
             reasoning, style = value, name
@@ -104,9 +108,9 @@ def to_wire(messages: Sequence[Mapping], style: str | None) -> list[dict]:
                 m["reasoning_content"] = reasoning or ""
             elif reasoning is not None:
                 m["reasoning_content"] = reasoning
-        elif style == "reasoning":
+        elif style in ("reasoning", "thinking"):
             if reasoning is not None:
-                m["reasoning"] = reasoning
+                m[style] = reasoning
         elif style == "think":
             if reasoning:
                 m["content"] = f"<think>{reasoning}</think>{m.get('content') or ''}"

@@ -1,0 +1,373 @@
+"""OpenAI chat messages <-> :class:`Trajectory`, on plain message dicts (no bytes).
+
+The one reading and the one write-back of OpenAI chat messages, shared by the ``openai`` file
+adapter, ``iclr replay`` and ``iclr serve``: the proxy therefore scores the same text online
+and offline, and an edit is written back the same way everywhere.
+
+Trajectory (METHOD.md, "Objects"): P is every message before the first assistant message,
+plus a ``tools`` part (the tool definitions as compact JSON, :func:`render_tools`) after the
+leading system/developer messages when tools are given. Each step is one assistant message and
+the tool/user messages that follow it; :class:`MessageTrajectory` says which messages each
+step covers.
+
+Reasoning of an assistant message, in this order (docs/FORMAT.md, "OpenAI chat messages"):
+
+- the string fields ``reasoning_content`` (DeepSeek, vLLM, SGLang), ``reasoning`` (OpenRouter,
+  vLLM, LM Studio) and ``thinking`` (gpt-oss on Ollama); fields holding the same text are one
+  part, and an edit is written to each of them;
+- the structured copies ``reasoning_details`` (OpenRouter: ``reasoning.text`` with an optional
+  ``signature``, ``reasoning.summary``, ``reasoning.encrypted``) and ``thinking_blocks``
+  (LiteLLM: ``thinking`` with ``signature``, ``redacted_thinking``). A structured entry and the
+  plain field that holds the same text are one part, edited together: an edited signed entry
+  loses its ``signature``, an emptied ``thinking`` block leaves its list (unless it is the
+  last one); ``reasoning.encrypted`` entries are never edited, and the part is
+  :attr:`WriteBack.OPAQUE`: with :attr:`OpaqueEdits.DROP` the edit is written and the
+  encrypted entries are removed, with ``KEEP`` the message is left as it was. When the plain
+  field and the structured copy hold different text, neither is edited (the parts are
+  ``READ_ONLY``) and the message is reported as unrecognised;
+- in ``content`` (a string, or the text parts of a list): ``<think>`` elements and a lone
+  leading ``</think>`` (:mod:`iclr_cli.formats.think`), harmony ``analysis`` channels
+  (:mod:`iclr_cli.formats.markup`), and Mistral ``{"type": "thinking"}`` parts.
+
+Everything else is an action (visible text, ``refusal``, ``tool_calls``, ``function_call``,
+harmony tool calls) or an observation. Text that looks like reasoning but is read as neither
+(a reasoning field holding an object, an unknown ``*reason*``/``*think*``/``*thought*`` field,
+``<thinking>`` or other foreign markup, an unknown harmony channel) is reported in
+``unrecognised``. A fully deleted reasoning field is written as ``""``, never removed
+(DeepSeek thinking mode requires it on assistant turns with tool calls).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from iclr_cli.errors import InputError
+from iclr_cli.formats import markup
+from iclr_cli.formats.base import OpaqueEdits, Unrecognised
+from iclr_cli.formats.reading import field_name, text_of
+from iclr_cli.formats.writeback import Site, TextRef, apply_edits
+from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
+
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+# (entry type -> key of its text) per structured list; None marks an entry that carries no
+# readable text and is never edited.
+_STRUCTURED: dict[str, dict[str, str | None]] = {
+    "reasoning_details": {"reasoning.text": "text", "reasoning.summary": "summary", "reasoning.encrypted": None},
+    "thinking_blocks": {"thinking": "thinking", "redacted_thinking": None},
+}
+_DROPPED_WITH_EDITS = {"reasoning.encrypted"}  # the same reasoning, encrypted: goes when the text is edited
+_KNOWN_FIELDS = {
+    "role", "content", "name", "tool_calls", "function_call", "refusal", "audio", "annotations",
+    "tool_call_id", "id", "index", "logprobs", "prefix", "partial", "cache_control", "provider_specific_fields",
+    *REASONING_FIELDS, *_STRUCTURED,
+}
+_REASONING_NAME = re.compile(r"reason|think|thought|analysis|chain.of|(?:^|_)cot(?:_|$)", re.IGNORECASE)
+_NON_TEXT_PARTS = {"image_url", "image", "input_image", "input_audio", "audio", "file", "input_file", "video_url"}
+_LEADING = {"system", "developer"}
+
+
+@dataclass(frozen=True)
+class MessageTrajectory(Trajectory):
+    """A :class:`Trajectory` read from a message list, with where each piece came from.
+
+    Attributes:
+        prompt_span: ``(start, stop)`` message indices of P.
+        step_spans: ``(start, stop)`` message indices of each step (the assistant message and
+            the observations after it), one per step.
+        unrecognised: text read neither as reasoning nor as action (``line`` as given to the
+            reader, ``field`` a path such as ``messages[4].thoughts``).
+    """
+
+    prompt_span: tuple[int, int] = (0, 0)
+    step_spans: tuple[tuple[int, int], ...] = ()
+    unrecognised: tuple[Unrecognised, ...] = ()
+
+    def step_messages(self, index: int) -> range:
+        """Indices of the messages of step ``index``."""
+        return range(*self.step_spans[index])
+
+
+def render_tools(tools: Sequence[Mapping]) -> str:
+    """Tool definitions as the proxy sees them in P: compact JSON, keys in their given order."""
+    return orjson.dumps(list(tools)).decode()
+
+
+def read_messages(messages: Sequence[Mapping], *, tools: Sequence[Mapping] | None = None, traj_id: str, meta: Mapping | None = None) -> MessageTrajectory:
+    """Read a chat message list (and the request's ``tools``) as a trajectory.
+
+    Parts carry refs that :func:`write_messages` resolves against the same list, by index.
+    ``meta`` defaults to ``{"format": "openai"}``.
+
+    Raises:
+        InputError: (source ``messages``) for a message that is not an object, has no string
+            ``role``, or has a field of the wrong type; the field is named
+            (``messages[3].content``).
+    """
+    where = [("messages", i) for i in range(len(messages))]
+    return read_at(messages, tools, traj_id, where, source="messages", line=None, meta=meta, refs=[(i,) for i in range(len(messages))])
+
+
+def write_messages(messages: Sequence[Mapping], original: Trajectory, edited: Trajectory, *, opaque: OpaqueEdits = OpaqueEdits.DROP) -> list[dict]:
+    """``messages`` with the reasoning edits of ``edited`` written back.
+
+    ``original`` is what :func:`read_messages` returned for ``messages``; ``edited`` is it
+    after compression (same steps and parts, reasoning text changed). Each shape is written
+    where it was read (module docstring). ``messages`` is not modified; the result is a new
+    list in which edited messages are new dicts and the others are the given ones.
+
+    Raises:
+        ValueError: when a part's text is no longer where it was read (``messages`` is not
+        the list ``original`` was read from).
+    """
+    values = list(messages)
+    changed = apply_edits(values, [original], [edited], opaque).edited
+    return [changed.get(i, m) for i, m in enumerate(values)]
+
+
+class _Reader:
+    """One message list being read: where its messages are, and what was not understood."""
+
+    def __init__(self, source: str, line: int | None, where: Sequence[tuple], refs: Sequence[tuple]):
+        self.source, self.line, self.where, self.refs = source, line, where, refs
+        self.unrecognised: list[Unrecognised] = []
+
+    def report(self, i: int, keys: tuple, what: str) -> None:
+        self.unrecognised.append(Unrecognised(self.line, field_name((*self.where[i], *keys)), what))
+
+    def error(self, i: int, keys: tuple, problem: str) -> InputError:
+        return InputError(self.source, problem, line=self.line, field=field_name((*self.where[i], *keys)))
+
+    def site(self, i: int, keys: tuple, how: str = "whole") -> Site:
+        return Site((*self.refs[i], *keys), how)
+
+
+def read_at(
+    messages: Sequence[Mapping],
+    tools: Sequence[Mapping] | None,
+    traj_id: str,
+    where: Sequence[tuple],
+    *,
+    source: str,
+    line: int | None,
+    meta: Mapping | None = None,
+    refs: Sequence[tuple],
+) -> MessageTrajectory:
+    """:func:`read_messages` for messages that sit inside a larger document: ``where[i]`` is
+    message i's JSON path for messages (``messages[3]``), ``refs[i]`` the path its part refs
+    start with (for the file adapter: record index, then the keys to the message)."""
+    reader = _Reader(source, line, where, refs)
+    prompt: list[Part] = []
+    steps: list[list[Part]] = []
+    starts: list[int] = []
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, Mapping):
+            raise reader.error(i, (), "message is not a JSON object")
+        role = msg.get("role")
+        if not isinstance(role, str):
+            raise reader.error(i, ("role",), "message has no string 'role'")
+        _check_types(msg, i, reader)
+        if role == "assistant":
+            starts.append(i)
+            steps.append(_assistant(msg, i, reader))
+            continue
+        label = "tool_result" if role in ("tool", "function") else role
+        if steps:
+            steps[-1].append(Part("observation", text_of(msg.get("content")), label=label))
+        else:
+            prompt.append(Part("prompt", text_of(msg.get("content")), label=label))
+    if tools:
+        at = next((k for k, p in enumerate(prompt) if p.label not in _LEADING), len(prompt))
+        prompt.insert(at, Part("prompt", render_tools(tools), label="tools"))
+    ends = [*starts[1:], len(messages)]
+    return MessageTrajectory(
+        traj_id,
+        tuple(prompt),
+        tuple(Step(k, tuple(parts)) for k, parts in enumerate(steps)),
+        meta=dict(meta) if meta is not None else {"format": "openai"},
+        prompt_span=(0, starts[0] if starts else len(messages)),
+        step_spans=tuple(zip(starts, ends)),
+        unrecognised=tuple(reader.unrecognised),
+    )
+
+
+def _check_types(msg: Mapping, i: int, reader: _Reader) -> None:
+    """Fields this module reads must have the types the chat format gives them."""
+    content = msg.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise reader.error(i, ("content",), f"must be a string, a list of parts or null, not {type(content).__name__}")
+    for name in REASONING_FIELDS:
+        value = msg.get(name)
+        if value is not None and not isinstance(value, (str, dict, list)):
+            raise reader.error(i, (name,), f"must be a string, not {type(value).__name__}")
+    calls = msg.get("tool_calls")
+    if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
+        raise reader.error(i, ("tool_calls",), "must be a list of tool-call objects or null")
+
+
+def _assistant(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
+    parts = _field_reasoning(msg, i, reader)
+    content = msg.get("content")
+    if isinstance(content, str):
+        parts += _content(content, i, ("content",), reader)
+    elif isinstance(content, list):
+        for k, item in enumerate(content):
+            parts += _content_item(item, i, ("content", k), reader)
+    if isinstance(msg.get("refusal"), str) and msg["refusal"].strip():
+        parts.append(Part("action", msg["refusal"], label="refusal"))
+    for call in msg.get("tool_calls") or []:
+        fn = call.get("function")
+        if isinstance(fn, dict):
+            args = fn.get("arguments")
+            parts.append(Part("action", args if isinstance(args, str) else str(args), label=f"tool_call:{fn.get('name', '?')}"))
+    fc = msg.get("function_call")
+    if isinstance(fc, dict):
+        parts.append(Part("action", str(fc.get("arguments", "")), label=f"tool_call:{fc.get('name', '?')}"))
+    for key, value in msg.items():
+        if key not in _KNOWN_FIELDS and _REASONING_NAME.search(key) and value not in (None, "", [], {}):
+            reader.report(i, (key,), f"assistant field {key!r} is not part of the OpenAI chat format: not scored or pruned")
+    return parts
+
+
+def _content(text: str, i: int, keys: tuple, reader: _Reader) -> list[Part]:
+    parts: list[Part] = []
+    for piece in markup.read(text):
+        if piece.kind == "reasoning":
+            parts.append(Part("reasoning", piece.text, label="reasoning", ref=TextRef((reader.site(i, keys, piece.how),))))
+        elif piece.kind == "unknown":
+            parts.append(Part("action", piece.text, label=f"channel:{piece.label}"))
+            reader.report(i, keys, f"harmony channel {piece.label!r}: kept as an action, never scored or pruned")
+        else:
+            parts.append(Part("action", piece.text, label=piece.label))
+            if piece.kind == "visible":
+                for tag in markup.foreign_markup(piece.text):
+                    reader.report(i, keys, f"{tag} markup in the visible text: kept as the answer, not scored or pruned")
+    return parts
+
+
+def _content_item(item, i: int, keys: tuple, reader: _Reader) -> list[Part]:
+    if not isinstance(item, dict):
+        return []
+    kind = item.get("type")
+    if isinstance(item.get("text"), str) and kind in (None, "text", "output_text"):
+        return _content(item["text"], i, (*keys, "text"), reader)
+    if kind == "thinking":  # Mistral (Magistral): {"type": "thinking", "thinking": [{"type": "text", "text"}]}
+        inner = item.get("thinking")
+        if isinstance(inner, str):
+            return [Part("reasoning", inner, label="reasoning", ref=TextRef((reader.site(i, (*keys, "thinking")),)))]
+        if isinstance(inner, list):
+            return [
+                Part("reasoning", t["text"], label="reasoning", ref=TextRef((reader.site(i, (*keys, "thinking", j, "text")),)))
+                for j, t in enumerate(inner)
+                if isinstance(t, dict) and isinstance(t.get("text"), str)
+            ]
+    if kind == "refusal" and isinstance(item.get("refusal"), str):
+        return [Part("action", item["refusal"], label="refusal")]
+    if kind not in _NON_TEXT_PARTS and any(isinstance(v, str) and v.strip() for k, v in item.items() if k != "type"):
+        reader.report(i, keys, f"assistant content part of type {kind!r}: not scored or pruned")
+    return []
+
+
+@dataclass
+class _Entry:
+    """One text-bearing entry of a structured reasoning list."""
+
+    keys: tuple  # from the message to the text
+    text: str
+    signed: tuple | None  # keys of the entry dict when it carries a signature
+    removable: bool  # an emptied entry leaves its list (Anthropic thinking blocks)
+
+
+def _structured(msg: Mapping, i: int, reader: _Reader) -> tuple[list[_Entry], list[tuple]]:
+    """Text entries of ``reasoning_details`` / ``thinking_blocks`` and the keys of the entries
+    that go when an edit is written (``reasoning.encrypted``)."""
+    entries: list[_Entry] = []
+    dropped: list[tuple] = []
+    for name, kinds in _STRUCTURED.items():
+        value = msg.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            reader.report(i, (name,), f"{name} is not a list: not scored or pruned")
+            continue
+        for k, entry in enumerate(value):
+            kind = entry.get("type") if isinstance(entry, dict) else None
+            if kind not in kinds:
+                reader.report(i, (name, k), f"{name} entry of type {kind!r}: not scored or pruned")
+                continue
+            key = kinds[kind]
+            if key is None:
+                if kind in _DROPPED_WITH_EDITS:
+                    dropped.append((name, k))
+                continue
+            if not isinstance(entry.get(key), str):
+                reader.report(i, (name, k, key), f"{kind} entry has no text in {key!r}: not scored or pruned")
+                continue
+            signed = (name, k) if isinstance(entry.get("signature"), str) and entry["signature"] else None
+            entries.append(_Entry((name, k, key), entry[key], signed, name == "thinking_blocks"))
+    return entries, dropped
+
+
+def _field_reasoning(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
+    """Parts for the reasoning fields and their structured copies (module docstring)."""
+    groups: dict[str, list[str]] = {}  # text -> the plain fields holding it
+    for name in REASONING_FIELDS:
+        value = msg.get(name)
+        if isinstance(value, str):
+            groups.setdefault(value, []).append(name)
+        elif value is not None:
+            reader.report(i, (name,), f"{name} holds a JSON {type(value).__name__}, not text: not scored or pruned")
+    entries, dropped = _structured(msg, i, reader)
+    write = WriteBack.OPAQUE if dropped else WriteBack.IN_PLACE
+    drop = tuple(reader.site(i, keys).path for keys in dropped)
+
+    def part(text: str, sites: list[Site], entry: _Entry | None = None) -> Part:
+        strip = ((reader.site(i, entry.signed).path, "signature"),) if entry is not None and entry.signed else ()
+        empty = reader.site(i, entry.keys[:-1]).path if entry is not None and entry.removable else None
+        mode = write if write is WriteBack.OPAQUE or not strip else WriteBack.SIGNED
+        ref = TextRef(tuple(sites), drop=drop, strip_keys=strip, remove_when_empty=empty)
+        return Part("reasoning", text, label="reasoning", ref=ref, write_back=mode)
+
+    plain = [(text, fields) for text, fields in groups.items()]
+    if not entries:
+        return [part(text, [reader.site(i, (f,)) for f in fields]) for text, fields in plain]
+    if not plain:
+        return [part(e.text, [reader.site(i, e.keys)], e) for e in entries]
+    found = next(((g, hows) for g, (text, _) in enumerate(plain) if (hows := _match(text, entries)) is not None), None)
+    if found is None:
+        names = ", ".join(f for _, fields in plain for f in fields)
+        lists = ", ".join(n for n in _STRUCTURED if n in msg)
+        reader.report(i, (), f"{names} and {lists} hold different text: neither is edited")
+        return [Part("reasoning", text, label="reasoning", write_back=WriteBack.READ_ONLY) for text, _ in plain]
+    parts: list[Part] = []
+    for g, (text, fields) in enumerate(plain):
+        if g != found[0]:
+            parts.append(part(text, [reader.site(i, (f,)) for f in fields]))
+            continue
+        for entry, how in zip(entries, found[1]):
+            # the structured entry first: it is the copy clients send back (the primary site)
+            sites = [reader.site(i, entry.keys)] + ([reader.site(i, (f,), how) for f in fields] if how else [])
+            parts.append(part(entry.text, sites, entry))
+    return parts
+
+
+def _match(text: str, entries: list[_Entry]) -> list[str | None] | None:
+    """How each entry's text sits in the plain field ``text`` (``whole``, ``unique``, or None
+    for an empty entry), or None when the field is not the entries' text."""
+    if len(entries) == 1:
+        return ["whole"] if entries[0].text == text else None
+    rest, pos, hows = text, 0, []
+    for entry in entries:
+        if not entry.text:
+            hows.append(None)
+            continue
+        at = text.find(entry.text, pos)
+        if at == -1 or text.count(entry.text) != 1:
+            return None
+        rest = rest.replace(entry.text, "", 1)
+        pos = at + len(entry.text)
+        hows.append("unique")
+    return hows if not rest.strip() else None
