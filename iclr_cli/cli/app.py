@@ -23,6 +23,7 @@ _COMMANDS: list[tuple[str, str, str]] = [
     ("diff", "iclr_cli.cli.diff", "diff"),
     ("report", "iclr_cli.cli.report", "report"),
     ("replay", "iclr_cli.cli.replay", "replay"),
+    ("serve", "iclr_cli.cli.serve", "serve"),
     ("formats", "iclr_cli.cli.formats_cmd", "formats"),
     ("model", "iclr_cli.cli.model", "app"),
 ]

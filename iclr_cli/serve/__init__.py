@@ -1,0 +1,11 @@
+"""``iclr serve``: an OpenAI-compatible proxy that applies the online write-back on the wire.
+
+Modules, in the order a request meets them: :mod:`~iclr_cli.serve.app` (routes),
+:mod:`~iclr_cli.serve.fingerprint` (which conversation, which step),
+:mod:`~iclr_cli.serve.state` (the write-back, conversations, LRU),
+:mod:`~iclr_cli.serve.messages` (chat messages <-> Trajectory, as replay reads them),
+:mod:`~iclr_cli.serve.batching` (one scorer thread, batches across conversations),
+:mod:`~iclr_cli.serve.store` (SQLite for ``--state-dir``), :mod:`~iclr_cli.serve.upstream`
+(httpx forwarding) and :mod:`~iclr_cli.serve.stats` (``/stats``, ``/metrics``);
+:mod:`~iclr_cli.serve.server` puts them together. Heavy imports happen only when serving.
+"""

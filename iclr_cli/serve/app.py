@@ -1,0 +1,212 @@
+"""The ASGI app (Starlette on uvicorn): routes of ``iclr serve``.
+
+- ``POST /v1/chat/completions`` (also ``/chat/completions``): the online write-back
+  (:meth:`iclr_cli.serve.state.ServeState.rewrite`, in a worker thread so scoring never blocks
+  the event loop), then the request goes upstream; a streamed answer (SSE) is relayed chunk by
+  chunk as it arrives, anything else whole. Status, body and headers come back unchanged.
+- ``GET /healthz``, ``GET /stats`` (JSON, :mod:`iclr_cli.serve.stats`), ``GET /metrics``
+  (Prometheus text).
+- Any other ``/v1/...`` path (``/v1/models`` among them) is passed through untouched.
+
+Request bodies over ``max_body_bytes`` get 413 before anything is parsed. Errors the proxy
+itself answers (413, upstream unreachable 502, upstream timeout 504) use the OpenAI error shape.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+import orjson
+
+from iclr_cli.replay.accounting import parse_usage
+from iclr_cli.serve.fingerprint import HEADER
+from iclr_cli.serve.state import ServeState
+from iclr_cli.serve.upstream import Upstream, UpstreamConfig, is_event_stream, read_completion, read_stream, redact, response_headers
+
+DEFAULT_MAX_BODY = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """Knobs of the HTTP side.
+
+    Attributes:
+        upstream: where requests go (and the key that replaces the client's, if any).
+        max_body_bytes: request bodies over this get 413.
+        worker_threads: most requests compressed at once (each waits on the batching scorer).
+        describe: settings shown in ``/stats`` (variant, ratio, proxy model...).
+    """
+
+    upstream: UpstreamConfig
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    worker_threads: int = 64
+    describe: tuple[tuple[str, object], ...] = ()
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _error(status: int, message: str, kind: str, code: str | None = None):
+    from starlette.responses import Response
+
+    body = {"error": {"message": message, "type": kind, "code": code}}
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+async def _read_body(request, limit: int) -> bytes:
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise _TooLarge
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > limit:
+            raise _TooLarge
+    return bytes(data)
+
+
+def create_app(config: AppConfig, state: ServeState, *, transport=None, on_shutdown=None):
+    """Build the Starlette app.
+
+    ``transport`` is an ``httpx`` transport for tests; ``on_shutdown`` is called after the
+    upstream client is closed (the CLI closes the batching scorer and the store there).
+    """
+    import anyio
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
+    upstream_holder: dict[str, Upstream] = {}
+    limiter_holder: dict[str, anyio.CapacityLimiter] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        upstream_holder["u"] = Upstream(config.upstream, transport=transport)
+        limiter_holder["l"] = anyio.CapacityLimiter(config.worker_threads)
+        try:
+            yield
+        finally:
+            await upstream_holder["u"].aclose()
+            if on_shutdown is not None:
+                on_shutdown()
+
+    async def in_thread(fn, *args):
+        return await anyio.to_thread.run_sync(fn, *args, limiter=limiter_holder["l"])
+
+    async def send(request, path: str, body: bytes):
+        """Open the upstream request; (response, None) or (None, the proxy's error answer)."""
+        import httpx
+
+        upstream = upstream_holder["u"]
+        try:
+            return await upstream.open(request.method, path, request.url.query, body, upstream.headers(request.headers)), None
+        except httpx.TimeoutException:
+            return None, _error(504, f"iclr serve: the upstream {redact(config.upstream.base_url)} timed out", "upstream_error", "upstream_timeout")
+        except httpx.HTTPError as exc:
+            return None, _error(502, f"iclr serve: the upstream {redact(config.upstream.base_url)} is unreachable ({type(exc).__name__})", "upstream_error", "upstream_unreachable")
+
+    async def relay(resp, finish):
+        """The upstream answer to the client: SSE chunk by chunk, anything else whole.
+        ``finish(body or None, streamed)`` runs once the whole answer went through."""
+        headers = response_headers(resp.headers)
+        if not is_event_stream(resp.headers):
+            try:
+                content = await resp.aread()
+            finally:
+                await resp.aclose()
+            await finish(content, False)
+            return Response(content, status_code=resp.status_code, headers=headers)
+
+        async def chunks():
+            kept: bytearray | None = bytearray()
+            try:
+                async for chunk in resp.aiter_bytes():
+                    if kept is not None:
+                        kept += chunk
+                        if len(kept) > config.max_body_bytes:
+                            kept = None  # too long to read usage from; still relayed
+                    yield chunk
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await resp.aclose()
+                    await finish(None if kept is None else bytes(kept), True)
+
+        return StreamingResponse(chunks(), status_code=resp.status_code, headers=headers)
+
+    async def chat(request):
+        start = time.perf_counter()
+        try:
+            raw = await _read_body(request, config.max_body_bytes)
+        except _TooLarge:
+            return _error(413, f"request body over {config.max_body_bytes} bytes (iclr serve --max-body-mb)", "invalid_request_error", "request_too_large")
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            body = None
+        rewrite = await in_thread(state.rewrite, body, raw, request.headers.get(HEADER))
+        added = time.perf_counter() - start
+        resp, failure = await send(request, "chat/completions", rewrite.body)
+        conv = state.find(rewrite.conversation)
+        if failure is not None:
+            state.stats.request(conv.counts if conv else None, added, None, "upstream_error")
+            return failure
+
+        async def finish(content: bytes | None, streamed: bool) -> None:
+            ok = 200 <= resp.status_code < 300
+            message, usage = (read_stream(content) if streamed else read_completion(content)) if ok and content is not None else (None, None)
+            target = conv
+            if ok:
+                messages = body.get("messages") if isinstance(body, dict) else None
+                tools = body.get("tools") if isinstance(body, dict) else None
+                target = await in_thread(state.record_reply, rewrite.conversation, messages, tools, message)
+            state.stats.request(target.counts if target else None, added, parse_usage(usage) if usage else None, "ok" if ok else "upstream_error")
+
+        return await relay(resp, finish)
+
+    async def passthrough(request):
+        try:
+            raw = await _read_body(request, config.max_body_bytes)
+        except _TooLarge:
+            return _error(413, f"request body over {config.max_body_bytes} bytes (iclr serve --max-body-mb)", "invalid_request_error", "request_too_large")
+        resp, failure = await send(request, request.path_params["path"], raw)
+        if failure is not None:
+            return failure
+
+        async def finish(content, streamed) -> None:
+            pass
+
+        return await relay(resp, finish)
+
+    async def healthz(request):
+        return JSONResponse({"status": "ok"})
+
+    async def stats(request):
+        convs = state.conversations()
+        scorer = state.scorer
+        data = {
+            "upstream": redact(config.upstream.base_url),
+            **dict(config.describe),
+            "conversations_held": len(convs),
+            "scorer_batches": getattr(scorer, "batches", None),
+            "largest_scorer_batch": getattr(scorer, "largest_batch", None),
+            "total": state.stats.total.to_record(),
+            "conversations": {c.id: c.counts.to_record() for c in reversed(convs)},
+        }
+        return Response(orjson.dumps(data), media_type="application/json")
+
+    async def metrics(request):
+        body, content_type = state.stats.metrics.render()
+        return Response(body, media_type=content_type)
+
+    routes = [
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/chat/completions", chat, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/stats", stats, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/v1/{path:path}", passthrough, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

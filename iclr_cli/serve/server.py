@@ -1,0 +1,161 @@
+"""Putting the proxy together (engines, state, store, app) and running it on uvicorn.
+
+:func:`build` is what ``iclr serve`` runs; tests and ``benchmarks/bench_serve.py`` use it too,
+with :func:`running` to serve the app on a free loopback port from a background thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from iclr_cli.compress import Settings
+from iclr_cli.errors import UsageError
+from iclr_cli.policies import DEFAULT_RATIO, parse_variant
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Everything ``iclr serve`` is configured with (CLI options of the same names).
+
+    ``api_key`` is the value of ``--api-key-env`` (never shown: ``repr`` leaves it out).
+    ``batch_wait_ms`` is how long the scorer thread waits for more steps once one is queued.
+    """
+
+    upstream: str
+    variant: str = "iclr"
+    ratio: float = DEFAULT_RATIO
+    seed: int = 0
+    split: str = "paragraph"
+    proxy_model: str = "smollm2"
+    max_tokens: int = 42_000
+    overflow: str = "window"
+    dtype: str = "float32"
+    device: str | None = None
+    batch_size: int = 8
+    api_key: str | None = field(default=None, repr=False)
+    state_dir: str | None = None
+    max_conversations: int = 1000
+    restore_reasoning: bool = False
+    max_body_bytes: int = 32 * 1024 * 1024
+    request_timeout: float = 600.0
+    batch_wait_ms: float = 2.0
+
+
+def _settings_record(options: ServeOptions, scorer_name: str) -> dict:
+    """What decides the bytes of a compressed step (stored with ``--state-dir``)."""
+    return {
+        "variant": options.variant,
+        "ratio": options.ratio,
+        "seed": options.seed,
+        "split": options.split,
+        "proxy_model": scorer_name,
+        "max_tokens": options.max_tokens,
+        "overflow": options.overflow,
+        "dtype": options.dtype,
+    }
+
+
+def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None):
+    """The ASGI app and its :class:`~iclr_cli.serve.state.ServeState`.
+
+    ``scorer``/``tokenizer`` replace the ones ``--proxy-model`` would load (tests);
+    ``transport`` is an httpx transport for the upstream (tests).
+
+    Raises:
+        UsageError: for a bad variant or option, or a ``--state-dir`` written with other settings.
+        IclrError: when the proxy model cannot be loaded.
+    """
+    from iclr_cli.cli.common import check_splitter, scorer_config
+    from iclr_cli.pipeline import build_engines
+    from iclr_cli.serve.app import AppConfig, create_app
+    from iclr_cli.serve.batching import BatchingScorer
+    from iclr_cli.serve.state import ServeState
+    from iclr_cli.serve.stats import Stats
+    from iclr_cli.serve.store import MemoryStore, SqliteStore
+    from iclr_cli.serve.upstream import UpstreamConfig
+
+    variant = parse_variant(options.variant)
+    if variant.kind == "sliding-window":
+        raise UsageError("sliding-window-K drops whole steps, so every request would change its prefix; it exists only in 'iclr replay'")
+    if not options.upstream.startswith(("http://", "https://")):
+        raise UsageError(f"--upstream must be an http:// or https:// URL, not {options.upstream!r}")
+    check_splitter(options.split)
+    if tokenizer is None:
+        config = scorer_config(options.proxy_model, options.max_tokens, options.overflow, options.dtype, False, options.batch_size, options.device)
+        built, tokenizer = build_engines(variant, config)
+        scorer = scorer if scorer is not None else built
+    batching = None
+    if variant.needs_scores:
+        if scorer is None:
+            raise UsageError(f"variant {variant.name} needs a proxy scorer")
+        batching = BatchingScorer(scorer, max_batch=max(options.batch_size, 1) * 4, wait_s=options.batch_wait_ms / 1000)
+    stats = Stats()
+    if batching is not None:
+        batching.on_batch = stats.metrics.batch.observe
+    scorer_name = scorer.name if scorer is not None else tokenizer.name
+    store = SqliteStore(options.state_dir, _settings_record(options, scorer_name)) if options.state_dir else MemoryStore()
+    state = ServeState(
+        Settings(variant, ratio=options.ratio, seed=options.seed, splitter=options.split),
+        batching,
+        tokenizer,
+        store=store,
+        stats=stats,
+        max_conversations=options.max_conversations,
+        restore_reasoning=options.restore_reasoning,
+    )
+
+    def shutdown() -> None:
+        if batching is not None:
+            batching.close()
+        store.close()
+
+    describe = (
+        ("variant", variant.name),
+        ("ratio", options.ratio),
+        ("proxy_model", scorer_name),
+        ("reasoning_tokenizer", tokenizer.name),
+        ("state_dir", options.state_dir),
+        ("max_conversations", options.max_conversations),
+    )
+    app_config = AppConfig(
+        UpstreamConfig(options.upstream, options.api_key, options.request_timeout),
+        max_body_bytes=options.max_body_bytes,
+        describe=describe,
+    )
+    return create_app(app_config, state, transport=transport, on_shutdown=shutdown), state
+
+
+def uvicorn_config(app, host: str, port: int, log_level: str = "warning"):
+    """A uvicorn config for ``app``: no access log (request lines carry nothing the stats do
+    not), no ``Server`` header of uvicorn's own."""
+    import uvicorn
+
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, server_header=False, lifespan="on")
+
+
+@contextlib.contextmanager
+def running(app, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve ``app`` on a free port of ``host`` from a background thread; yields the base URL
+    (ending in ``/v1``). The server shuts down (lifespan included) when the block ends."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    server = uvicorn.Server(uvicorn_config(app, host, sock.getsockname()[1]))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("iclr serve: the server thread stopped before it started")
+            threading.Event().wait(0.01)
+        yield f"http://{host}:{sock.getsockname()[1]}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()

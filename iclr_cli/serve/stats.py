@@ -1,0 +1,142 @@
+"""What the proxy did, for ``/stats`` (JSON) and ``/metrics`` (Prometheus text).
+
+Per conversation and in total: requests, upstream errors, steps compressed, scorer failures,
+reasoning tokens generated and removed (the proxy tokenizer's tokens, as ``prune`` counts
+them), the upstream's own usage (input, output and cache-read tokens, as replay reads them:
+:func:`iclr_cli.replay.accounting.parse_usage`; ``None`` while the upstream never reported the
+field) and the latency the proxy added: the time from receiving a request to sending it
+upstream (parsing, conversation lookup, compression and scoring), as p50/p95 over the most
+recent requests. Nothing here holds a header, a key or message text.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+from iclr_cli.replay.accounting import Usage
+
+LATENCY_WINDOW = 1024  # most recent requests kept per conversation for p50/p95
+
+
+def percentile(values, q: float) -> float | None:
+    """Nearest-rank percentile (``q`` in [0, 1]) of ``values``; ``None`` when empty."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+@dataclass
+class Counts:
+    """Counters of one conversation, or of all of them."""
+
+    requests: int = 0
+    upstream_errors: int = 0
+    steps_compressed: int = 0
+    scorer_failures: int = 0
+    reasoning_tokens_generated: int = 0
+    reasoning_tokens_removed: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    added_s: deque = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
+
+    def add_usage(self, usage: Usage) -> None:
+        for name in ("input_tokens", "output_tokens", "cache_read_tokens"):
+            value = getattr(usage, name)
+            if value is not None:
+                setattr(self, name, (getattr(self, name) or 0) + value)
+
+    def to_record(self) -> dict:
+        """Plain JSON: counters, and ``added_latency_ms`` p50/p95 over the last requests."""
+        lat = list(self.added_s)
+        p50, p95 = percentile(lat, 0.5), percentile(lat, 0.95)
+        return {
+            "requests": self.requests,
+            "upstream_errors": self.upstream_errors,
+            "steps_compressed": self.steps_compressed,
+            "scorer_failures": self.scorer_failures,
+            "reasoning_tokens_generated": self.reasoning_tokens_generated,
+            "reasoning_tokens_removed": self.reasoning_tokens_removed,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "added_latency_ms": {
+                "p50": None if p50 is None else round(p50 * 1000, 3),
+                "p95": None if p95 is None else round(p95 * 1000, 3),
+                "samples": len(lat),
+            },
+        }
+
+
+class Metrics:
+    """Prometheus counters in a registry of their own (several apps may live in one process)."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("iclr_serve_requests", "Chat-completions requests, by how they ended", ["outcome"], registry=r)
+        self.steps = Counter("iclr_serve_steps_compressed", "Completed steps compressed (once each)", registry=r)
+        self.scorer_failures = Counter("iclr_serve_scorer_failures", "Steps forwarded uncompressed because scoring failed", registry=r)
+        self.reasoning = Counter("iclr_serve_reasoning_tokens", "Reasoning tokens of compressed steps (proxy tokenizer)", ["kind"], registry=r)
+        self.upstream_tokens = Counter("iclr_serve_upstream_tokens", "Tokens the upstream reported in usage", ["kind"], registry=r)
+        self.added = Histogram(
+            "iclr_serve_added_latency_seconds",
+            "Time from receiving a request to sending it upstream",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=r,
+        )
+        self.batch = Histogram("iclr_serve_scorer_batch_size", "Scoring requests per scorer call", buckets=(1, 2, 4, 8, 16, 32, 64), registry=r)
+        self.conversations = Gauge("iclr_serve_conversations", "Conversations held in state", registry=r)
+
+    def render(self) -> tuple[bytes, str]:
+        """(body, content type) of the Prometheus text exposition."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class Stats:
+    """Totals plus the Prometheus view; per-conversation counts live on each conversation."""
+
+    def __init__(self) -> None:
+        self.total = Counts()
+        self.metrics = Metrics()
+        self.lock = threading.Lock()
+
+    def compressed(self, conv: Counts, generated: int, removed: int, failed: bool) -> None:
+        with self.lock:
+            for c in (conv, self.total):
+                c.steps_compressed += 1
+                c.reasoning_tokens_generated += generated
+                c.reasoning_tokens_removed += removed
+                c.scorer_failures += failed
+        self.metrics.steps.inc()
+        self.metrics.reasoning.labels("generated").inc(generated)
+        self.metrics.reasoning.labels("removed").inc(removed)
+        if failed:
+            self.metrics.scorer_failures.inc()
+
+    def request(self, conv: Counts | None, added_s: float, usage: Usage | None, outcome: str) -> None:
+        """Record one finished request (``outcome``: ``ok`` or ``upstream_error``)."""
+        with self.lock:
+            for c in (conv, self.total):
+                if c is None:
+                    continue
+                c.requests += 1
+                c.upstream_errors += outcome != "ok"
+                c.added_s.append(added_s)
+                if usage is not None:
+                    c.add_usage(usage)
+        self.metrics.requests.labels(outcome).inc()
+        self.metrics.added.observe(added_s)
+        if usage is not None:
+            for kind in ("input", "output", "cache_read"):
+                value = getattr(usage, f"{kind}_tokens")
+                if value:
+                    self.metrics.upstream_tokens.labels(kind).inc(value)
