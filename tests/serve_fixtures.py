@@ -29,6 +29,7 @@ class Stream:
     events: list[dict]
     hold: bool = False
     release: threading.Event = field(default_factory=threading.Event)
+    finished: threading.Event = field(default_factory=threading.Event)
 
 
 def stream_of(content: str, *, reasoning: str | None = None, field_name: str = "reasoning_content", pieces: int = 3, usage_: dict | None = None, hold: bool = False) -> Stream:
@@ -110,9 +111,10 @@ class ScriptedUpstream(FakeOpenAI):
                     self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
                     self.wfile.flush()
                     if i == 0 and reply.hold:
-                        reply.release.wait(30)
+                        reply.release.wait(60)
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
+                reply.finished.set()
 
         return Handler
 

@@ -91,3 +91,5 @@ def serve(
     if host not in ("127.0.0.1", "localhost", "::1"):
         output.warn(f"--host {host}: the proxy is reachable from the network; anyone who reaches it uses your upstream{' key' if api_key else ''}")
     uvicorn.Server(uvicorn_config(app, host, port, log_level)).run()
+    # uvicorn returns only after a signal asked it to stop (Ctrl-C, SIGTERM): exit 130.
+    raise KeyboardInterrupt
