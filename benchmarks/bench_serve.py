@@ -86,8 +86,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 256  # socketserver's default backlog of 5 resets concurrent connects
+
+
 def _start_upstream() -> tuple[http.server.ThreadingHTTPServer, str]:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd = _Server(("127.0.0.1", 0), _Handler)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     return httpd, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
