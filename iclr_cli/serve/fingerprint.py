@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 import orjson
 
 from iclr_cli.replay.provider import _LEADING_THINK
-from iclr_cli.serve.messages import text_of
 
 HEADER = "x-iclr-conversation"
 _MAX_HEADER = 200
@@ -33,8 +32,16 @@ def _dump(value) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
 
+def _text(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return ""
+
+
 def _identity(msg: Mapping) -> dict:
-    content = text_of(msg.get("content"))
+    content = _text(msg.get("content"))
     if msg.get("role") == "assistant":
         found = _LEADING_THINK.match(content)
         if found:

@@ -27,20 +27,18 @@ from iclr_cli.trajectory import Step, Trajectory
 
 
 @dataclass(frozen=True)
-class MessageTrajectory:
-    """A message list read as a trajectory.
+class MessageTrajectory(Trajectory):
+    """A :class:`Trajectory` read from a message list (P and one step per assistant message).
 
     Attributes:
-        trajectory: P and one step per assistant message.
-        spans: per step, ``(start, stop)`` message indices it covers: ``start`` is its
+        step_spans: per step, ``(start, stop)`` message indices it covers: ``start`` is its
             assistant message, ``stop`` the next assistant message (or the list's end).
         styles: per step, where its reasoning was found: ``reasoning_content``, ``reasoning``,
             ``think``, or ``None`` (no reasoning).
     """
 
-    trajectory: Trajectory
-    spans: tuple[tuple[int, int], ...]
-    styles: tuple[str | None, ...]
+    step_spans: tuple[tuple[int, int], ...] = ()
+    styles: tuple[str | None, ...] = ()
 
 
 def text_of(content) -> str:
@@ -74,15 +72,14 @@ def read_messages(messages: Sequence[Mapping], *, tools: Sequence[Mapping] | Non
         steps.append(Step(t, tuple(parts)))
         spans.append((start, stop))
         styles.append(style)
-    traj = Trajectory(traj_id, prompt, tuple(steps), meta={"format": "openai"})
-    return MessageTrajectory(traj, tuple(spans), tuple(styles))
+    return MessageTrajectory(traj_id, prompt, tuple(steps), {"format": "openai"}, tuple(spans), tuple(styles))
 
 
-def write_messages(messages: Sequence[Mapping], read: MessageTrajectory, edited: Trajectory) -> list[dict]:
+def write_messages(messages: Sequence[Mapping], original: MessageTrajectory, edited: Trajectory) -> list[dict]:
     """The messages with each edited step's reasoning written back in the shape it came in.
 
-    ``read`` is what :func:`read_messages` returned for ``messages``; ``edited`` is its
-    trajectory after compression. Messages of unedited steps are returned as they were (the same
+    ``original`` is what :func:`read_messages` returned for ``messages``; ``edited`` is it
+    after compression. Messages of unedited steps are returned as they were (the same
     objects); an edited assistant message is a copy with only its reasoning changed:
 
     - ``reasoning_content``: the new text, ``""`` when all was deleted (DeepSeek requires the
@@ -95,11 +92,11 @@ def write_messages(messages: Sequence[Mapping], read: MessageTrajectory, edited:
       no tags, as replay does.
     """
     out = list(messages)
-    for t, (old, new) in enumerate(zip(read.trajectory.steps, edited.steps)):
+    for t, (old, new) in enumerate(zip(original.steps, edited.steps)):
         if not old.reasoning or old.reasoning[0].text == new.reasoning[0].text:
             continue
-        start = read.spans[t][0]
-        out[start] = _write_reasoning(messages[start], read.styles[t], old.reasoning[0].text, new.reasoning[0].text)
+        start = original.step_spans[t][0]
+        out[start] = _write_reasoning(messages[start], original.styles[t], old.reasoning[0].text, new.reasoning[0].text)
     return out
 
 

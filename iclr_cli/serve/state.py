@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from iclr_cli.compress import Settings, compress_step, count_tokens
+from iclr_cli.errors import IclrError
 from iclr_cli.scoring.base import Scorer, Tokenizer
 from iclr_cli.serve.fingerprint import conversation_id, step_keys
 from iclr_cli.serve.messages import read_messages, write_messages
@@ -161,7 +162,7 @@ class ServeState:
             sent = self._restore(conv, messages) if self.restore_reasoning else messages
             try:
                 read = read_messages(sent, tools=tools, traj_id=conv_id)
-            except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            except (IclrError, KeyError, TypeError, AttributeError, ValueError) as exc:
                 log.warning("conversation %s: request not read as chat messages (%s); forwarded unchanged", conv_id, type(exc).__name__)
                 return Rewrite(raw, conv_id)
             out, compressed = self._write_back(conv, sent, tools, read)
@@ -170,12 +171,12 @@ class ServeState:
         return Rewrite(orjson.dumps({**body, "messages": out}), conv_id, compressed)
 
     def _write_back(self, conv: Conversation, messages: list[dict], tools, read) -> tuple[list[dict], int]:
-        starts = [s for s, _ in read.spans]
+        starts = [s for s, _ in read.step_spans]
         keys = step_keys(conv.id, messages, tools, starts)
-        prompt = read.trajectory.prompt
+        prompt = read.prompt
         done: list[Step] = []
         compressed = 0
-        for t, step in enumerate(read.trajectory.steps):
+        for t, step in enumerate(read.steps):
             if starts[t] == len(messages) - 1:  # the step in progress
                 done.append(step)
                 continue
@@ -186,7 +187,7 @@ class ServeState:
                 self.store.save_step(conv.id, keys[t], stored)
                 compressed += 1
             done.append(step.with_reasoning(stored.texts))
-        return write_messages(messages, read, read.trajectory.with_steps(done)), compressed
+        return write_messages(messages, read, read.with_steps(done)), compressed
 
     def _compress(self, conv: Conversation, prompt: Sequence[Part], history: Sequence[Step], step: Step) -> StoredStep:
         try:
