@@ -87,7 +87,8 @@ def write_messages(messages: Sequence[Mapping], original: MessageTrajectory, edi
       field holding the same text is edited alike.
     - ``reasoning``: the new text; ``reasoning_details`` entries of type ``reasoning.text`` are
       replaced by one entry holding the new text, without ``signature`` (an edited block is not
-      the one that was signed); other entries (encrypted, summary) are kept.
+      the one that was signed); ``reasoning.encrypted`` entries (the old text, encrypted) go;
+      other entries are kept.
     - ``think``: the text inside the leading ``<think>`` block; reasoning deleted in full sends
       no tags, as replay does.
     """
@@ -128,6 +129,8 @@ def _edit_details(details: list, new: str) -> list:
     first["text"] = new
     out, placed = [], False
     for d in details:
+        if isinstance(d, Mapping) and d.get("type") == "reasoning.encrypted":
+            continue
         if isinstance(d, Mapping) and d.get("type") == "reasoning.text":
             if not placed:
                 out.append(first)
