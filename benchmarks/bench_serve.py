@@ -19,7 +19,10 @@ httpx), each ``--steps`` requests long, appending every reply and a tool result,
   proxy with ``--max-conversations`` set low serves ``--churn`` short conversations, and the
   held conversations and memory are read again (state stays bounded).
 
-Latencies are wall clock on whatever machine runs this; on a shared machine say so.
+Latencies are wall clock on whatever machine runs this; on a shared machine say so. With
+``smollm2`` on a CPU every step of every conversation goes through one proxy model, so the
+added latency is mostly queueing behind the scorer: on 2 shared, overloaded cores a 20 x 10 run
+took over 20 minutes (use ``--conversations 4`` there); on a GPU or a quiet machine run the full one.
 """
 
 from __future__ import annotations

@@ -224,3 +224,14 @@ def test_client_that_drops_reasoning_gets_it_restored():
         sdk.chat.completions.create(model="m", messages=[SYSTEM, USER, dropped, tool(0)])
     restored = up.requests[1]["messages"][2]
     assert "[SKIP]" in restored["reasoning_content"]
+
+
+def test_a_failing_write_back_forwards_the_request_as_sent(monkeypatch):
+    with scripted_upstream() as up, proxy(up.url) as (url, state):
+        def broken(*args):
+            raise OSError("disk full")
+
+        monkeypatch.setattr(state, "rewrite", broken)
+        raw = orjson.dumps({"model": "m", "messages": [SYSTEM, USER, as_message(step_reply(0)), tool(0)]})
+        resp = httpx.post(url + "/chat/completions", content=raw, headers={"content-type": "application/json"}, timeout=20)
+    assert resp.status_code == 200 and up.raw == [raw]

@@ -15,6 +15,7 @@ itself answers (413, upstream unreachable 502, upstream timeout 504) use the Ope
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from dataclasses import dataclass
 
@@ -22,10 +23,11 @@ import orjson
 
 from iclr_cli.replay.accounting import parse_usage
 from iclr_cli.serve.fingerprint import HEADER
-from iclr_cli.serve.state import ServeState
+from iclr_cli.serve.state import Rewrite, ServeState
 from iclr_cli.serve.upstream import Upstream, UpstreamConfig, is_event_stream, read_completion, read_stream, redact, response_headers
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
+log = logging.getLogger("iclr.serve")
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,11 @@ def create_app(config: AppConfig, state: ServeState, *, transport=None, on_shutd
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
             body = None
-        rewrite = await in_thread(state.rewrite, body, raw, request.headers.get(HEADER))
+        try:
+            rewrite = await in_thread(state.rewrite, body, raw, request.headers.get(HEADER))
+        except Exception as exc:  # a bug or a full disk must not take the agent down: forward as sent
+            log.warning("request forwarded unchanged: the write-back failed (%s: %s)", type(exc).__name__, exc)
+            rewrite = Rewrite(raw, None)
         added = time.perf_counter() - start
         resp, failure = await send(request, "chat/completions", rewrite.body)
         conv = state.find(rewrite.conversation)
@@ -161,7 +167,10 @@ def create_app(config: AppConfig, state: ServeState, *, transport=None, on_shutd
             if ok:
                 messages = body.get("messages") if isinstance(body, dict) else None
                 tools = body.get("tools") if isinstance(body, dict) else None
-                target = await in_thread(state.record_reply, rewrite.conversation, messages, tools, message)
+                try:
+                    target = await in_thread(state.record_reply, rewrite.conversation, messages, tools, message)
+                except Exception as exc:
+                    log.warning("reply not recorded (%s: %s)", type(exc).__name__, exc)
             state.stats.request(target.counts if target else None, added, parse_usage(usage) if usage else None, "ok" if ok else "upstream_error")
 
         return await relay(resp, finish)
