@@ -137,10 +137,16 @@ def _memory_kib(pid: int) -> dict[str, int]:
 
 
 async def _conversation(client, base: str, conv: int, steps: int, latencies: list[float], errors: list[str]) -> None:
+    import httpx
+
     messages = [{"role": "system", "content": "You are a coding agent. Use bash."}, {"role": "user", "content": f"Fix the parser in task {conv}"}]
     for step in range(steps):
         start = time.perf_counter()
-        resp = await client.post(base + "/v1/chat/completions", json={"model": "scripted", "messages": messages})
+        try:
+            resp = await client.post(base + "/v1/chat/completions", json={"model": "scripted", "messages": messages})
+        except httpx.HTTPError as exc:
+            errors.append(f"conversation {conv} step {step}: {type(exc).__name__}: {exc}")
+            return
         latencies.append(time.perf_counter() - start)
         if resp.status_code != 200:
             errors.append(f"conversation {conv} step {step}: HTTP {resp.status_code} {resp.text[:200]}")
@@ -190,7 +196,8 @@ def run(model: str, conversations: int, steps: int, churn: int, churn_cap: int) 
         "conversations": conversations,
         "steps": steps,
         "requests": total["requests"],
-        "errors": errors + direct_errors,
+        "errors": errors,
+        "direct_errors": direct_errors,  # the scripted upstream's own failures, without the proxy
         "wall_s": round(wall, 2),
         "added_ms_p50": total["added_latency_ms"]["p50"],
         "added_ms_p95": total["added_latency_ms"]["p95"],
