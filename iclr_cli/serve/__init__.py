@@ -3,7 +3,8 @@
 Modules, in the order a request meets them: :mod:`~iclr_cli.serve.app` (routes),
 :mod:`~iclr_cli.serve.fingerprint` (which conversation, which step),
 :mod:`~iclr_cli.serve.state` (the write-back, conversations, LRU),
-:mod:`~iclr_cli.serve.messages` (chat messages <-> Trajectory, as replay reads them),
+chat messages <-> Trajectory through :mod:`iclr_cli.formats.openai_messages` (the same
+reading and write-back as the ``openai`` file adapter and replay),
 :mod:`~iclr_cli.serve.batching` (one scorer thread, batches across conversations),
 :mod:`~iclr_cli.serve.store` (SQLite for ``--state-dir``), :mod:`~iclr_cli.serve.upstream`
 (httpx forwarding) and :mod:`~iclr_cli.serve.stats` (``/stats``, ``/metrics``);

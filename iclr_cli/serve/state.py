@@ -29,9 +29,9 @@ import orjson
 
 from iclr_cli.compress import Settings, compress_step, count_tokens
 from iclr_cli.errors import IclrError
+from iclr_cli.formats.openai_messages import read_messages, write_messages
 from iclr_cli.scoring.base import Scorer, Tokenizer
 from iclr_cli.serve.fingerprint import conversation_id, step_keys
-from iclr_cli.serve.messages import read_messages, write_messages
 from iclr_cli.serve.stats import Counts, Stats
 from iclr_cli.serve.store import MemoryStore, StoredStep
 from iclr_cli.trajectory import Part, Step
