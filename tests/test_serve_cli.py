@@ -33,6 +33,11 @@ def _free_port() -> int:
     (["--upstream", "http://127.0.0.1:9/v1", "--variant", "sliding-window-3"], "sliding-window"),
     (["--upstream", "127.0.0.1:9"], "--upstream"),
     (["--upstream", "http://127.0.0.1:9/v1", "--variant", "nope"], "unknown variant"),
+    # the enums prune uses: a wrong value is refused before anything runs, the choices listed
+    (["--upstream", "http://127.0.0.1:9/v1", "--overflow", "truncate"], "'window', 'skip'"),
+    (["--upstream", "http://127.0.0.1:9/v1", "--dtype", "int8"], "'float32'"),
+    (["--upstream", "http://127.0.0.1:9/v1", "--split", "words"], "'paragraph'"),
+    (["--upstream", "http://127.0.0.1:9/v1", "--log-level", "loud"], "'warning'"),
 ])
 def test_usage_errors_exit_2(args, message):
     env = _env()
@@ -68,5 +73,26 @@ def test_serve_process_prints_url_uses_env_key_and_logs_no_key(tmp_path):
     assert up.headers[0]["authorization"] == f"Bearer {secret}"
     assert f"point agents at http://127.0.0.1:{port}/v1" in err
     assert secret not in out + err and "sk-client-other" not in out + err
-    # 130 once main() passes on the code Typer returns for KeyboardInterrupt (today it exits 0)
-    assert proc.returncode in (0, 130)
+    assert proc.returncode == 130 and "iclr: interrupted" in err  # Ctrl-C is how a server stops
+
+
+def test_busy_port_fails_before_printing_a_url():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "iclr_cli", "serve", "--upstream", "http://127.0.0.1:9/v1", "--proxy-model", "fake", "--port", str(port)],
+                              capture_output=True, text=True, env=_env(), timeout=60)
+    assert proc.returncode == 1 and f"cannot listen on 127.0.0.1 port {port}" in proc.stderr
+    assert "point agents at" not in proc.stderr
+
+
+def test_serve_imports_nothing_from_cli():
+    """The proxy is a library (tests and benchmarks build it): only ``iclr_cli/cli/serve.py`` is CLI."""
+    import ast
+
+    for path in sorted((REPO / "iclr_cli" / "serve").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            assert not any(n == "iclr_cli.cli" or n.startswith("iclr_cli.cli.") for n in names), f"{path.name} imports {names}"

@@ -8,6 +8,7 @@ import typer
 
 from iclr_cli.cli import options as opt
 
+LogLevel = opt.choices("LogLevel", ("critical", "error", "warning", "info", "debug"))
 
 def serve(
     upstream: Annotated[str, typer.Option("--upstream", help="The upstream's OpenAI base URL, e.g. https://api.deepseek.com or http://127.0.0.1:8000/v1.", show_default=False)],
@@ -18,18 +19,18 @@ def serve(
     seed: opt.Seed = 0,
     proxy_model: Annotated[str, typer.Option("--proxy-model", help="Proxy scorer and reasoning tokenizer: 'smollm2', 'fake' (dry runs), a folder, a .gguf, a HF id.")] = "smollm2",
     max_tokens: opt.MaxTokens = 42_000,
-    overflow: opt.Overflow = "window",
-    dtype: opt.Dtype = "float32",
+    overflow: opt.Overflow = opt.WINDOW,
+    dtype: opt.Dtype = opt.FLOAT32,
     device: opt.Device = None,
     batch_size: opt.BatchSize = 8,
-    split: opt.Split = "paragraph",
+    split: opt.Split = opt.PARAGRAPH,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the upstream key; it replaces the client's Authorization header (default: the client's header is forwarded).")] = None,
     state_dir: Annotated[Optional[str], typer.Option("--state-dir", help="Keep conversation state in DIR/serve.sqlite3 so a restart sends the same bytes (default: memory only).")] = None,
     max_conversations: Annotated[int, typer.Option("--max-conversations", min=1, help="Conversations kept (least recently used evicted).")] = 1000,
     restore_reasoning: Annotated[bool, typer.Option("--restore-reasoning", help="Re-insert the stored (compressed) reasoning into assistant turns with tool calls that arrive without it (DeepSeek 400s otherwise).")] = False,
     max_body_mb: Annotated[float, typer.Option("--max-body-mb", min=0.001, help="Request bodies over this many MiB get 413.")] = 32.0,
     request_timeout: Annotated[float, typer.Option("--request-timeout", min=1, help="Seconds to wait for the upstream to connect or send the next chunk.")] = 600.0,
-    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level: critical, error, warning, info, debug.")] = "warning",
+    log_level: Annotated[LogLevel, typer.Option("--log-level", help="Log level of the proxy and uvicorn.")] = LogLevel("warning"),
     quiet: opt.Quiet = False,
 ) -> None:
     """Run an OpenAI-compatible proxy in front of UPSTREAM that compresses reasoning online.
@@ -43,6 +44,7 @@ def serve(
     import logging
     import os
 
+    from iclr_cli.cli.common import scorer_config, warn_precision
     from iclr_cli.errors import IclrError, UsageError
     from iclr_cli.render.output import Output
 
@@ -52,8 +54,6 @@ def serve(
         api_key = os.environ.get(api_key_env)
         if not api_key:
             raise UsageError(f"--api-key-env {api_key_env}: the environment variable is not set")
-    if log_level not in ("critical", "error", "warning", "info", "debug"):
-        raise UsageError(f"--log-level must be critical, error, warning, info or debug, not {log_level!r}")
     try:
         import httpx_sse  # noqa: F401
         import prometheus_client  # noqa: F401
@@ -61,18 +61,19 @@ def serve(
         import uvicorn
     except ImportError as exc:
         raise IclrError(f"iclr serve needs its extra: pip install 'iclr-cli[serve]' ({exc})") from None
-    from iclr_cli.serve.server import ServeOptions, build, uvicorn_config
+    from iclr_cli.serve.server import ServeOptions, build, listen, uvicorn_config
+    from iclr_cli.serve.upstream import redact
 
     options = ServeOptions(
         upstream=upstream,
         variant=variant,
         ratio=ratio,
         seed=seed,
-        split=split,
+        split=split.value,
         proxy_model=proxy_model,
         max_tokens=max_tokens,
-        overflow=overflow,
-        dtype=dtype,
+        overflow=overflow.value,
+        dtype=dtype.value,
         device=device,
         batch_size=batch_size,
         api_key=api_key,
@@ -82,14 +83,20 @@ def serve(
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         request_timeout=request_timeout,
     )
-    logging.basicConfig(level=getattr(logging, log_level.upper()), format="iclr serve: %(levelname)s: %(message)s")
-    from iclr_cli.serve.upstream import redact
-
-    app, state = build(options)
-    shown = "[" + host + "]" if ":" in host else host
-    output.info(f"iclr serve: point agents at http://{shown}:{port}/v1 (upstream {redact(upstream)}, variant {variant}, proxy {state.tokenizer.name}); stats at /stats")
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        output.warn(f"--host {host}: the proxy is reachable from the network; anyone who reaches it uses your upstream{' key' if api_key else ''}")
-    uvicorn.Server(uvicorn_config(app, host, port, log_level)).run()
-    # uvicorn returns only after a signal asked it to stop (Ctrl-C, SIGTERM): exit 130.
+    logging.basicConfig(level=getattr(logging, log_level.value.upper()), format="iclr serve: %(levelname)s: %(message)s")
+    warn_precision(output, scorer_config(proxy_model, max_tokens, options.overflow, options.dtype, False, batch_size, device))
+    sock = listen(host, port)  # before loading anything big: a busy port fails at once
+    try:
+        app, state = build(options)
+        shown = "[" + host + "]" if ":" in host else host
+        output.info(f"iclr serve: point agents at http://{shown}:{port}/v1 (upstream {redact(upstream)}, variant {variant}, proxy {state.tokenizer.name}); stats at /stats")
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            output.warn(f"--host {host}: the proxy is reachable from the network; anyone who reaches it uses your upstream{' key' if api_key else ''}")
+        server = uvicorn.Server(uvicorn_config(app, host, port, log_level.value))
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not server.started:
+        raise IclrError("iclr serve: the server stopped before it started (see the log above)")
+    # A started uvicorn returns only after a signal asked it to stop (Ctrl-C, SIGTERM): exit 130.
     raise KeyboardInterrupt

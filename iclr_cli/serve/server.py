@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from iclr_cli.compress import Settings
-from iclr_cli.errors import UsageError
+from iclr_cli.errors import IclrError, UsageError
 from iclr_cli.policies import DEFAULT_RATIO, parse_variant
 
 
@@ -69,8 +69,7 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         UsageError: for a bad variant or option, or a ``--state-dir`` written with other settings.
         IclrError: when the proxy model cannot be loaded.
     """
-    from iclr_cli.cli.common import check_splitter, scorer_config
-    from iclr_cli.pipeline import build_engines
+    from iclr_cli.pipeline import ScorerConfig, build_engines, check_splitter
     from iclr_cli.serve.app import AppConfig, create_app
     from iclr_cli.serve.batching import BatchingScorer
     from iclr_cli.serve.state import ServeState
@@ -84,8 +83,8 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
     if not options.upstream.startswith(("http://", "https://")):
         raise UsageError(f"--upstream must be an http:// or https:// URL, not {options.upstream!r}")
     check_splitter(options.split)
+    config = ScorerConfig(options.proxy_model, options.max_tokens, options.overflow, options.dtype, False, options.batch_size, options.device)
     if tokenizer is None:
-        config = scorer_config(options.proxy_model, options.max_tokens, options.overflow, options.dtype, False, options.batch_size, options.device)
         built, tokenizer = build_engines(variant, config)
         scorer = scorer if scorer is not None else built
     batching = None
@@ -129,6 +128,28 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
     return create_app(app_config, state, transport=transport, on_shutdown=shutdown), state
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (the first address ``host`` resolves to), for
+    uvicorn to listen on (``port`` 0: a free one).
+
+    Raises:
+        UsageError: when ``host`` does not resolve.
+        IclrError: when the address cannot be bound (port in use, not allowed).
+    """
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise UsageError(f"--host {host}: {exc.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError as exc:
+        sock.close()
+        raise IclrError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
+    return sock
+
+
 def uvicorn_config(app, host: str, port: int, log_level: str = "warning"):
     """A uvicorn config for ``app``: no access log (request lines carry nothing the stats do
     not), no ``Server`` header of uvicorn's own."""
@@ -143,9 +164,7 @@ def running(app, host: str = "127.0.0.1") -> Iterator[str]:
     (ending in ``/v1``). The server shuts down (lifespan included) when the block ends."""
     import uvicorn
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock = listen(host, 0)
     server = uvicorn.Server(uvicorn_config(app, host, sock.getsockname()[1]))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
