@@ -7,6 +7,7 @@ have stable prefixes (request k+1 starts with request k's messages as sent upstr
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from replay_fixtures import call, completion, make_session, submit
@@ -66,7 +67,11 @@ def test_replay_none_through_serve_iclr_equals_replay_iclr(tmp_path, tasks, fiel
     assert all("[SKIP]" in r for r in sent)
     assert sent[0] != _reasoning(0)
     total = state.stats.total
-    assert total.requests == 6 and total.steps_compressed == 5 and total.reasoning_tokens_removed > 0
+    assert total.requests == 6 and total.steps_compressed == 5 and total.reasoning.deleted > 0
+    # /stats counts removed reasoning with replay's accounting: the same numbers replay records.
+    (run,) = [orjson.loads(line) for line in (tmp_path / "direct" / "out" / "results.jsonl").read_bytes().splitlines()]
+    names = ("reasoning_tokens_generated", "reasoning_tokens_removed", "reasoning_tokens_kept", "skip_markers", "skip_marker_tokens")
+    assert {n: total.to_record()[n] for n in names} == {n: run[n] for n in names}
 
 
 def test_delete_all_through_serve_equals_replay(tmp_path, tasks):

@@ -11,6 +11,8 @@ import pytest
 from replay_fixtures import call, completion, error, usage
 from serve_fixtures import proxy, scripted_upstream, stream_of
 
+from iclr_cli.token_accounting import account, token_counter
+
 pytest.importorskip("starlette")
 openai = pytest.importorskip("openai")
 
@@ -54,6 +56,9 @@ def test_openai_sdk_not_streamed_compresses_the_completed_step():
         stats = httpx.get(url.removesuffix("/v1") + "/stats").json()
     (conv,) = stats["conversations"].values()
     assert conv["requests"] == 3 and conv["steps_compressed"] == 2
+    tokens = account(token_counter(state.tokenizer), [(REASONING, s.texts[0]) for s in state.conversations()[-1].steps.values()])
+    assert tokens.deleted > 0 and (conv["reasoning_tokens_generated"], conv["reasoning_tokens_removed"], conv["reasoning_tokens_kept"]) == (tokens.generated, tokens.deleted, tokens.kept)
+    assert (conv["skip_markers"], conv["skip_marker_tokens"]) == (6, tokens.marker_tokens) and tokens.marker_tokens > 0
     assert conv["input_tokens"] == 100 + 101 + 100 and conv["cache_read_tokens"] == 100
     assert stats["total"]["added_latency_ms"]["samples"] == 3
 

@@ -14,6 +14,7 @@ from iclr_cli.scoring.fake import FakeScorer
 from iclr_cli.serve.batching import BatchingScorer
 from iclr_cli.serve.state import ServeState
 from iclr_cli.serve.store import SqliteStore
+from iclr_cli.token_accounting import account, token_counter
 
 REASONING = "Look at the file first.\n\nMaybe grep for it.\n\nThe answer is in line 3.\n\nCheck the tests too."
 SYSTEM = {"role": "system", "content": "You are an agent."}
@@ -158,6 +159,12 @@ def test_scorer_failure_forwards_uncompressed_and_keeps_that_choice():
     conv = state.conversations()[-1]
     assert conv.counts.scorer_failures == 1 and state.stats.total.scorer_failures == 1
     assert [s.failure for s in conv.steps.values()].count(None) == 1
+    # the one accounting over (as generated, as sent): the failed step counts as generated,
+    # nothing of it deleted; the other as compress_step counted it
+    count = token_counter(state.tokenizer)
+    expected = account(count, [(REASONING, REASONING), (REASONING, body["messages"][4]["reasoning_content"])])
+    assert conv.counts.reasoning == state.stats.total.reasoning == expected
+    assert expected.deleted > 0 and expected.generated == 2 * count(REASONING) and expected.markers == 3
 
 
 def test_lru_bound_and_sqlite_persistence(tmp_path):

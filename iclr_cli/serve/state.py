@@ -27,18 +27,17 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from iclr_cli.compress import Settings, compress_step, count_tokens
+from iclr_cli.compress import Settings, compress_step
 from iclr_cli.errors import IclrError
-from iclr_cli.formats.openai_messages import read_messages, write_messages
+from iclr_cli.formats.openai_messages import REASONING_FIELDS, read_messages, write_messages
 from iclr_cli.scoring.base import Scorer, Tokenizer
 from iclr_cli.serve.fingerprint import conversation_id, step_keys
 from iclr_cli.serve.stats import Counts, Stats
 from iclr_cli.serve.store import MemoryStore, StoredStep
+from iclr_cli.token_accounting import ReasoningTokens, account, token_counter
 from iclr_cli.trajectory import Part, Step
 
 log = logging.getLogger("iclr.serve")
-
-_REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 @dataclass
@@ -190,18 +189,23 @@ class ServeState:
         return write_messages(messages, read, read.with_steps(done)), compressed
 
     def _compress(self, conv: Conversation, prompt: Sequence[Part], history: Sequence[Step], step: Step) -> StoredStep:
+        # The accounting is replay's: compress_step's report, i.e. token_accounting.account of
+        # (text as generated, text as sent) per part. What write_messages sends is what
+        # compress_step returned (serve writes encrypted copies with OpaqueEdits.DROP, and
+        # read-only parts are never edited), so the two agree.
         try:
             new_step, report = compress_step(conv.id, prompt, history, step, self.settings, self.scorer, self.tokenizer)
-            stored = StoredStep(tuple(p.text for p in new_step.reasoning), report.tokens_before, report.tokens_removed)
+            stored, tokens = StoredStep(tuple(p.text for p in new_step.reasoning), report.tokens.generated, report.tokens.deleted), report.tokens
         except Exception as exc:  # any scorer failure: forward this step uncompressed, for good
             reason = f"{type(exc).__name__}: {exc}"[:500]
             log.warning("conversation %s step %d: compression failed (%s); the step is sent uncompressed from now on", conv.id, step.index, reason)
+            texts = tuple(p.text for p in step.reasoning)
             try:
-                generated = count_tokens(self.tokenizer, step.reasoning)
+                tokens = account(token_counter(self.tokenizer), zip(texts, texts))
             except Exception:
-                generated = 0
-            stored = StoredStep(tuple(p.text for p in step.reasoning), generated, 0, reason)
-        self.stats.compressed(conv.counts, stored.generated, stored.removed, stored.failure is not None)
+                tokens = ReasoningTokens()
+            stored = StoredStep(texts, tokens.generated, 0, reason)
+        self.stats.compressed(conv.counts, tokens, stored.failure is not None)
         return stored
 
     def _restore(self, conv: Conversation, messages: list[dict]) -> list[dict]:
@@ -210,7 +214,7 @@ class ServeState:
             calls = msg.get("tool_calls")
             if msg.get("role") != "assistant" or not isinstance(calls, list) or not calls:
                 continue
-            if any(isinstance(msg.get(f), str) for f in _REASONING_FIELDS):
+            if any(isinstance(msg.get(f), str) for f in REASONING_FIELDS):
                 continue
             found = next((conv.reasoning[c["id"]] for c in calls if isinstance(c, Mapping) and c.get("id") in conv.reasoning), None)
             if found is not None:
@@ -233,7 +237,7 @@ class ServeState:
         if conv is None:
             return None
         if self.restore_reasoning and isinstance(reply, Mapping):
-            name = next((f for f in _REASONING_FIELDS if isinstance(reply.get(f), str) and reply[f]), None)
+            name = next((f for f in REASONING_FIELDS if isinstance(reply.get(f), str) and reply[f]), None)
             if name is not None:
                 for call in reply.get("tool_calls") or []:
                     if isinstance(call, Mapping) and isinstance(call.get("id"), str):

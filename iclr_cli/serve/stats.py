@@ -1,8 +1,10 @@
 """What the proxy did, for ``/stats`` (JSON) and ``/metrics`` (Prometheus text).
 
 Per conversation and in total: requests, upstream errors, steps compressed, scorer failures,
-reasoning tokens generated and removed (the proxy tokenizer's tokens, as ``prune`` counts
-them), the upstream's own usage (input, output and cache-read tokens, as replay reads them:
+the reasoning-token accounting of the compressed steps (the one definition of
+:mod:`iclr_cli.token_accounting`, in the proxy tokenizer's tokens, with the field names of
+replay's ``results.jsonl``: ``reasoning_tokens_generated``, ``reasoning_tokens_removed`` =
+deleted, ``reasoning_tokens_kept``, ``skip_markers``, ``skip_marker_tokens``), the upstream's own usage (input, output and cache-read tokens, as replay reads them:
 :func:`iclr_cli.replay.accounting.parse_usage`; ``None`` while the upstream never reported the
 field) and the latency the proxy added: the time from receiving a request to sending it
 upstream (parsing, conversation lookup, compression and scoring), as p50/p95 over the most
@@ -17,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from iclr_cli.replay.accounting import Usage
+from iclr_cli.token_accounting import ReasoningTokens
 
 LATENCY_WINDOW = 1024  # most recent requests kept per conversation for p50/p95
 
@@ -37,8 +40,7 @@ class Counts:
     upstream_errors: int = 0
     steps_compressed: int = 0
     scorer_failures: int = 0
-    reasoning_tokens_generated: int = 0
-    reasoning_tokens_removed: int = 0
+    reasoning: ReasoningTokens = ReasoningTokens()
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_read_tokens: int | None = None
@@ -59,8 +61,11 @@ class Counts:
             "upstream_errors": self.upstream_errors,
             "steps_compressed": self.steps_compressed,
             "scorer_failures": self.scorer_failures,
-            "reasoning_tokens_generated": self.reasoning_tokens_generated,
-            "reasoning_tokens_removed": self.reasoning_tokens_removed,
+            "reasoning_tokens_generated": self.reasoning.generated,
+            "reasoning_tokens_removed": self.reasoning.deleted,
+            "reasoning_tokens_kept": self.reasoning.kept,
+            "skip_markers": self.reasoning.markers,
+            "skip_marker_tokens": self.reasoning.marker_tokens,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
@@ -109,16 +114,18 @@ class Stats:
         self.metrics = Metrics()
         self.lock = threading.Lock()
 
-    def compressed(self, conv: Counts, generated: int, removed: int, failed: bool) -> None:
+    def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool) -> None:
+        """Record one step compressed once; ``tokens`` is its accounting
+        (:func:`iclr_cli.token_accounting.account` of the texts as generated and as sent)."""
         with self.lock:
             for c in (conv, self.total):
                 c.steps_compressed += 1
-                c.reasoning_tokens_generated += generated
-                c.reasoning_tokens_removed += removed
+                c.reasoning = c.reasoning + tokens
                 c.scorer_failures += failed
         self.metrics.steps.inc()
-        self.metrics.reasoning.labels("generated").inc(generated)
-        self.metrics.reasoning.labels("removed").inc(removed)
+        self.metrics.reasoning.labels("generated").inc(tokens.generated)
+        self.metrics.reasoning.labels("removed").inc(tokens.deleted)
+        self.metrics.reasoning.labels("skip_marker").inc(tokens.marker_tokens)
         if failed:
             self.metrics.scorer_failures.inc()
 
