@@ -87,6 +87,38 @@ def test_reasoning_shapes_are_written_back_in_place():
     assert msg["reasoning_details"] == [{"type": "reasoning.text", "text": msg["reasoning"], "format": "x"}]
 
 
+CALL = [{"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls 0"}'}}]
+HARMONY = f"<|channel|>analysis<|message|>{REASONING}<|end|><|start|>assistant<|channel|>final<|message|>Running ls."
+# (an assistant turn with reasoning in one shape the message-level API reads, the same turn as
+# a client that drops the reasoning sends it back)
+SHAPES = {
+    "reasoning_content": ({"reasoning_content": REASONING, "content": None}, {"content": None}),
+    "reasoning": ({"reasoning": REASONING, "content": None}, {"content": None}),
+    "thinking": ({"thinking": REASONING, "content": "Running ls."}, {"content": "Running ls."}),
+    "think": ({"content": f"<think>{REASONING}</think>Running ls."}, {"content": "Running ls."}),
+    "lone-close": ({"content": f"{REASONING}</think>Running ls."}, {"content": "Running ls."}),
+    "harmony": ({"content": HARMONY}, {"content": "Running ls."}),
+    "mistral": ({"content": [{"type": "thinking", "thinking": REASONING}, {"type": "text", "text": "Running ls."}]}, {"content": [{"type": "text", "text": "Running ls."}]}),
+}
+
+
+def _turn(fields: dict) -> dict:
+    return {"role": "assistant", **fields, "tool_calls": CALL}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_every_shape_is_compressed_in_place_and_recognised_without_its_reasoning(shape):
+    with_reasoning, dropped = SHAPES[shape]
+    state = make_state()
+    body, rw = send(state, [SYSTEM, USER, _turn(with_reasoning), tool(0)])
+    sent = body["messages"][2]
+    assert rw.compressed == 1 and orjson.dumps(sent).count(b"[SKIP]") == 3
+    assert {k: v for k, v in sent.items() if k not in ("content", *with_reasoning)} == {"role": "assistant", "tool_calls": CALL}
+    assert "Running ls." in orjson.dumps(sent).decode() or sent.get("content") is None
+    # the conversation is the same when the client sends the turn back without its reasoning
+    assert send(state, [SYSTEM, USER, _turn(dropped), tool(0)])[1].conversation == rw.conversation
+
+
 def test_deleted_reasoning_content_is_sent_as_empty_string():
     body, _ = send(make_state("delete-all"), conversation(2))
     assert [m["reasoning_content"] for m in body["messages"] if m["role"] == "assistant"] == ["", ""]

@@ -4,8 +4,11 @@ Two hashes, both SHA-256 over orjson with sorted keys:
 
 - The **conversation id** hashes the tool definitions, P and the first assistant message as
   the proxy returned it, each message reduced to what a client keeps when it sends the message
-  back (role, visible text, tool calls, tool-call id): reasoning fields are left out because
-  some clients drop them, ``None`` fields because some SDKs add them. A first request (no
+  back (role, visible text, tool calls, tool-call id): reasoning is left out because some
+  clients drop it (an assistant message's visible text is its ``assistant`` action text as
+  :func:`iclr_cli.formats.openai_messages.read_messages` reads it, so reasoning in any shape the
+  proxy reads, inline ``<think>`` and harmony channels included, is not part of it), ``None``
+  fields because some SDKs add them. A first request (no
   assistant message yet) gets its id from the reply. ``X-Iclr-Conversation`` overrides it.
 - A **step key** hashes everything the step's compression depends on: the conversation id,
   the tools and every message up to and including the step's assistant message, reasoning
@@ -22,7 +25,8 @@ from collections.abc import Mapping, Sequence
 
 import orjson
 
-from iclr_cli.replay.provider import _LEADING_THINK
+from iclr_cli.errors import IclrError
+from iclr_cli.formats.openai_messages import read_messages
 
 HEADER = "x-iclr-conversation"
 _MAX_HEADER = 200
@@ -40,12 +44,17 @@ def _text(content) -> str:
     return ""
 
 
+def _visible(msg: Mapping) -> str:
+    """An assistant message's text without its reasoning (the one reading of every shape)."""
+    try:
+        (step,) = read_messages([msg], traj_id="fingerprint").steps
+    except (IclrError, ValueError, TypeError, AttributeError):  # unreadable: the request is forwarded as sent anyway
+        return _text(msg.get("content"))
+    return "".join(p.text for p in step.parts if p.kind == "action" and p.label == "assistant")
+
+
 def _identity(msg: Mapping) -> dict:
-    content = _text(msg.get("content"))
-    if msg.get("role") == "assistant":
-        found = _LEADING_THINK.match(content)
-        if found:
-            content = content[found.end() :]
+    content = _visible(msg) if msg.get("role") == "assistant" else _text(msg.get("content"))
     out: dict = {"role": msg.get("role"), "content": content}
     calls = [
         (c.get("id"), (c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
