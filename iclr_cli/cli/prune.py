@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
+from iclr_cli.cli import dataset_options as dopt
 from iclr_cli.cli import options as opt
 
 
 def prune(
-    input: Annotated[str, typer.Argument(help="Trajectory file ('-' for stdin).", show_default=False)],
+    input: Annotated[Optional[str], typer.Argument(help="Trajectory file ('-' for stdin); none with --dataset.", show_default=False)] = None,
     variant: Annotated[str, typer.Option("--variant", "-v", help="none, iclr (default), step-only, delete-all, random-R (e.g. random-10).")] = "iclr",
     output: opt.Output = None,
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
@@ -29,12 +30,23 @@ def prune(
     strict: opt.Strict = False,
     force: opt.Force = False,
     quiet: opt.Quiet = False,
+    dataset: dopt.Dataset = None,
+    dataset_split: dopt.DatasetSplit = "train",
+    column: dopt.Column = "messages",
+    id_column: dopt.IdColumn = "id",
+    shard_rows: dopt.ShardRows = 64,
+    engine: dopt.Engine = "local",
+    workers: dopt.Workers = 1,
+    num_gpus_per_worker: dopt.GpusPerWorker = 0.0,
+    ray_address: dopt.RayAddress = None,
 ) -> None:
     """Prune reasoning online and write the trajectory back in its own format.
 
     Actions, tool calls and observations are never changed. A summary (steps, blocks, blocks
     removed, reasoning tokens generated / deleted / kept, [SKIP] markers, written, and the
     tokenizer that counted them) goes to stderr. Ctrl-C exits 130 and says what was kept.
+    With --dataset -o OUT_DIR: the dataset back as parquet, same rows in the same order, only
+    the trajectory column pruned; an interrupted run restarted with the same -o resumes.
     """
     from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_precision
     from iclr_cli.compress import Settings
@@ -52,6 +64,14 @@ def prune(
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device)
     edits = OpaqueEdits(opaque.value)
     out = Output(output, quiet=quiet, force=force)
+    if dataset is not None:
+        from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
+
+        args = DatasetArgs(dataset, dataset_split, column, id_column, shard_rows, engine, workers, num_gpus_per_worker, ray_address)
+        settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter)
+        return run_dataset_command("prune", args, [input] if input else None, settings, config, out, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict, opaque=edits.value)
+    if input is None:
+        raise UsageError("give a trajectory file ('-' for stdin) or --dataset")
     summary = Summary()
 
     def done() -> str:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
+from iclr_cli.cli import dataset_options as dopt
 from iclr_cli.cli import options as opt
 
 
 def score(
-    inputs: Annotated[list[str], typer.Argument(help="Trajectory files ('-' for stdin).", show_default=False)],
+    inputs: Annotated[Optional[list[str]], typer.Argument(help="Trajectory files ('-' for stdin); none with --dataset.", show_default=False)] = None,
     output: opt.Output = None,
     variant: opt.ScoredVariantOpt = opt.ScoredVariant("iclr"),
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
@@ -27,16 +28,28 @@ def score(
     strict: opt.Strict = False,
     force: opt.Force = False,
     quiet: opt.Quiet = False,
+    dataset: dopt.Dataset = None,
+    dataset_split: dopt.DatasetSplit = "train",
+    column: dopt.Column = "messages",
+    id_column: dopt.IdColumn = "id",
+    shard_rows: dopt.ShardRows = 64,
+    engine: dopt.Engine = "local",
+    workers: dopt.Workers = 1,
+    num_gpus_per_worker: dopt.GpusPerWorker = 0.0,
+    ray_address: dopt.RayAddress = None,
 ) -> None:
     """Score every reasoning block by mean token entropy (bits) under the proxy model.
 
     Scores of step t are taken on the history in which steps before t were already
     compressed (the online simulation). Output: JSONL, one record per block, with
     trajectory, step, block, n_blocks, n_tokens, entropy_bits, selected, text.
-    Ctrl-C exits 130 and says what was kept.
+    Ctrl-C exits 130 and says what was kept. With --dataset: one trajectory per row, records
+    also carry 'row' (JSONL or, for -o X.parquet, parquet); an interrupted run restarted with
+    the same -o resumes.
     """
     from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_precision
     from iclr_cli.compress import Settings
+    from iclr_cli.errors import UsageError
     from iclr_cli.pipeline import IdRegistry, Summary, build_engines, compress_document, open_inputs, score_records
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
@@ -45,6 +58,13 @@ def score(
     splitter = check_splitter(split.value)
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device)
     out = Output(output, quiet=quiet, force=force)
+    if dataset is not None:
+        from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
+
+        args = DatasetArgs(dataset, dataset_split, column, id_column, shard_rows, engine, workers, num_gpus_per_worker, ray_address)
+        return run_dataset_command("score", args, inputs, Settings(parsed, ratio=ratio, splitter=splitter), config, out, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict)
+    if not inputs:
+        raise UsageError("give trajectory files ('-' for stdin) or --dataset")
     summary, ids = Summary(), IdRegistry()
     records = 0
 

@@ -124,6 +124,47 @@ class Output:
         self.console.print(table)
 
     @contextlib.contextmanager
+    def throughput(self, description: str, units: Sequence[str], every_s: float = 30.0) -> Iterator:
+        """Running totals and rates per second on stderr (unless quiet): a live line on a
+        terminal, else one line every ``every_s`` seconds (logs of long cluster jobs).
+
+        Yields a callable ``advance(*amounts)`` taking one amount per unit, in order.
+        """
+        import time
+
+        if self.quiet:
+            yield lambda *amounts: None
+            return
+        totals = [0] * len(units)
+        start = last = time.monotonic()
+
+        def line() -> str:
+            elapsed = max(time.monotonic() - start, 1e-9)
+            parts = [f"{total:,} {unit} ({total / elapsed:,.1f}/s)" for total, unit in zip(totals, units)]
+            return f"{description}: " + ", ".join(parts) + f", {elapsed:,.0f} s"
+
+        if not sys.stderr.isatty():
+            def advance(*amounts) -> None:
+                nonlocal last
+                for i, amount in enumerate(amounts):
+                    totals[i] += amount
+                if time.monotonic() - last >= every_s:
+                    last = time.monotonic()
+                    self.info(line())
+
+            yield advance
+            return
+        from rich.live import Live
+
+        with Live(line(), console=self.console, transient=True, refresh_per_second=2) as live:
+            def advance(*amounts) -> None:
+                for i, amount in enumerate(amounts):
+                    totals[i] += amount
+                live.update(line())
+
+            yield advance
+
+    @contextlib.contextmanager
     def progress(self, description: str, total: int | None = None) -> Iterator:
         """A progress bar on stderr, shown only on a terminal and when not quiet.
 
