@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
+import orjson
 import ray
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
@@ -77,6 +78,7 @@ def _shard_rows(job: Job, skip: frozenset[int]) -> Iterator:
 
 
 PAYLOAD = "shard"
+FAILURE = "failure"
 
 
 class ShardDatasource(Datasource):
@@ -115,13 +117,18 @@ def _actor_class(job: Job) -> type:
         def __call__(self, batch):
             import pyarrow as pa
 
-            out = [to_ipc(self.processor(from_ipc(data))) for data in batch.column(PAYLOAD).to_pylist()]
-            return pa.table({PAYLOAD: pa.array(out, pa.large_binary())})
+            try:
+                out = [to_ipc(self.processor(from_ipc(data))) for data in batch.column(PAYLOAD).to_pylist()]
+                errors = [None] * len(out)
+            except IclrError as exc:
+                # Ray would pass on only the traceback's text; the driver re-raises this.
+                out, errors = [b""], [orjson.dumps({"message": str(exc), "exit_code": exc.exit_code}).decode()]
+            return pa.table({PAYLOAD: pa.array(out, pa.large_binary()), FAILURE: pa.array(errors, pa.string())})
 
     return ShardActor
 
 
-def _init(options: RayOptions) -> bool:
+def connect(options: RayOptions) -> bool:
     """Connect to or start a cluster; True when this call did it (and must shut it down)."""
     if ray.is_initialized():
         return False
@@ -149,10 +156,10 @@ def run_ray(job: Job, skip: Collection[int], options: RayOptions) -> Iterator:
     order, computed on a Ray cluster.
 
     Raises:
-        IclrError: the first error a worker raised that iclr itself reports (a bad
-            ``--model``, say), unwrapped from Ray's task errors.
+        IclrError: an error a worker reported (a bad ``--model``, say), with its message
+            and exit code.
     """
-    started = _init(options)
+    started = connect(options)
     context = ray.data.DataContext.get_current()
     saved = (context.execution_options.preserve_order, context.enable_progress_bars, context.target_max_block_size)
     try:
@@ -179,32 +186,20 @@ def run_ray(job: Job, skip: Collection[int], options: RayOptions) -> Iterator:
                 # restart actors, but then logs on every run that restarts may fail.)
                 max_restarts=0,
             )
-        try:
-            for block in data.iter_batches(batch_size=None, batch_format="pyarrow"):
-                for payload in block.column(PAYLOAD).to_pylist():
-                    yield from_ipc(payload)
-        except Exception as exc:
-            cause = _iclr_cause(exc)
-            if cause is None:
-                raise
-            raise cause from None
+        for block in data.iter_batches(batch_size=None, batch_format="pyarrow"):
+            for payload, failure in zip(block.column(PAYLOAD).to_pylist(), block.column(FAILURE).to_pylist()):
+                if failure:
+                    raise _remote_error(failure)
+                yield from_ipc(payload)
     finally:
         context.execution_options.preserve_order, context.enable_progress_bars, context.target_max_block_size = saved
         if started:
             ray.shutdown()
 
 
-def _iclr_cause(exc: BaseException) -> IclrError | None:
-    """The :class:`IclrError` inside Ray's wrappers (``RayTaskError.cause``, ``__cause__``)."""
-    seen: set[int] = set()
-    stack: list[BaseException | None] = [exc]
-    while stack:
-        e = stack.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        inner = getattr(e, "cause", None)
-        if isinstance(e, IclrError) and not isinstance(inner, BaseException):
-            return e
-        stack += [inner if isinstance(inner, BaseException) else None, e.__cause__, e.__context__]
-    return None
+def _remote_error(failure: str) -> IclrError:
+    """The error an actor reported (e.g. a bad ``--model``), as iclr prints it locally."""
+    fields = orjson.loads(failure)
+    error = IclrError(fields["message"])
+    error.exit_code = fields["exit_code"]
+    return error
