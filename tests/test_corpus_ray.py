@@ -104,3 +104,20 @@ def test_errors_come_back_as_on_the_local_engine(tmp_path, pq_dir, cluster, caps
     assert messages[0] == messages[1] == f"iclr: error: {bad} [train] row 1: field 'messages[0].role': message has no string 'role'"
     code, _, err = run_cli(["score", "--dataset", str(pq_dir), "--model", str(tmp_path / "no-model"), "--engine", "ray"], capsys)
     assert code == 2 and "no-model" in err.strip().splitlines()[-1] and "Traceback" not in err
+
+
+@pytest.mark.model
+def test_real_proxy_two_workers_equal_local(tmp_path, cluster, capsys):
+    """The embedded SmolLM2 proxy on the two short real exchanges (title generation, with
+    reasoning_content and with inline <think>): Ray with two actors = local within 1e-6 bits."""
+    rows = [r for r in real_rows() if r["id"] in ("reasoning-0", "inline-0")]
+    src = write_parquet(tmp_path / "pq", rows)
+    outs = []
+    for engine_args in ([], ["--engine", "ray", "--workers", "2"]):
+        code, out, _ = run_cli(["score", "--dataset", str(src), "--shard-rows", "1", "-q", *engine_args], capsys)
+        assert code == 0
+        outs.append(records(out))
+    assert len(outs[0]) == len(outs[1]) > 0 and {r["trajectory"] for r in outs[1]} == {"reasoning-0", "inline-0"}
+    for x, y in zip(*outs):
+        assert {k: v for k, v in x.items() if k != "entropy_bits"} == {k: v for k, v in y.items() if k != "entropy_bits"}
+        assert math.isclose(x["entropy_bits"], y["entropy_bits"], abs_tol=TOL)

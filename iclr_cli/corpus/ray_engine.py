@@ -1,11 +1,13 @@
 """``--engine ray``: Ray Data reads the split; an actor pool of scorers processes the shards.
 
 The read is one Ray Data datasource (:class:`ShardDatasource`) that streams the split through
-``datasets`` exactly as the local engine does and emits one block per shard; for a local
-``SRC`` it runs on the driver's node, where the files are. ``map_batches`` hands each block to
-one of ``workers`` actors (:class:`~iclr_cli.corpus.shard.ShardProcessor`, each with its own
-scorer and ``gpus_per_worker`` GPUs), and the results come back in row order
-(``preserve_order``), so the driver writes them exactly as the local engine's.
+``datasets`` exactly as the local engine does. Each Ray row is one whole shard (its Arrow table
+as IPC bytes, lossless for every type), and every row is its own block, so Ray's re-blocking
+never cuts a shard and shards spread over the ``workers`` actors of ``map_batches``
+(each a :class:`~iclr_cli.corpus.shard.ShardProcessor` with its own scorer and
+``gpus_per_worker`` GPUs). Results come back in row order (``preserve_order``) and the driver
+writes them exactly as the local engine's. For a local ``SRC`` the read runs on the driver's
+node, where the files are.
 
 ``ray.init()`` joins the cluster named by ``address`` or ``RAY_ADDRESS``, else starts a local
 one. On a local cluster workers import this very ``iclr_cli`` (its folder goes on their
