@@ -63,13 +63,14 @@ def prune(
     splitter = check_splitter(split.value)
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device)
     edits = OpaqueEdits(opaque.value)
-    out = Output(output, quiet=quiet, force=force)
-    if dataset is not None:
+    if dataset is not None:  # -o is a dataset folder here
         from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
 
         args = DatasetArgs(dataset, dataset_split, column, id_column, shard_rows, engine, workers, num_gpus_per_worker, ray_address)
         settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter)
-        return run_dataset_command("prune", args, [input] if input else None, settings, config, out, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict, opaque=edits.value)
+        out = Output(None, quiet=quiet, force=force)
+        return run_dataset_command("prune", args, [input] if input else None, settings, config, out, target=output, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict, opaque=edits.value)
+    out = Output(output, quiet=quiet, force=force)
     if input is None:
         raise UsageError("give a trajectory file ('-' for stdin) or --dataset")
     summary = Summary()

@@ -62,7 +62,7 @@ def score(
         from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
 
         args = DatasetArgs(dataset, dataset_split, column, id_column, shard_rows, engine, workers, num_gpus_per_worker, ray_address)
-        return run_dataset_command("score", args, inputs, Settings(parsed, ratio=ratio, splitter=splitter), config, out, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict)
+        return run_dataset_command("score", args, inputs, Settings(parsed, ratio=ratio, splitter=splitter), config, out, target=output, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict)
     if not inputs:
         raise UsageError("give trajectory files ('-' for stdin) or --dataset")
     summary, ids = Summary(), IdRegistry()

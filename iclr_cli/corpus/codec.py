@@ -91,18 +91,22 @@ class CellCodec:
         return Cell(stored, data, adapter, doc)
 
     def write(self, cell: Cell, compressed: Sequence[Trajectory], opaque: OpaqueEdits, row: int):
-        """The cell with the reasoning of ``compressed`` written back, in the stored shape.
+        """The cell with the reasoning of ``compressed`` written back, in the stored shape,
+        and the trajectories as written (:class:`~iclr_cli.formats.writeback.WriteResult`).
 
         Raises:
             InputError: the write-back would need a field the column's type does not have.
         """
-        out = cell.adapter.dump(cell.doc, compressed, opaque=opaque)
+        from iclr_cli.formats.writeback import write_document
+
+        wrote = write_document(cell.adapter, cell.doc, compressed, opaque=opaque)
+        out = wrote.data
         if out == cell.data:
-            return cell.stored
+            return cell.stored, wrote.written
         if self.kind == DOCUMENT:
-            return out if isinstance(cell.stored, (bytes, bytearray)) else out.decode("utf-8")
+            return (out if isinstance(cell.stored, (bytes, bytearray)) else out.decode("utf-8")), wrote.written
         try:
-            return rebuild(orjson.loads(out), cell.stored, plain(cell.stored, self.type), self.type, self.spec.column)
+            return rebuild(orjson.loads(out), cell.stored, plain(cell.stored, self.type), self.type, self.spec.column), wrote.written
         except ValueError as exc:
             raise InputError(self.spec.where(row), str(exc), field=self.spec.column) from exc
 

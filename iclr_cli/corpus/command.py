@@ -25,8 +25,9 @@ class DatasetArgs:
     ray_address: str | None = None
 
 
-def run_dataset_command(command: str, args: DatasetArgs, files: list[str] | None, settings: Settings, config: ScorerConfig, out: Output, *, fmt: str | None, skip_bad_rows: bool, opaque: str = "drop") -> None:
-    """Run ``command`` (``score`` or ``prune``) over a dataset and print the summary.
+def run_dataset_command(command: str, args: DatasetArgs, files: list[str] | None, settings: Settings, config: ScorerConfig, out: Output, *, target: str | None, fmt: str | None, skip_bad_rows: bool, strict: bool = False, opaque: str = "drop") -> None:
+    """Run ``command`` (``score`` or ``prune``) over a dataset into ``target`` (``-o``) and
+    print the summary through ``out``.
 
     Raises:
         UsageError: files given together with ``--dataset``; see also
@@ -40,8 +41,8 @@ def run_dataset_command(command: str, args: DatasetArgs, files: list[str] | None
     if files:
         raise UsageError(f"give trajectory files or --dataset, not both (got {', '.join(files)})")
     spec = DatasetSpec(args.src, args.split, args.column, args.id_column)
-    job = Job(command, spec, settings, config, args.shard_rows, fmt, skip_bad_rows, opaque)
+    job = Job(command, spec, settings, config, args.shard_rows, fmt, skip_bad_rows, opaque, strict)
     options = EngineOptions(args.engine, args.workers, args.gpus_per_worker, args.ray_address)
     warn_precision(out, config)
-    result = run_dataset(job, options, out.target, out)
+    result = run_dataset(job, options, target, out)
     print_summary(out, result.summary, result.tokenizer, settings.variant.name, command=command)

@@ -20,7 +20,8 @@ from iclr_cli.errors import UsageError
 
 @dataclass(frozen=True)
 class ShardEntry:
-    """A finished shard: its rows ``[first_row, first_row + n_rows)`` and totals (JSON)."""
+    """A finished shard: its rows ``[first_row, first_row + n_rows)`` and its totals (a
+    pickled :class:`~iclr_cli.pipeline.Summary` with the tokenizer's name)."""
 
     shard: int
     first_row: int

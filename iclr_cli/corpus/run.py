@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-import orjson
 
 from iclr_cli.corpus.manifest import ShardEntry
 from iclr_cli.corpus.shard import ERROR, INTERNAL, RECORDS, STATS, Job, row_error
 from iclr_cli.corpus.sinks import PruneSink, ScoreSink
 from iclr_cli.corpus.source import ROW, SHARD, fingerprint, peek_schema
-from iclr_cli.errors import UsageError
+from iclr_cli.errors import Interrupted, UsageError
 from iclr_cli.pipeline import Summary
 from iclr_cli.render.output import Output
 
@@ -79,10 +78,17 @@ def _engine(job: Job, skip: set[int], options: EngineOptions) -> Iterator:
     return run_local(job, skip)
 
 
-def merge_summary(into: Summary, data: dict) -> None:
-    """Add a row's or shard's totals (``dataclasses.asdict(Summary)``) to ``into``."""
+def merge_summary(into: Summary, other: Summary) -> None:
+    """Add ``other``'s totals to ``into`` (counts add, lists extend)."""
     for f in dataclasses.fields(Summary):
-        setattr(into, f.name, getattr(into, f.name) + data[f.name])
+        mine, theirs = getattr(into, f.name), getattr(other, f.name)
+        if isinstance(mine, list):
+            mine.extend(theirs)
+        elif dataclasses.is_dataclass(mine) and not hasattr(mine, "__add__"):
+            for g in dataclasses.fields(mine):
+                setattr(mine, g.name, getattr(mine, g.name) + getattr(theirs, g.name))
+        else:
+            setattr(into, f.name, mine + theirs)
 
 
 def run_dataset(job: Job, options: EngineOptions, target: str | None, out: Output) -> RunResult:
@@ -93,6 +99,7 @@ def run_dataset(job: Job, options: EngineOptions, target: str | None, out: Outpu
         UsageError: bad options, a missing column, an output that holds another run.
         InputError: the first bad row (``SRC [split] row N: field ...``), unless
             ``job.skip_bad_rows``, which warns and passes it through unscored.
+        Interrupted: Ctrl-C (exit 130); finished shards are kept for a resumed run.
     """
     options.check()
     schema = peek_schema(job.dataset)
@@ -113,13 +120,19 @@ def run_dataset(job: Job, options: EngineOptions, target: str | None, out: Outpu
         if sink.complete:
             return result
         n_shards = max(done, default=-1) + 1
-        with out.throughput(f"iclr {job.command} --dataset", ("rows", "reasoning tokens")) as advance:
-            for table in _engine(job, set(done), options):
-                shard = table.column(SHARD)[0].as_py()
-                entry = _finish_shard(job, shard, table, sink, out)
-                _add_shard(result, entry)
-                advance(entry.n_rows, orjson.loads(entry.stats)["summary"]["tokens_before"])
-                n_shards = max(n_shards, shard + 1)
+        try:
+            with out.throughput(f"iclr {job.command} --dataset", ("rows", "reasoning tokens")) as advance:
+                for table in _engine(job, set(done), options):
+                    shard = table.column(SHARD)[0].as_py()
+                    entry = _finish_shard(job, shard, table, sink, out)
+                    _add_shard(result, entry)
+                    advance(entry.n_rows, pickle.loads(entry.stats)["summary"].tokens_before)
+                    n_shards = max(n_shards, shard + 1)
+        except KeyboardInterrupt:
+            kept = f"{result.shards} shard(s), {result.rows} row(s) done"
+            if target in (None, "-"):
+                raise Interrupted(f"interrupted after {kept}; what went to stdout is incomplete") from None
+            raise Interrupted(f"interrupted after {kept} and kept; run the same command again to resume") from None
         sink.finish(n_shards)
     return result
 
@@ -133,12 +146,12 @@ def _finish_shard(job: Job, shard: int, table, sink, out: Output) -> ShardEntry:
     totals = Summary()
     tokenizer = ""
     for raw in table.column(STATS).to_pylist():
-        stats = orjson.loads(raw)
+        stats = pickle.loads(raw)
         merge_summary(totals, stats["summary"])
         tokenizer = stats["tokenizer"]
         for warning in stats["warnings"]:
             out.warn(warning)
-    stats = orjson.dumps({"summary": dataclasses.asdict(totals), "tokenizer": tokenizer})
+    stats = pickle.dumps({"summary": totals, "tokenizer": tokenizer})
     entry = ShardEntry(shard, rows[0], len(rows), stats)
     if job.command == "score":
         sink.write(entry, b"".join(table.column(RECORDS).to_pylist()))
@@ -148,7 +161,7 @@ def _finish_shard(job: Job, shard: int, table, sink, out: Output) -> ShardEntry:
 
 
 def _add_shard(result: RunResult, entry: ShardEntry) -> None:
-    stats = orjson.loads(entry.stats)
+    stats = pickle.loads(entry.stats)
     merge_summary(result.summary, stats["summary"])
     result.tokenizer = stats["tokenizer"] or result.tokenizer
     result.rows += entry.n_rows

@@ -4,8 +4,8 @@
 and returns a table of the same rows, in the same order, in a fixed layout:
 
 - :data:`ROW`, :data:`SHARD`: carried through;
-- :data:`STATS`: per row, a JSON object with the row's run totals (the fields of
-  :class:`~iclr_cli.pipeline.Summary`), the tokenizer's name and its warnings;
+- :data:`STATS`: per row, the row's :class:`~iclr_cli.pipeline.Summary` (pickled with the
+  tokenizer's name and the row's warnings; engines and the manifest carry it as bytes);
 - :data:`ERROR`: per row, the :class:`InputError` of a bad row as JSON, else null;
 - ``score``: :data:`RECORDS`, per row, the JSONL bytes of its block records;
 - ``prune``: every input column, the trajectory column pruned in its own type.
@@ -18,6 +18,7 @@ the driver reports the first in row order, whichever engine found it.
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from dataclasses import dataclass
 
 import orjson
@@ -27,7 +28,7 @@ from iclr_cli.corpus.codec import Cell, CellCodec
 from iclr_cli.corpus.source import ROW, SHARD, DatasetSpec
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import OpaqueEdits
-from iclr_cli.pipeline import ScorerConfig, Summary, build_engines, score_records
+from iclr_cli.pipeline import ScorerConfig, Summary, as_written, build_engines, score_records
 
 RECORDS = "__iclr_records__"
 STATS = "__iclr_stats__"
@@ -50,6 +51,7 @@ class Job:
             sniffed for JSON strings).
         skip_bad_rows: pass bad rows through unscored (warned) instead of failing.
         opaque: ``drop`` or ``keep`` (``--encrypted-reasoning``).
+        strict: a row with unrecognised assistant-turn text is a bad row (``--strict``).
     """
 
     command: str
@@ -60,6 +62,7 @@ class Job:
     fmt: str | None = None
     skip_bad_rows: bool = False
     opaque: str = "drop"
+    strict: bool = False
 
 
 class ShardProcessor:
@@ -94,14 +97,18 @@ class ShardProcessor:
         errors: list[str | None] = []
         for row, value in zip(rows, stored):
             try:
-                cells.append(codec.read(value, row))
+                cell = codec.read(value, row)
+                if job.strict and cell.doc.unrecognised:
+                    n = len(cell.doc.unrecognised)
+                    raise InputError(cell.doc.source, f"{n} assistant-turn text(s) in fields or markup not read as reasoning or action (--strict)", field=spec.column)
+                cells.append(cell)
                 errors.append(None)
             except InputError as exc:
                 cells.append(None)
                 errors.append(orjson.dumps({"source": exc.source, "problem": exc.problem, "line": exc.line, "field": exc.field}).decode())
         if any(errors) and not job.skip_bad_rows:
             # The driver stops at the first bad row; scoring the rest would be wasted.
-            return self._layout(table, rows, [b""] * len(rows), [b"{}"] * len(rows), errors, None)
+            return self._layout(table, rows, [b""] * len(rows), [b""] * len(rows), errors, None)
 
         scorer, tokenizer = self.engines()
         names = [_display_ids(ident, row, cell) for ident, row, cell in zip(ids, rows, cells)]
@@ -117,14 +124,19 @@ class ShardProcessor:
         records, stats, new_cells = [], [], []
         for row, value, cell, row_names, row_results, error in zip(rows, stored, cells, names, per_row, errors):
             summary = Summary()
-            summary.add(row_results)
             warnings = [str(row_error(error))] if error else []
             if cell is not None:
                 warnings += cell.doc.warnings + _unrecognised(spec, row, cell)
-            stats.append(orjson.dumps({"summary": dataclasses.asdict(summary), "tokenizer": tokenizer.name, "warnings": warnings}))
+            if job.command == "prune" and cell is not None:
+                new_cell, written = codec.write(cell, [r.compressed for r in row_results], OpaqueEdits(job.opaque), row)
+                new_cells.append(new_cell)
+                # Count what was written, not what compression asked for (as file prune does).
+                row_results = as_written(row_results, written, tokenizer, summary.not_as_asked)
+            elif job.command == "prune":
+                new_cells.append(value)
+            summary.add(row_results, cell.doc if cell is not None else None)
+            stats.append(pickle.dumps({"summary": summary, "tokenizer": tokenizer.name, "warnings": warnings}))
             records.append(self._records(row, row_names, row_results))
-            if job.command == "prune":
-                new_cells.append(value if cell is None else codec.write(cell, [r.compressed for r in row_results], OpaqueEdits(job.opaque), row))
         pruned = codec.array(new_cells) if job.command == "prune" else None
         return self._layout(table, rows, records, stats, [None] * len(rows), pruned)
 
@@ -167,7 +179,6 @@ def _display_ids(ident, row: int, cell: Cell | None) -> list[str]:
 
 
 def _unrecognised(spec: DatasetSpec, row: int, cell: Cell) -> list[str]:
-    """Warnings for text an adapter read neither as reasoning nor as action (HELPERS.md,
-    "Unrecognised text"); empty until adapters report it."""
-    items = getattr(cell.doc, "unrecognised", None) or []
-    return [f"{spec.where(row)}: field {spec.column}{item.field}: unrecognised {item.what}" for item in items]
+    """Warnings for text an adapter read neither as reasoning nor as action (docs/FORMAT.md,
+    "Unrecognised text"), as ``score``/``prune`` give them for files."""
+    return [f"{item.describe(cell.doc.source)} (not read as reasoning or action)" for item in cell.doc.unrecognised]
