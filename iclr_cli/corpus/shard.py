@@ -66,11 +66,8 @@ class Job:
 
 
 class ShardProcessor:
-    """Callable on shard tables; builds the scorer on first use (one per process or actor).
-
-    Also the class Ray Data instantiates once per actor (``map_batches(ShardProcessor,
-    fn_constructor_args=(job,))``).
-    """
+    """Callable on one shard's table; builds the scorer on first use. The local engine keeps
+    one; the Ray engine one per actor."""
 
     def __init__(self, job: Job):
         self.job = job
