@@ -4,6 +4,10 @@ on a local Ray cluster with two scorer actors gives the local engine's results."
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import datasets
 import pytest
@@ -15,6 +19,7 @@ from iclr_cli.cli.app import main  # noqa: E402
 from iclr_cli.corpus.ray_engine import RayOptions, connect  # noqa: E402
 
 TOL = 1e-6
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(args, capsys):
@@ -70,13 +75,15 @@ def test_two_workers_score_and_prune_like_the_local_engine(tmp_path, pq_dir, tin
 
 
 def test_one_worker_fake_scorer_is_byte_identical_on_jsonl(tmp_path, cluster, capsys):
+    # The fake numbers tokens in the order one scorer first sees them, so the local run gets a
+    # fresh process, as the Ray actor is.
     src = write_jsonl(tmp_path / "jl", real_rows())
-    outs = []
-    for engine_args in ([], ["--engine", "ray"]):
-        code, out, err = run_cli(["score", "--dataset", str(src), "--model", "fake", "--shard-rows", "3", "-q", *engine_args], capsys)
-        assert code == 0 and err == ""
-        outs.append(out)
-    assert outs[0] == outs[1] and len(records(outs[0])) == 299
+    args = ["score", "--dataset", str(src), "--model", "fake", "--shard-rows", "3", "-q"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    local = subprocess.run([sys.executable, "-m", "iclr_cli", *args], capture_output=True, env=env, check=True)
+    code, out, err = run_cli([*args, "--engine", "ray"], capsys)
+    assert code == 0 and err == "" and local.stderr == b""
+    assert out.encode() == local.stdout and len(records(out)) == 299
 
 
 def test_ray_resumes_a_local_run(tmp_path, pq_dir, tiny_model, cluster, capsys, monkeypatch):
