@@ -41,6 +41,30 @@ class WriteBack(enum.Enum):
 
 
 @dataclass(frozen=True)
+class Media:
+    """A non-text payload of a part: an image, audio clip or document, as the source held it.
+
+    Attributes:
+        kind: ``image``, ``audio`` or ``document`` (anything else: ``file``).
+        mime: the media type (``image/png``), where the source gives one.
+        data: the payload as base64 (no ``data:`` prefix), for inline media.
+        url: where the payload lives (``https://``, ``gs://``, a Files API URI), for
+            media held by reference. Exactly one of ``data`` and ``url`` is set.
+        detail: OpenAI's image ``detail`` (``low``, ``high``, ``auto``): the resolution the
+            model saw the image at, so it is part of what was sent.
+
+    Only ``iclr convert`` reads it (docs/FORMAT.md, "convert"): the scorer sees a media part
+    as its label alone, and write-back never touches one.
+    """
+
+    kind: str
+    mime: str | None = None
+    data: str | None = None
+    url: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
 class Part:
     """One piece of a step or of the prompt, in causal order.
 
@@ -55,6 +79,12 @@ class Part:
         ref: adapter-private locator of the text in the source records; hashable and opaque
             to everything but the adapter that made it.
         write_back: for reasoning parts, how an edit may be written back.
+        call_id: on a ``tool_call:NAME`` action, the call's id; on a ``tool_result``
+            observation, the id of the call it answers (``tool_call_id`` / ``tool_use_id`` /
+            ``toolCallId``). ``None`` where the format has no ids; there a format pairs a
+            result with the calls of its step in order.
+        media: the non-text payload of an image / audio / document part (its ``text`` is
+            then ``""``); ``None`` for text.
     """
 
     kind: PartKind
@@ -62,6 +92,8 @@ class Part:
     label: str = ""
     ref: Hashable = None
     write_back: WriteBack = WriteBack.IN_PLACE
+    call_id: str | None = None
+    media: Media | None = None
 
     @property
     def is_scorable_reasoning(self) -> bool:

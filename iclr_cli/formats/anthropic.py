@@ -16,8 +16,11 @@ A message's ``content`` is a string or a list of content blocks. Parts (METHOD.m
   whitespace-only text blocks (Claude Code writes ``"\\n\\n"`` ones) carry nothing and are
   not parts. Inline ``<think>...</think>`` in it (open models behind an Anthropic-compatible
   endpoint) is reasoning, paired as :mod:`iclr_cli.formats.think` says; the rest is the action.
-- ``tool_use``: action labelled ``tool_call:<name>`` whose text is its ``input`` as JSON.
-- ``tool_result``: observation labelled ``tool_result`` (its text blocks; images as ``[image]``).
+- ``tool_use``: action labelled ``tool_call:<name>`` whose text is its ``input`` as JSON, with
+  the block's ``id`` as ``call_id``.
+- ``tool_result``: observation labelled ``tool_result`` with its ``tool_use_id`` as ``call_id``
+  (text blocks joined; each image a media part of its own, :mod:`iclr_cli.formats.media`).
+  An ``image`` block in a user message is a media part too (text ``""``).
 - server tool calls (``server_tool_use``, ``mcp_tool_use``) are actions, their results
   (``*_tool_result``) observations; ``image``, ``document`` and the other known block types are
   actions labelled by type, text as JSON.
@@ -47,6 +50,7 @@ import json
 import re
 from collections.abc import Iterator
 
+from iclr_cli.formats import media
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.reading import Where, base_name, load_chunks
 from iclr_cli.formats.think import outside_think, think_elements
@@ -81,6 +85,10 @@ _MESSAGE_REASONING = ("reasoning_content", "reasoning", "thinking", "thinking_bl
 def is_message_list(value: object) -> bool:
     """True for a non-empty list of JSON objects that all have a ``role``."""
     return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "role" in m for m in value)
+
+
+def _string(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _json_text(value: object) -> str:
@@ -168,9 +176,9 @@ def assistant_parts(content: object, where: Where, field: Path) -> list[Part]:
             if isinstance(block.get("text"), str):
                 parts.extend(_text_parts(block["text"], (*base, i, "text")))
         elif kind in _TOOL_CALLS:
-            parts.append(Part("action", _json_text(block.get("input")), label=f"tool_call:{block.get('name', '?')}"))
+            parts.append(Part("action", _json_text(block.get("input")), label=f"tool_call:{block.get('name', '?')}", call_id=_string(block.get("id"))))
         elif kind in _RESULTS:
-            parts.append(Part("observation", _result_text(block.get("content")), label="tool_result"))
+            parts.append(Part("observation", _result_text(block.get("content")), label="tool_result", call_id=_string(block.get("tool_use_id"))))
         else:
             if kind not in _OTHER_KNOWN:
                 where.note((*field, i), f"assistant content block of unknown type {kind!r}: kept as a JSON action, never scored or pruned")
@@ -200,11 +208,16 @@ def user_parts(content: object, kind: PartKind, where: Where, field: Path, label
     parts: list[Part] = []
     for block in blocks:
         if block["type"] == "tool_result":
-            parts.append(Part(kind, _result_text(block.get("content")), label="tool_result"))
+            call_id = _string(block.get("tool_use_id"))
+            content = block.get("content")
+            if isinstance(content, list):  # text and image blocks, in order (images are kept for convert)
+                parts.extend(media.mixed_parts(content, kind, "tool_result", read_media=media.anthropic_media, call_id=call_id))
+            else:
+                parts.append(Part(kind, _result_text(content), label="tool_result", call_id=call_id))
         elif block["type"] == "text" and isinstance(block.get("text"), str):
             parts.append(Part(kind, block["text"], label=label))
-        elif block["type"] == "image":
-            parts.append(Part(kind, "[image]", label=label))
+        elif block["type"] == "image" and (image := media.anthropic_image(block)) is not None:
+            parts.append(Part(kind, "", label=label, media=image))
         else:
             parts.append(Part(kind, _json_text({k: v for k, v in block.items() if k != "type"}), label=block["type"]))
     return parts

@@ -13,7 +13,7 @@ Full description: docs/FORMAT.md. In short::
      "meta": {"format": "codex", "model": "gpt-5-codex"}}
 
 It is the :class:`~iclr_cli.trajectory.Trajectory` model written out: every field the model
-has, nothing format-specific. Unknown fields (at any level) are kept on a round trip: an edit
+has (a part's ``call_id`` and ``media`` only when set), nothing format-specific. Unknown fields (at any level) are kept on a round trip: an edit
 rewrites only the ``text`` of reasoning parts, and unedited lines are written byte for byte.
 ``write_back`` (default ``in_place``) records how the source format allows an edit; in this
 format every edit is written as text.
@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document, OpaqueEdits
 from iclr_cli.formats.reading import Where, load_chunks
 from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, WriteResult
-from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
+from iclr_cli.trajectory import Media, Part, Step, Trajectory, WriteBack
 
 SCHEMA = "iclr.trajectory/1"
 _SNIFF = re.compile(rb'"schema"\s*:\s*"iclr\.trajectory/')
@@ -40,9 +40,13 @@ def to_record(traj: Trajectory) -> dict:
     """The canonical record of ``traj`` (``meta`` values that are not JSON are written as strings)."""
 
     def part(p: Part) -> dict:
-        out = {"kind": p.kind, "label": p.label, "text": p.text}
+        out: dict = {"kind": p.kind, "label": p.label, "text": p.text}
         if p.kind == "reasoning":
             out["write_back"] = p.write_back.value
+        if p.call_id is not None:
+            out["call_id"] = p.call_id
+        if p.media is not None:
+            out["media"] = {k: v for k, v in asdict(p.media).items() if v is not None}
         return out
 
     return {
@@ -71,8 +75,25 @@ def _part(value, source: str, line: int, where: str, kinds: tuple[str, ...], pat
         except ValueError:
             known = ", ".join(w.value for w in WriteBack)
             raise InputError(source, f"must be one of {known}", line=line, field=f"{where}.write_back") from None
+    call_id = value.get("call_id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise InputError(source, "must be a string", line=line, field=f"{where}.call_id")
     ref = TextRef((Site((*path, "text")),)) if kind == "reasoning" else None
-    return Part(kind, text, label=label, ref=ref, write_back=write)
+    return Part(kind, text, label=label, ref=ref, write_back=write, call_id=call_id, media=_media(value.get("media"), source, line, f"{where}.media"))
+
+
+def _media(value, source: str, line: int, where: str) -> Media | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("kind"), str):
+        raise InputError(source, "must be an object with a string 'kind'", line=line, field=where)
+    fields = {k: value.get(k) for k in ("mime", "data", "url", "detail")}
+    for k, v in fields.items():
+        if v is not None and not isinstance(v, str):
+            raise InputError(source, "must be a string", line=line, field=f"{where}.{k}")
+    if (fields["data"] is None) == (fields["url"] is None):
+        raise InputError(source, "needs exactly one of 'data' (base64) and 'url'", line=line, field=where)
+    return Media(value["kind"], **fields)
 
 
 def _trajectory(value, rec: int, source: str, line: int) -> Trajectory:

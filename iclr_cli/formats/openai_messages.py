@@ -8,7 +8,9 @@ Trajectory (METHOD.md, "Objects"): P is every message before the first assistant
 plus a ``tools`` part (the tool definitions as compact JSON, :func:`render_tools`) after the
 leading system/developer messages when tools are given. Each step is one assistant message and
 the tool/user messages that follow it; :class:`MessageTrajectory` says which messages each
-step covers.
+step covers. Tool calls keep their ``id`` and tool messages their ``tool_call_id`` as the
+parts' ``call_id``; a non-assistant message whose ``content`` is a list of parts gives one part
+per run of text parts and one media part per image (:func:`iclr_cli.formats.media.mixed_parts`).
 
 Reasoning of an assistant message, in this order (docs/FORMAT.md, "OpenAI chat messages"):
 
@@ -46,11 +48,11 @@ from dataclasses import dataclass
 import orjson
 
 from iclr_cli.errors import InputError
-from iclr_cli.formats import markup
+from iclr_cli.formats import markup, media
 from iclr_cli.formats.base import OpaqueEdits, Unrecognised
 from iclr_cli.formats.reading import field_name, text_of
 from iclr_cli.formats.writeback import Site, TextRef, apply_edits
-from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
+from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 # (entry type -> key of its text) per structured list; None marks an entry that carries no
@@ -175,10 +177,14 @@ def read_at(
             steps.append(_assistant(msg, i, reader))
             continue
         label = "tool_result" if role in ("tool", "function") else role
-        if steps:
-            steps[-1].append(Part("observation", text_of(msg.get("content")), label=label))
+        kind: PartKind = "observation" if steps else "prompt"
+        call_id = msg.get("tool_call_id") if isinstance(msg.get("tool_call_id"), str) else None
+        content = msg.get("content")
+        if isinstance(content, list):  # text and image parts, in order (images are kept for convert)
+            found = media.mixed_parts(content, kind, label, read_media=media.openai_media, call_id=call_id)
         else:
-            prompt.append(Part("prompt", text_of(msg.get("content")), label=label))
+            found = [Part(kind, text_of(content), label=label, call_id=call_id)]
+        (steps[-1] if steps else prompt).extend(found)
     if tools:
         at = next((k for k, p in enumerate(prompt) if p.label not in _LEADING), len(prompt))
         prompt.insert(at, Part("prompt", render_tools(tools), label="tools"))
@@ -222,7 +228,8 @@ def _assistant(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
         fn = call.get("function")
         if isinstance(fn, dict):
             args = fn.get("arguments")
-            parts.append(Part("action", args if isinstance(args, str) else str(args), label=f"tool_call:{fn.get('name', '?')}"))
+            call_id = call.get("id") if isinstance(call.get("id"), str) else None
+            parts.append(Part("action", args if isinstance(args, str) else str(args), label=f"tool_call:{fn.get('name', '?')}", call_id=call_id))
     fc = msg.get("function_call")
     if isinstance(fc, dict):
         parts.append(Part("action", str(fc.get("arguments", "")), label=f"tool_call:{fc.get('name', '?')}"))
