@@ -19,10 +19,14 @@ KEYS = st.sampled_from([
     "tool_use_id", "payload", "summary", "encrypted_content", "trajectory", "history", "thought", "action",
     "observation", "messages", "traj", "sessionId", "uuid", "parentUuid", "args", "source", "steps", "prompt",
     "text", "function", "arguments", "name", "response", "request", "choices", "schema", "parts", "kind",
+    # Gemini and pi
+    "contents", "thought", "thoughtSignature", "functionCall", "functionResponse", "inlineData", "candidates",
+    "systemInstruction", "parentId", "stopReason", "thinkingSignature", "toolCallId", "api", "version", "cwd",
 ])
 VALUES = st.recursive(
     SCALARS | st.sampled_from(["assistant", "user", "tool", "thinking", "tool_use", "tool_result", "reasoning",
-                               "response_item", "function_call", "agent", "iclr.trajectory/1", "a\n\nb"]),
+                               "response_item", "function_call", "agent", "iclr.trajectory/1", "a\n\nb",
+                               "model", "session", "toolResult", "toolCall", "aborted", "compaction", "openai-responses"]),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=5),
     max_leaves=25,
 )

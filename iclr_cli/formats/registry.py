@@ -22,11 +22,15 @@ def adapters() -> list[FormatAdapter]:
 # Most specific first. A module listed here exposes ``ADAPTER``.
 _ADAPTER_MODULES: list[str] = [
     "claude_code",
+    "pi",
     "iclr_jsonl",
     "codex",
     "mini_swe_agent",
     "swe_agent",
     "openhands",
+    # Gemini contents have a "role" as chat messages do, but typed "parts" and never a
+    # "content" key: checked before the two message formats so they are never read as one
+    "gemini",
     # after the specific sniffs above: a Claude-run SWE-agent / OpenHands log may hold
     # Anthropic-style blocks, while those markers never occur in a Messages transcript
     "anthropic",
