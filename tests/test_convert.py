@@ -6,10 +6,20 @@ import json
 import pytest
 
 from format_helpers import REALDATA, SAMPLES, parse_any, run_cli
-from iclr_cli.cli.convert import convert_trajectories, to_anthropic, to_openai
 from iclr_cli.errors import UsageError
 from iclr_cli.formats import registry
+from iclr_cli.formats.convert import convert_trajectories
+from iclr_cli.formats.convert.anthropic import to_anthropic as _to_anthropic
+from iclr_cli.formats.convert.openai import to_openai as _to_openai
 from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
+
+
+def to_openai(traj):
+    return _to_openai(traj)[0]
+
+
+def to_anthropic(traj):
+    return _to_anthropic(traj)[0]
 
 
 def traj(*steps, prompt=(Part("prompt", "sys", label="system"), Part("prompt", "task", label="user"))):
@@ -41,7 +51,7 @@ def test_anthropic_blocks_and_tool_results():
     assistant = record["messages"][1]["content"]
     assert [b["type"] for b in assistant] == ["thinking", "text", "tool_use", "tool_use"]
     assert "signature" not in assistant[0]
-    assert [b["tool_use_id"] for b in record["messages"][2]["content"]] == ["toolu_0_0", "toolu_0_1"]
+    assert [b["tool_use_id"] for b in record["messages"][2]["content"]] == ["call_0_0", "call_0_1"]
 
 
 @pytest.mark.parametrize("to", ["iclr", "openai", "anthropic"])
@@ -70,7 +80,7 @@ def test_conversion_reads_back_as_the_same_trajectory(to):
         ([Part("observation", "diff", label="exit")], "openai", "labelled 'exit' has no place"),
         ([Part("action", "Done.", label="assistant"), Part("action", "More.", label="assistant")], "openai", "labelled 'assistant' has no place"),
         ([Part("action", "   ", label="assistant")], "openai", "would be lost"),
-        ([Part("action", '{"a": 1}', label="tool_call:x"), Part("action", "Later text.", label="assistant")], "openai", "would read back changed"),
+        ([Part("action", '{"a": 1}', label="tool_call:x"), Part("action", "Later text.", label="assistant")], "openai", "part 0 (action 'tool_call:x') would read back as action 'assistant'"),
     ],
 )
 def test_lossy_conversions_are_refused_with_the_reason(step, to, reason):

@@ -1,0 +1,75 @@
+"""``iclr convert``: trajectories written as canonical ``iclr`` JSONL, OpenAI chat or
+Anthropic Messages, only where nothing is lost (docs/FORMAT.md, "convert").
+
+Every conversion is checked before anything is written: the output is read back by the
+target's own adapter and compared part by part with the input (:mod:`.check`: kind, label,
+text, ``write_back``, call ids and pairing, media). A conversion that would lose anything is
+refused with exit 2, naming the trajectory, the step and the part.
+
+- ``iclr`` carries the whole model (call ids and media included).
+- ``openai`` / ``anthropic``: :mod:`.openai`, :mod:`.anthropic` say what each holds.
+Tool results pair with their calls by id (:mod:`.pairing`), never by position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import orjson
+
+from iclr_cli.errors import UsageError
+from iclr_cli.formats.base import Document
+from iclr_cli.formats.convert.anthropic import to_anthropic
+from iclr_cli.formats.convert.check import check_same
+from iclr_cli.formats.convert.openai import to_openai
+from iclr_cli.trajectory import Trajectory
+
+TARGETS = ("iclr", "openai", "anthropic")
+
+
+def _to_iclr(traj: Trajectory) -> tuple[dict, Trajectory]:
+    from iclr_cli.formats import iclr_jsonl
+
+    return iclr_jsonl.to_record(traj), traj
+
+
+_BUILDERS = {"iclr": _to_iclr, "openai": to_openai, "anthropic": to_anthropic}
+
+
+def convert_trajectories(trajectories: Sequence[Trajectory], to: str) -> bytes:
+    """JSONL bytes of ``trajectories`` in format ``to`` (one of :data:`TARGETS`), one record
+    per trajectory.
+
+    Raises:
+        UsageError: for an unknown target, or naming the trajectory, step and part when the
+        conversion would lose data.
+    """
+    from iclr_cli.formats import registry
+
+    if to not in _BUILDERS:
+        raise UsageError(f"--to must be one of {', '.join(TARGETS)}, not {to!r}")
+    built = [_BUILDERS[to](t) for t in trajectories]
+    data = b"".join(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE) for record, _ in built)
+    back = registry.get(to).load(data, f"<{to} output>").trajectories if data else []
+    if len(back) != len(built):
+        raise UsageError(f"cannot convert to {to} without losing data: {len(built)} trajectories would read back as {len(back)}")
+    for original, (_, expected), again in zip(trajectories, built, back):
+        check_same(original, expected, again, to)
+    return data
+
+
+def convert_document(doc: Document, to: str) -> bytes:
+    """:func:`convert_trajectories` of one read file, refused when the adapter found text it
+    could not read (``doc.unrecognised``): that text would not be carried.
+
+    Raises:
+        UsageError: as :func:`convert_trajectories`, or naming the first unrecognised field.
+    """
+    if doc.unrecognised:
+        first = doc.unrecognised[0]
+        where = doc.source if first.line is None else f"{doc.source}:{first.line}"
+        raise UsageError(
+            f"cannot convert {where} to {to} without losing data: field {first.field!r}: {first.what} is not read "
+            f"({len(doc.unrecognised)} such item{'s' if len(doc.unrecognised) > 1 else ''})"
+        )
+    return convert_trajectories(doc.trajectories, to)
