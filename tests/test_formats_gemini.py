@@ -209,3 +209,12 @@ def test_structured_fuzz_reads_cleanly_and_writes_back(contents, system, jsonl):
     emptied = [t.with_steps([s.with_reasoning([""] * len(s.reasoning)) for s in t.steps]) for t in doc.trajectories]
     after = json.loads(ADAPTER.dump(doc, emptied))
     assert signed_parts(after) == signed_parts(json.loads(data))
+
+
+def test_a_content_without_parts_is_named_by_its_field():
+    doc = {"contents": [{"role": "user", "parts": [{"text": "q"}]}, {"role": "model", "text": "flat"}]}
+    with pytest.raises(InputError) as exc:
+        ADAPTER.load(json.dumps(doc, indent=2).encode(), "g.json")
+    assert exc.value.line is None and exc.value.field == "contents[1].parts"
+    with pytest.raises(InputError, match="no Gemini conversation found"):
+        ADAPTER.load(json.dumps({"messages": []}, indent=2).encode(), "g.json")

@@ -248,3 +248,8 @@ def test_structured_fuzz_reads_cleanly_and_writes_back(data):
     emptied = [t.with_steps([s.with_reasoning([""] * len(s.reasoning)) for s in t.steps]) for t in doc.trajectories]
     after = lines_of(ADAPTER.dump(doc, emptied))
     assert len(after) == len(lines_of(data))
+
+
+def test_a_session_with_no_messages_says_so():
+    doc = ADAPTER.load(b'{"type":"session","version":3,"id":"s","cwd":"/w"}\n', "empty.jsonl")
+    assert doc.trajectories[0].steps == () and doc.warnings == ["empty.jsonl: no messages on the session's current branch; nothing to score"]

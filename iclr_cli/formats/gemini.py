@@ -61,6 +61,7 @@ _OPENAI_CONTENT = re.compile(rb'"content"\s*:')
 # Part keys that modify a part rather than hold content of their own.
 _MODIFIERS = {"thought", "thoughtSignature", "thought_signature", "videoMetadata", "video_metadata", "mediaResolution", "media_resolution", "partMetadata", "part_metadata"}
 _MODEL_ROLES = ("model",)
+_NOT_FOUND = "no Gemini conversation found (expected 'contents', a list of contents with 'parts', or request/response)"
 
 
 def _key(value: dict, camel: str, snake: str):
@@ -76,8 +77,8 @@ def _conversation(value: object) -> tuple[Path, dict | None, Path | None] | None
     """``(path to the contents list, request object or None, path to the reply content or None)``
     for one JSON value, or None when it holds no Gemini conversation."""
 
-    def is_contents(x) -> bool:
-        return isinstance(x, list) and bool(x) and all(isinstance(c, dict) and isinstance(c.get("parts"), list) for c in x)
+    def is_contents(x) -> bool:  # the contents themselves are checked, with their field, when read
+        return isinstance(x, list) and any(isinstance(c, dict) and isinstance(c.get("parts"), list) for c in x)
 
     if is_contents(value):
         return (), None, None
@@ -257,7 +258,9 @@ class GeminiAdapter(WriteBackAdapter):
             whole = loads(body)
         except (ValueError, UnicodeDecodeError):
             pass
-        if whole is not None and _conversation(whole) is not None:
+        if whole is not None:
+            if _conversation(whole) is None:
+                raise InputError(source, _NOT_FOUND)
             trajectory = _trajectory(whole, 0, f"{base}#0", source, None, unrecognised)
             return Document(self.name, source, [trajectory], Records(data, None, [whole]), unrecognised=unrecognised)
         warnings: list[str] = []
@@ -270,10 +273,9 @@ class GeminiAdapter(WriteBackAdapter):
             if line.value is None or line.value is BAD_LINE:
                 continue
             if _conversation(line.value) is None:
-                problem = "no Gemini conversation found (expected 'contents', a list of contents, or request/response)"
                 if not skip_bad_lines:
-                    raise InputError(source, problem, line=line.number)
-                warnings.append(f"{source}:{line.number}: passed through unscored: {problem}")
+                    raise InputError(source, _NOT_FOUND, line=line.number)
+                warnings.append(f"{source}:{line.number}: passed through unscored: {_NOT_FOUND}")
                 values[rec] = BAD_LINE
                 continue
             trajectories.append(_trajectory(line.value, rec, f"{base}#{len(trajectories)}", source, line.number, unrecognised))

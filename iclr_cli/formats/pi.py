@@ -283,6 +283,8 @@ class PiAdapter(WriteBackAdapter):
             shown = ", ".join(left_out[:10]) + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
             plural = "s" if len(left_out) > 1 else ""
             warnings.append(f"{source}: not scored, left as written (pi never sends aborted or failed turns again): assistant turn{plural} at line{plural} {shown}")
+        if not reader.steps and not reader.prompt:
+            warnings.append(f"{source}: no messages on the session's current branch; nothing to score")
         if off_path:
             warnings.append(f"{source}: {off_path} {'entry' if off_path == 1 else 'entries'} on other branches of the session tree passed through unscored")
         header = next((v for v in values if isinstance(v, dict) and v.get("type") == "session"), None)
