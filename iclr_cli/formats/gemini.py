@@ -38,17 +38,16 @@ everything else comes back byte for byte. A thought deleted in full is removed f
 from __future__ import annotations
 
 import json
-import os
 import re
+from collections.abc import Iterator
 
 import orjson
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats import media
-from iclr_cli.formats.base import Document, Unrecognised
-from iclr_cli.formats.reading import field_name
-from iclr_cli.formats.writeback import Path, Records, Site, TextRef, WriteBackAdapter, get
-from iclr_cli.jsonio import BAD_LINE, BOM, iter_jsonl, loads
+from iclr_cli.formats.base import Document
+from iclr_cli.formats.reading import Where, base_name, load_chunks
+from iclr_cli.formats.writeback import Path, Site, TextRef, WriteBackAdapter, get
 from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
 
 _PARTS = re.compile(rb'"parts"\s*:\s*\[')
@@ -98,15 +97,14 @@ def _conversation(value: object) -> tuple[Path, dict | None, Path | None] | None
 class _Reader:
     """Builds one trajectory from one record (see module docstring)."""
 
-    def __init__(self, rec: int, source: str, line: int | None, unrecognised: list[Unrecognised]):
-        self.rec, self.source, self.line = rec, source, line
-        self.unrecognised = unrecognised
+    def __init__(self, where: Where):
+        self.where = where
         self.prompt: list[Part] = []
         self.steps: list[list[Part]] = []
         self.open_calls: list[tuple[str, str]] = []  # (name, call_id) of the latest step, unanswered
 
     def error(self, problem: str, path: Path) -> InputError:
-        return InputError(self.source, problem, line=self.line, field=field_name(path) or None)
+        return self.where.error(problem, path)
 
     def system(self, value: object, path: Path) -> None:
         if isinstance(value, str):
@@ -152,7 +150,7 @@ class _Reader:
         if part.get("thought") is True and text is not None:
             if signed:
                 return [Part("reasoning", text, label="reasoning", ref=None, write_back=WriteBack.READ_ONLY)]
-            rec_path = (self.rec, *path)
+            rec_path = (self.where.rec, *path)
             ref = TextRef((Site((*rec_path, "text")),), remove_when_empty=rec_path)
             return [Part("reasoning", text, label="reasoning", ref=ref)]
         call = _key(part, "functionCall", "function_call")
@@ -174,7 +172,7 @@ class _Reader:
             return [Part("action", text, label="assistant")] if text.strip() else []
         unknown = sorted(k for k in part if k not in _MODIFIERS)
         if unknown:
-            self.unrecognised.append(Unrecognised(self.line, field_name((*path, unknown[0])), f"model part with {', '.join(unknown)}"))
+            self.where.note((*path, unknown[0]), f"model part with {', '.join(unknown)}: not scored or pruned")
         return []
 
     def other_part(self, part: object, path: Path, kind: PartKind) -> list[Part]:
@@ -208,9 +206,20 @@ class _Reader:
         return None
 
 
-def _trajectory(value: object, rec: int, traj_id: str, source: str, line: int | None, unrecognised: list[Unrecognised]) -> Trajectory:
-    contents_path, request, reply = _conversation(value)  # type: ignore[misc]
-    reader = _Reader(rec, source, line, unrecognised)
+def _read(value: object, where: Where) -> list[Trajectory] | None:
+    """The trajectory of one record (a whole file or one JSONL line), or None when the line
+    holds no conversation.
+
+    Raises:
+        InputError: for a malformed conversation, or a whole JSON file that holds none.
+    """
+    found = _conversation(value)
+    if found is None:
+        if where.line is None:  # a whole JSON file: say what was expected, not that JSONL failed
+            raise where.error(_NOT_FOUND)
+        return None
+    contents_path, request, reply = found
+    reader = _Reader(where)
     if request is not None:
         prefix = contents_path[:-1]
         system = _key(request, "systemInstruction", "system_instruction")
@@ -230,7 +239,7 @@ def _trajectory(value: object, rec: int, traj_id: str, source: str, line: int | 
     if isinstance(model, str):
         meta["model"] = model
     steps = tuple(Step(i, tuple(p)) for i, p in enumerate(reader.steps))
-    return Trajectory(traj_id, tuple(reader.prompt), steps, meta=meta)
+    return [Trajectory(f"{base_name(where.source)}#{where.first_index}", tuple(reader.prompt), steps, meta=meta)]
 
 
 class GeminiAdapter(WriteBackAdapter):
@@ -250,36 +259,18 @@ class GeminiAdapter(WriteBackAdapter):
         return _GEMINI.search(head) is not None or _OPENAI_CONTENT.search(head) is None
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
-        base = os.path.basename(source) if source != "-" else "stdin"
-        body = data[len(BOM) :] if data.startswith(BOM) else data
-        unrecognised: list[Unrecognised] = []
-        whole = None
-        try:
-            whole = loads(body)
-        except (ValueError, UnicodeDecodeError):
-            pass
-        if whole is not None:
-            if _conversation(whole) is None:
-                raise InputError(source, _NOT_FOUND)
-            trajectory = _trajectory(whole, 0, f"{base}#0", source, None, unrecognised)
-            return Document(self.name, source, [trajectory], Records(data, None, [whole]), unrecognised=unrecognised)
-        warnings: list[str] = []
-        lines = list(iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings))
-        if not any(line.value is not None for line in lines):
-            raise InputError(source, "file is empty")
-        values: list[object] = [line.value for line in lines]
-        trajectories: list[Trajectory] = []
-        for rec, line in enumerate(lines):
-            if line.value is None or line.value is BAD_LINE:
-                continue
-            if _conversation(line.value) is None:
-                if not skip_bad_lines:
-                    raise InputError(source, _NOT_FOUND, line=line.number)
-                warnings.append(f"{source}:{line.number}: passed through unscored: {_NOT_FOUND}")
-                values[rec] = BAD_LINE
-                continue
-            trajectories.append(_trajectory(line.value, rec, f"{base}#{len(trajectories)}", source, line.number, unrecognised))
-        return Document(self.name, source, trajectories, Records(data, lines, values), warnings, unrecognised)
+        [doc] = self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None)
+        return doc
+
+    def load_chunks(self, data: bytes, source: str, *, skip_bad_lines: bool = False, chunk_size: int | None = 256) -> Iterator[Document]:
+        """One Document for a JSON file; chunks of at most ``chunk_size`` lines for JSONL
+        (see :func:`iclr_cli.formats.reading.load_chunks`).
+
+        Raises:
+            InputError: for an empty file, a JSON file or line holding no conversation (unless
+            ``skip_bad_lines``), or a malformed one (naming line and field).
+        """
+        return load_chunks(data, source, self.name, _read, not_found=_NOT_FOUND, skip_bad_lines=skip_bad_lines, chunk_size=chunk_size)
 
 
 ADAPTER = GeminiAdapter()

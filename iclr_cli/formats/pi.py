@@ -46,12 +46,13 @@ Only lines with an edited block are re-serialised; every other line is byte-iden
 from __future__ import annotations
 
 import json
-import os
+
 from iclr_cli.errors import InputError
 from iclr_cli.formats import media
 from iclr_cli.formats.base import Document, Unrecognised
-from iclr_cli.formats.writeback import Records, Site, TextRef, WriteBackAdapter
-from iclr_cli.jsonio import BAD_LINE, iter_jsonl, loads
+from iclr_cli.formats.reading import base_name, read_lines
+from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter
+from iclr_cli.jsonio import BAD_LINE, loads
 from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
 
 ENTRY_TYPES = frozenset(
@@ -189,7 +190,7 @@ class _Reader:
         return None
 
 
-def _path(values: list[object], lines) -> tuple[list[int], int]:
+def _path(values: list[object]) -> tuple[list[int], int]:
     """Record indices of the entries pi would resume with, in order, and how many entries
     (not the header) are on other branches."""
     entries = [rec for rec, v in enumerate(values) if isinstance(v, dict) and v.get("type") != "session"]
@@ -245,12 +246,15 @@ class PiAdapter(WriteBackAdapter):
         return False
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
-        base = os.path.basename(source) if source != "-" else "stdin"
+        """The session as one trajectory (see the module docstring).
+
+        Raises:
+            InputError: for an empty file, a line that is not a pi entry (unless
+            ``skip_bad_lines``), or a malformed message (naming line and field).
+        """
         warnings: list[str] = []
-        lines = list(iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings))
-        if not any(line.value is not None for line in lines):
-            raise InputError(source, "file is empty")
-        values: list[object] = [line.value for line in lines]
+        records = read_lines(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings)
+        lines, values = records.lines or [], records.values
         for rec, line in enumerate(lines):
             value = line.value
             if value is None or value is BAD_LINE:
@@ -261,7 +265,7 @@ class PiAdapter(WriteBackAdapter):
                     raise InputError(source, problem, line=line.number)
                 warnings.append(f"{source}:{line.number}: passed through unscored: {problem}")
                 values[rec] = BAD_LINE
-        path, off_path = _path(values, lines)
+        path, off_path = _path(values)
         unrecognised: list[Unrecognised] = []
         reader = _Reader(source, unrecognised)
         left_out: list[str] = []
@@ -288,14 +292,14 @@ class PiAdapter(WriteBackAdapter):
         if off_path:
             warnings.append(f"{source}: {off_path} {'entry' if off_path == 1 else 'entries'} on other branches of the session tree passed through unscored")
         header = next((v for v in values if isinstance(v, dict) and v.get("type") == "session"), None)
-        traj_id = header["id"] if isinstance(header, dict) and isinstance(header.get("id"), str) and header["id"] else f"{base}#0"
+        traj_id = header["id"] if isinstance(header, dict) and isinstance(header.get("id"), str) and header["id"] else f"{base_name(source)}#0"
         meta: dict[str, object] = {"format": self.name}
         model = reader.model or (header.get("modelId") if isinstance(header, dict) else None)
         if isinstance(model, str):
             meta["model"] = model
         steps = tuple(Step(i, tuple(p)) for i, p in enumerate(reader.steps))
         trajectory = Trajectory(traj_id, tuple(reader.prompt), steps, meta=meta)
-        return Document(self.name, source, [trajectory], Records(data, lines, values), warnings, unrecognised)
+        return Document(self.name, source, [trajectory], records, warnings, unrecognised)
 
 
 ADAPTER = PiAdapter()
