@@ -92,8 +92,46 @@ def test_lossy_conversions_are_refused_with_the_reason(step, to, reason):
 
 
 def test_prompt_label_without_a_role_is_refused():
-    with pytest.raises(UsageError, match="prompt: label 'tools' has no OpenAI chat role"):
-        convert_trajectories([traj([], prompt=(Part("prompt", "[...]", label="tools"),))], "openai")
+    with pytest.raises(UsageError, match="prompt: label 'observation_log' has no OpenAI chat role"):
+        convert_trajectories([traj([], prompt=(Part("prompt", "x", label="observation_log"),))], "openai")
+
+
+OPENAI_TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}, {"type": "function", "function": {"name": "read_file"}}]
+GEMINI_TOOLS = [{"functionDeclarations": [{"name": "get_weather", "parameters": {"type": "object"}}]}]
+
+
+def with_tools(definitions) -> Trajectory:
+    prompt = (Part("prompt", "sys", label="system"), Part("prompt", json.dumps(definitions), label="tools"), Part("prompt", "task", label="user"))
+    return traj([Part("reasoning", "Think.", label="reasoning"), Part("action", "Done.", label="assistant")], prompt=prompt)
+
+
+def test_tools_go_to_openai_tools_and_are_refused_elsewhere_naming_them():
+    [record] = [json.loads(x) for x in convert_trajectories([with_tools(OPENAI_TOOLS)], "openai").splitlines()]
+    assert record["tools"] == OPENAI_TOOLS and [m["role"] for m in record["messages"]] == ["system", "user", "assistant"]
+    [record] = [json.loads(x) for x in convert_trajectories([with_tools(OPENAI_TOOLS)], "iclr").splitlines()]
+    assert record["prompt"][1] == {"kind": "prompt", "label": "tools", "text": json.dumps(OPENAI_TOOLS)}
+    with pytest.raises(UsageError) as exc:
+        convert_trajectories([with_tools(OPENAI_TOOLS)], "anthropic")
+    assert str(exc.value).startswith("cannot convert t1 to anthropic without losing data: prompt: part 1 (prompt 'tools': bash, read_file): tool definitions are not carried")
+    assert exc.value.exit_code == 2
+    with pytest.raises(UsageError, match=r"prompt: part 1 \(prompt 'tools': get_weather\): tool definitions not in OpenAI's form"):
+        convert_trajectories([with_tools(GEMINI_TOOLS)], "openai")
+    two = with_tools(OPENAI_TOOLS)
+    two = Trajectory(two.id, (*two.prompt[:2], two.prompt[1], two.prompt[2]), two.steps)
+    with pytest.raises(UsageError, match=r"part 2 \(prompt 'tools': bash, read_file\): a second tools part has no place"):
+        convert_trajectories([two], "openai")
+
+
+def test_cli_openai_file_with_tools_to_anthropic_exits_2_naming_them(capsys, tmp_path):
+    src = tmp_path / "run.json"
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}, {"role": "assistant", "content": "ok", "reasoning_content": "Think."}]
+    src.write_text(json.dumps({"messages": messages, "tools": OPENAI_TOOLS}))
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"keep me")
+    code, stdout, err = run_cli(capsys, "convert", str(src), "--to", "anthropic", "-o", str(out))
+    assert code == 2 and stdout == ""
+    assert "part 1 (prompt 'tools': bash, read_file): tool definitions are not carried to Anthropic" in err
+    assert out.read_bytes() == b"keep me"
 
 
 def test_cli_refuses_signed_thinking_and_writes_nothing(capsys, tmp_path):
@@ -107,7 +145,17 @@ def test_cli_refuses_signed_thinking_and_writes_nothing(capsys, tmp_path):
 
 def test_cli_unknown_target_is_a_usage_error(capsys):
     code, _, err = run_cli(capsys, "convert", str(SAMPLES / "swe_agent.traj"), "--to", "yaml")
-    assert code == 2 and "--to must be one of iclr, openai, anthropic" in err
+    assert code == 2 and "--to" in err and "is not one of" in err and "'anthropic'" in err
+
+
+def test_targets_show_in_help(capsys):
+    code, out, _ = run_cli(capsys, "convert", "--help")
+    assert code == 0 and "iclr|openai|anthropic" in out.replace(" ", "")
+
+
+def test_library_callers_get_the_same_check():
+    with pytest.raises(UsageError, match="--to must be one of iclr, openai, anthropic, not 'yaml'"):
+        convert_trajectories([traj([])], "yaml")
 
 
 SOURCES = [SAMPLES / n for n in ("swe_agent.traj", "mini_swe_agent.traj.json", "codex_rollout.jsonl", "openhands_events.json", "canonical.iclr.jsonl")]

@@ -11,7 +11,7 @@ from iclr_cli.cli import options as opt
 
 def convert(
     input: Annotated[str, typer.Argument(help="Trajectory file ('-' for stdin).", show_default=False)],
-    to: Annotated[str, typer.Option("--to", "-t", help="Target format: iclr (canonical JSONL), openai (chat messages JSONL) or anthropic (Messages JSONL).")] = "iclr",
+    to: Annotated[opt.ConvertTarget, typer.Option("--to", "-t", help="Target format: iclr (canonical JSONL), openai (chat messages JSONL) or anthropic (Messages JSONL).")] = opt.ICLR_TARGET,
     output: opt.Output = None,
     fmt: opt.Format = None,
     skip_bad_lines: opt.SkipBadLines = False,
@@ -23,13 +23,10 @@ def convert(
     Output is JSONL, one trajectory per line. A refused conversion exits 2 with the first
     reason found (trajectory, step, part) and leaves the -o file untouched.
     """
-    from iclr_cli.errors import UsageError
-    from iclr_cli.formats.convert import TARGETS, convert_document
+    from iclr_cli.formats.convert import convert_document
     from iclr_cli.pipeline import open_inputs
     from iclr_cli.render.output import Output
 
-    if to not in TARGETS:
-        raise UsageError(f"--to must be one of {', '.join(TARGETS)}, not {to!r}")
     out = Output(output, quiet=quiet, force=force)
     [item] = open_inputs([input], fmt)
     trajectories = steps = 0
@@ -37,7 +34,7 @@ def convert(
         for doc in item.documents(skip_bad_lines=skip_bad_lines):
             for w in doc.warnings:
                 out.warn(w)
-            sink.write(convert_document(doc, to))
+            sink.write(convert_document(doc, to.value))
             trajectories += len(doc.trajectories)
             steps += sum(len(t.steps) for t in doc.trajectories)
     out.info(f"converted {trajectories} trajectories ({steps} steps) from {item.adapter.name} to {to}")

@@ -16,6 +16,7 @@ import typer
 
 from iclr_cli.blocks import SPLITTERS
 from iclr_cli.formats.base import OpaqueEdits
+from iclr_cli.formats.convert import TARGETS
 from iclr_cli.policies import DEFAULT_RATIO
 from iclr_cli.scoring.base import Overflow as _OverflowLiteral
 from iclr_cli.scoring.loading import DTYPES
@@ -41,6 +42,7 @@ DtypeChoice = choices("DtypeChoice", DTYPES)
 SplitChoice = choices("SplitChoice", SPLITTERS)
 ScoredVariant = choices("ScoredVariant", ("iclr", "step-only"))
 OpaqueChoice = choices("OpaqueChoice", tuple(e.value for e in OpaqueEdits))
+ConvertTarget = choices("ConvertTarget", TARGETS)
 
 Output = Annotated[Optional[str], typer.Option("--output", "-o", help="Output file (written atomically); '-' or omitted: stdout.")]
 Format = Annotated[Optional[str], typer.Option("--format", "-f", help="Input format; auto-detected when omitted. See 'iclr formats'.")]
@@ -65,4 +67,5 @@ EncryptedReasoning = Annotated[OpaqueChoice, typer.Option("--encrypted-reasoning
 DEFAULT_RATIO_VALUE = DEFAULT_RATIO
 WINDOW = OverflowChoice("window")
 FLOAT32 = DtypeChoice("float32")
+ICLR_TARGET = ConvertTarget("iclr")
 PARAGRAPH = SplitChoice("paragraph")

@@ -66,10 +66,9 @@ def convert_document(doc: Document, to: str) -> bytes:
         UsageError: as :func:`convert_trajectories`, or naming the first unrecognised field.
     """
     if doc.unrecognised:
-        first = doc.unrecognised[0]
-        where = doc.source if first.line is None else f"{doc.source}:{first.line}"
+        count = len(doc.unrecognised)
         raise UsageError(
-            f"cannot convert {where} to {to} without losing data: field {first.field!r}: {first.what} is not read "
-            f"({len(doc.unrecognised)} such item{'s' if len(doc.unrecognised) > 1 else ''})"
+            f"cannot convert {doc.source} to {to} without losing data: {count} assistant-turn text{'s' if count > 1 else ''} "
+            f"the {doc.format} adapter does not read would not be carried; the first: {doc.unrecognised[0].describe(doc.source)}"
         )
     return convert_trajectories(doc.trajectories, to)

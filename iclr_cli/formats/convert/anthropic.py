@@ -7,7 +7,10 @@ message of unsigned ``thinking``, ``text`` and ``tool_use`` blocks (``id`` = the
 step's observations in order: a ``tool_result`` block per result (``tool_use_id`` = the call's
 id; its text, or a list of text and ``image`` blocks), ``text`` and ``image`` blocks for the
 user's own messages. Refused: signed / encrypted / redacted reasoning, images with an OpenAI
-``detail``, media other than images, and labels with no Anthropic role.
+``detail``, media other than images, labels with no Anthropic role, and a ``tools`` part:
+Anthropic Messages has a top-level ``tools`` list, but the Anthropic adapter does not read it,
+so the read-back check could not confirm the definitions (and OpenAI's ``strict`` has no
+Anthropic place); the refusal names the tools.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import json
 
 from iclr_cli.formats import media
-from iclr_cli.formats.convert.pairing import describe, is_call, is_result, refuse, results, with_call_ids
+from iclr_cli.formats.convert.pairing import describe, describe_tools, is_call, is_result, refuse, results, with_call_ids
 from iclr_cli.formats.convert.reasoning import check_reasoning
 from iclr_cli.trajectory import Part, Step, Trajectory
 
@@ -42,6 +45,8 @@ def to_anthropic(traj: Trajectory) -> tuple[dict, Trajectory]:
     messages: list[dict] = []
     joinable = False  # the message before may take an image of the next part
     for i, part in rest:
+        if part.label == "tools":
+            raise refuse(traj, "prompt", f"{describe_tools(i, part)}: tool definitions are not carried to Anthropic (its adapter does not read a top-level 'tools' list, so they could not be checked); convert to iclr, or to openai for OpenAI definitions", TO)
         if part.label == "system":
             raise refuse(traj, "prompt", "a system part after a user part (Anthropic has one top-level system)", TO)
         if part.label != "user":

@@ -1,9 +1,9 @@
 """The lossless check: the output, read back by the target's own adapter, has the same structure.
 
 Compared for P and every step, part by part in order: kind, label, ``write_back``, text (tool
-call arguments as JSON values: their whitespace is not data), the call id that pairs calls and
-results, and the media payload (kind, media type, base64 data or URL, detail). Trajectory ids
-and ``meta`` are written as fields of each record but not compared.
+call arguments and tool definitions as JSON values: their whitespace is not data), the call id
+that pairs calls and results, and the media payload (kind, media type, base64 data or URL,
+detail). Trajectory ids and ``meta`` are written as fields of each record but not compared.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from iclr_cli.trajectory import Part, Trajectory
 def _same_text(a: Part, b: Part) -> bool:
     if a.text == b.text:
         return True
-    if a.kind == "action" and a.label.startswith("tool_call:"):
+    if (a.kind == "action" and a.label.startswith("tool_call:")) or (a.kind == "prompt" and a.label == "tools"):
         try:
             return json.loads(a.text) == json.loads(b.text)
         except ValueError:

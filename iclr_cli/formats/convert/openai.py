@@ -1,10 +1,10 @@
 """A trajectory as OpenAI chat messages (``{"id", "messages"}``), or a refusal.
 
 P: one message per part, role = the part's label (``system``, ``developer``, ``user``); a
-``tools`` part holding OpenAI tool definitions becomes the record's ``tools``. Each
-step: one assistant message (reasoning as ``reasoning_content``, at most one; visible text as
-``content``, at most one; tool calls as ``tool_calls`` with their ids), then its
-observations: ``tool`` messages (``tool_call_id`` = the call's id) and ``user`` messages.
+``tools`` part holding OpenAI tool definitions becomes the record's ``tools`` (any other
+``tools`` part is refused, naming the tools). Each step: one assistant message (reasoning as
+``reasoning_content``, at most one; visible text as ``content``, at most one; tool calls as
+``tool_calls`` with their ids), then its observations: ``tool`` messages (``tool_call_id`` = the call's id) and ``user`` messages.
 An image part joins the user message of the part before it (``content`` becomes a list of
 ``text`` and ``image_url`` parts) or opens one. Refused: images anywhere but user messages
 (OpenAI chat tool and assistant messages hold text), audio or documents, signed / encrypted /
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from iclr_cli.formats import media
-from iclr_cli.formats.convert.pairing import describe, is_call, is_result, refuse, results, with_call_ids
+from iclr_cli.formats.convert.pairing import describe, describe_tools, is_call, is_result, refuse, results, with_call_ids
 from iclr_cli.formats.convert.reasoning import check_reasoning
 from iclr_cli.trajectory import Part, Step, Trajectory
 
@@ -68,6 +68,9 @@ def to_openai(traj: Trajectory) -> tuple[dict, Trajectory]:
         if part.label == "tools" and tools is None and (definitions := _openai_tools(part.text)) is not None:
             tools = definitions  # beside the messages; the read-back check confirms its place in P
             continue
+        if part.label == "tools":
+            why = "a second tools part has" if tools is not None else "tool definitions not in OpenAI's form (a list of {\"type\": ...} objects) have"
+            raise refuse(traj, "prompt", f"{describe_tools(i, part)}: {why} no place in an OpenAI chat record", TO)
         if part.label not in ROLES:
             raise refuse(traj, "prompt", f"label {part.label!r} has no OpenAI chat role", TO)
         if part.media is not None:

@@ -1,4 +1,5 @@
-"""What every conversion shares: the refusal, and tool results paired with their calls by id.
+"""What every conversion shares: the refusal and how it names a part, and tool results paired
+with their calls by id.
 
 A step's tool calls and results carry ``call_id`` (docs/FORMAT.md, "convert"). Results pair
 with calls by that id, never by position: parallel results come back in any order. Only a
@@ -8,6 +9,7 @@ id-less result answers the k-th id-less call, as in the source format itself.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 
 from iclr_cli.errors import UsageError
@@ -24,6 +26,30 @@ def describe(index: int, part: Part) -> str:
     """``part 3 (observation 'tool_result', image/png)``: a part named in a refusal."""
     what = f", {media.describe(part.media)}" if part.media is not None else ""
     return f"part {index} ({part.kind} {part.label!r}{what})"
+
+
+def tool_names(text: str) -> list[str]:
+    """The tool names in a ``tools`` part (OpenAI ``function.name``, Anthropic ``name``, Gemini
+    ``functionDeclarations[].name``), in order; empty when the text is not such a list."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    names: list[str] = []
+    for tool in value if isinstance(value, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        declared = tool.get("functionDeclarations", tool.get("function_declarations"))
+        for item in declared if isinstance(declared, list) else [tool.get("function", tool)]:
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                names.append(item["name"])
+    return names
+
+
+def describe_tools(index: int, part: Part) -> str:
+    """``part 1 (prompt 'tools': get_weather, search)``: a tools part named in a refusal."""
+    names = tool_names(part.text)
+    return f"part {index} ({part.kind} 'tools': {', '.join(names) if names else 'tool definitions'})"
 
 
 def is_call(part: Part) -> bool:
