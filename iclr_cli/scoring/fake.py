@@ -27,6 +27,10 @@ class RegexTokenizer:
         return [m.span() for m in _TOKEN.finditer(text)]
 
 
+def _token_id(piece: str) -> int:
+    return int.from_bytes(hashlib.blake2b(piece.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+
+
 class FakeScorer:
     """Context-dependent pseudo-entropies from a hash; see the module docstring.
 
@@ -44,12 +48,12 @@ class FakeScorer:
         self.calls = 0
         self.record_requests = record_requests
         self.requests_seen: list[ScoreRequest] = []
-        self._vocab: dict[str, int] = {}
 
     def _encode(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        # A token's id is a hash of its text, never the order tokens were first seen: scores
+        # must not depend on what this scorer (or another worker's) scored before.
         spans = self.tokenizer.token_spans(text)
-        ids = [self._vocab.setdefault(text[s:e], len(self._vocab)) for s, e in spans]
-        return ids, spans
+        return [_token_id(text[s:e]) for s, e in spans], spans
 
     @staticmethod
     def _entropy(prev: int, tok: int) -> float:
