@@ -73,6 +73,18 @@ def test_completed_step_is_compressed_once_and_reused():
     assert body2["messages"][:4] == body["messages"]
 
 
+def test_unread_assistant_text_is_counted_once_per_step(caplog):
+    state = make_state()
+    msgs = conversation(2, thoughts="a field no adapter reads")
+    with caplog.at_level("WARNING", logger="iclr.serve"):
+        send(state, msgs[:4])
+        send(state, msgs)  # step 0 is stored: its text is not reported again
+    total = state.stats.total
+    assert total.steps_compressed == 2 and total.unrecognised == 2
+    said = [r.getMessage() for r in caplog.records if "thoughts" in r.getMessage()]
+    assert len(said) == 2 and "messages[2].thoughts" in said[0] and "messages[4].thoughts" in said[1]
+
+
 def test_reasoning_shapes_are_written_back_in_place():
     state = make_state()
     body, _ = send(state, conversation(1, field="think"))

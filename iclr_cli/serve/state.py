@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ import orjson
 
 from iclr_cli.compress import Settings, compress_step
 from iclr_cli.errors import IclrError
+from iclr_cli.formats.base import Unrecognised
 from iclr_cli.formats.openai_messages import REASONING_FIELDS, read_messages, write_messages
 from iclr_cli.scoring.base import Scorer, Tokenizer
 from iclr_cli.serve.fingerprint import conversation_id, step_keys
@@ -181,14 +183,17 @@ class ServeState:
                 continue
             stored = conv.steps.get(keys[t])
             if stored is None:
-                stored = self._compress(conv, prompt, done, step)
+                unread = _unrecognised_in(read.unrecognised, read.step_spans[t])
+                for item in unread:  # said once: a step is compressed once
+                    log.warning("conversation %s step %d: %s", conv.id, step.index, item.describe("request"))
+                stored = self._compress(conv, prompt, done, step, len(unread))
                 conv.steps[keys[t]] = stored
                 self.store.save_step(conv.id, keys[t], stored)
                 compressed += 1
             done.append(step.with_reasoning(stored.texts))
         return write_messages(messages, read, read.with_steps(done)), compressed
 
-    def _compress(self, conv: Conversation, prompt: Sequence[Part], history: Sequence[Step], step: Step) -> StoredStep:
+    def _compress(self, conv: Conversation, prompt: Sequence[Part], history: Sequence[Step], step: Step, unrecognised: int = 0) -> StoredStep:
         # The accounting is replay's: compress_step's report, i.e. token_accounting.account of
         # (text as generated, text as sent) per part. What write_messages sends is what
         # compress_step returned (serve writes encrypted copies with OpaqueEdits.DROP, and
@@ -205,7 +210,7 @@ class ServeState:
             except Exception:
                 tokens = ReasoningTokens()
             stored = StoredStep(texts, tokens.generated, 0, reason)
-        self.stats.compressed(conv.counts, tokens, stored.failure is not None)
+        self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised)
         return stored
 
     def _restore(self, conv: Conversation, messages: list[dict]) -> list[dict]:
@@ -245,3 +250,16 @@ class ServeState:
                             conv.reasoning[call["id"]] = (name, reply[name])
                         self.store.save_reasoning(conv.id, call["id"], name, reply[name])
         return conv
+
+
+_MESSAGE_INDEX = re.compile(r"^messages\[(\d+)\]")
+
+
+def _unrecognised_in(items: Sequence[Unrecognised], span: tuple[int, int]) -> list[Unrecognised]:
+    """The items whose field lies in the messages ``span`` (``messages[i]...``, start <= i < end)."""
+    out = []
+    for item in items:
+        m = _MESSAGE_INDEX.match(item.field)
+        if m and span[0] <= int(m.group(1)) < span[1]:
+            out.append(item)
+    return out

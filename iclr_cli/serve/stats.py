@@ -40,6 +40,7 @@ class Counts:
     upstream_errors: int = 0
     steps_compressed: int = 0
     scorer_failures: int = 0
+    unrecognised: int = 0
     reasoning: ReasoningTokens = ReasoningTokens()
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -61,6 +62,7 @@ class Counts:
             "upstream_errors": self.upstream_errors,
             "steps_compressed": self.steps_compressed,
             "scorer_failures": self.scorer_failures,
+            "unrecognised": self.unrecognised,
             "reasoning_tokens_generated": self.reasoning.generated,
             "reasoning_tokens_removed": self.reasoning.deleted,
             "reasoning_tokens_kept": self.reasoning.kept,
@@ -114,14 +116,16 @@ class Stats:
         self.metrics = Metrics()
         self.lock = threading.Lock()
 
-    def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool) -> None:
+    def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool, unrecognised: int = 0) -> None:
         """Record one step compressed once; ``tokens`` is its accounting
-        (:func:`iclr_cli.token_accounting.account` of the texts as generated and as sent)."""
+        (:func:`iclr_cli.token_accounting.account` of the texts as generated and as sent);
+        ``unrecognised`` counts the step's texts read neither as reasoning nor as action."""
         with self.lock:
             for c in (conv, self.total):
                 c.steps_compressed += 1
                 c.reasoning = c.reasoning + tokens
                 c.scorer_failures += failed
+                c.unrecognised += unrecognised
         self.metrics.steps.inc()
         self.metrics.reasoning.labels("generated").inc(tokens.generated)
         self.metrics.reasoning.labels("removed").inc(tokens.deleted)
