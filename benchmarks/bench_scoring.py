@@ -84,42 +84,52 @@ def rss_mib() -> float:
 # -- the three methods ----------------------------------------------------------------------
 
 class Recorder:
-    """Wraps a scorer's ``_forward`` to keep the exact token chunks it ran, for (1) bare."""
+    """Wraps the scorer engine's group runs to keep the exact work (3) did, for (1) bare:
+    per batched group, each row's past length and new token ids."""
 
     def __init__(self, scorer):
-        self.calls: list[tuple[object, int, int]] = []
-        self._inner = scorer._forward
-        scorer._forward = self
+        self.groups: list[list[tuple[int, list[int]]]] = []
+        self.engine = scorer._engine
+        self._inner = self.engine._run_group
+        self.engine._run_group = self
 
-    def __call__(self, ids, offset, cache, rows):
-        self.calls.append((ids.clone(), offset, id(cache)))
-        return self._inner(ids, offset, cache, rows)
+    def __call__(self, segs):
+        self.groups.append([(g.past_len, list(g.ids)) for g in segs])
+        return self._inner(segs)
+
+    def restore(self) -> None:
+        self.engine._run_group = self._inner
 
 
-def bare_replay(scorer, calls) -> float:
-    """Seconds to run ``calls`` through the model body only, with the same cache reuse."""
+def bare_replay(scorer, groups) -> float:
+    """Seconds to run the recorded groups through the model body only: the same batches,
+    past lengths (zero-filled buffers: attention costs the same), steps and masks as (3),
+    without copying stored pasts in or out, the LM head or the entropies."""
     import torch
 
-    from iclr_cli.scoring.transformers_scorer import _crop
+    from iclr_cli.scoring.kv import buffer_cache
 
-    # Keyed by the id of the cache object (3) used; as many kept as (3) can keep, the least
-    # recently used dropped first, so replay memory stays comparable to (3).
-    caches: OrderedDict[int, object] = OrderedDict()
+    engine, shape = scorer._engine, scorer._engine.shape
     t = time.perf_counter()
     with torch.inference_mode():
-        for ids, offset, key in calls:
-            if offset == 0:
-                caches.pop(key, None)
-                caches[key] = scorer._new_cache()
-                while len(caches) > scorer.max_streams + 1:
-                    caches.popitem(last=False)
-            caches.move_to_end(key)
-            cache = caches[key]
-            _crop(cache, offset)
-            batch, length = ids.shape
-            step = max(64, scorer.forward_chunk // batch)
-            for a in range(0, length, step):
-                scorer._base(input_ids=ids[:, a : a + step], use_cache=True, **{scorer._cache_kw: cache})
+        for rows in groups:
+            lens = [p for p, _ in rows]
+            news = [len(ids) for _, ids in rows]
+            most_past, most_new = max(lens), max(news)
+            buf = torch.zeros(shape.layers, 2, len(rows), shape.kv_heads, most_past + most_new, shape.head_dim,
+                              dtype=shape.dtype, device=engine.device)
+            cache = buffer_cache(buf, most_past)
+            padded = len(set(lens)) > 1 or len(set(news)) > 1
+            mask = torch.ones(len(rows), most_past + most_new, dtype=torch.long, device=engine.device)
+            step = max(256, engine.forward_chunk // len(rows)) if len(rows) > 1 else engine.forward_chunk
+            for a in range(0, most_new, step):
+                c = min(step, most_new - a)
+                ids = torch.tensor([(list(r[a : a + c]) + [0] * c)[:c] for _, r in rows], device=engine.device)
+                kw = {}
+                if padded:
+                    kw = {"attention_mask": mask[:, : most_past + a + c],
+                          "position_ids": torch.tensor([[p + a + k for k in range(c)] for p in lens], device=engine.device)}
+                scorer._base(input_ids=ids, use_cache=True, **{scorer._cache_kw: cache}, **kw)
     return time.perf_counter() - t
 
 
@@ -145,10 +155,10 @@ def compare(scorer, trajs, *, naive: bool) -> dict:
     try:
         ours, t_ours, peak_ours = timed_run(scorer, trajs, prefix_cache=True)
     finally:
-        scorer._forward = recorder._inner
+        recorder.restore()
     stats = scorer.stats
     reset_peak()
-    t_bare = bare_replay(scorer, recorder.calls)
+    t_bare = bare_replay(scorer, recorder.groups)
     row = {
         "trajectories": len(trajs),
         "steps": sum(len(t.steps) for t in trajs),
@@ -261,10 +271,7 @@ def memory_check(scorer, target: int, baseline: float) -> dict:
     [res] = scorer.score([req])
     elapsed = time.perf_counter() - t
     peak = peak_mib()
-    entry = next(iter(scorer._streams.values()), None)
-    kv = 0.0
-    if entry is not None:
-        kv = sum(t.numel() * t.element_size() for layer in entry.cache.layers for t in (layer.keys, layer.values)) / 2**20
+    kv = sum(state.store.nbytes for state, _, _ in scorer._streams._entries.values()) / 2**20
     scorer.reset()
     del torch
     return {"context_tokens": res.context_tokens, "weights_mib": weights, "baseline_mib": baseline,
@@ -282,6 +289,7 @@ def main(argv=None) -> int:
     ap.add_argument("--real-max-tokens", type=int, help="skip real trajectories longer than this (default 10000; quick 3000)")
     ap.add_argument("--memory-tokens", type=int, help="context length of the memory check (default 8192; quick 2048)")
     ap.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
+    ap.add_argument("--context", choices=["fresh", "sliding"], help="context mode (default: the scorer's)")
     ap.add_argument("--only", help="real files whose path contains this text")
     ap.add_argument("--sections", nargs="+", default=["memory", "synthetic", "real"],
                     choices=["memory", "synthetic", "real"], help="what to run (default: all)")
@@ -301,9 +309,9 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     t = time.perf_counter()
-    scorer = build_scorer(args.model)
+    scorer = build_scorer(args.model, **({"context": args.context} if args.context else {}))
     load_s = time.perf_counter() - t
-    out: dict = {"model": scorer.name, "dtype": str(next(scorer.model.parameters()).dtype), "device": str(scorer._device),
+    out: dict = {"model": scorer.name, "context": scorer.context, "dtype": str(next(scorer.model.parameters()).dtype), "device": str(scorer._device),
                  "threads": torch.get_num_threads(), "cpus": os.cpu_count(), "load_seconds": load_s,
                  "loadavg_start": os.getloadavg(), "synthetic": {}, "real": {}}
     print(f"model {scorer.name} ({out['dtype']}, {out['device']}, {out['threads']} threads), loaded in {load_s:.1f} s; "

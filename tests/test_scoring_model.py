@@ -110,10 +110,14 @@ def test_cached_and_uncached_agree_on_the_real_model(smol):
     settings = Settings(parse_variant("iclr"))
     smol.prefix_cache = True
     smol.reset()
+    before = smol.stats.forward_tokens
     cached = compress_trajectories([traj], settings, smol, smol.tokenizer)
+    run_cached = smol.stats.forward_tokens - before
     smol.prefix_cache = False
     try:
+        before = smol.stats.forward_tokens
         naive = compress_trajectories([traj], settings, smol, smol.tokenizer)
+        run_naive = smol.stats.forward_tokens - before
     finally:
         smol.prefix_cache = True
     pairs = [(x, y) for rc, rn in zip(cached[0].steps, naive[0].steps) for x, y in zip(rc.blocks, rn.blocks)]
@@ -121,7 +125,30 @@ def test_cached_and_uncached_agree_on_the_real_model(smol):
     for x, y in pairs:
         assert x.n_tokens == y.n_tokens and abs(x.entropy_bits - y.entropy_bits) < 1e-3
     assert cached[0].compressed == naive[0].compressed
-    # The speed-up of the prefix cache is a benchmark figure (benchmarks/bench_scoring.py).
+    # The speed-up of the prefix cache is a benchmark figure (benchmarks/bench_scoring.py);
+    # the work saved is a count.
+    assert run_cached < run_naive / 2
+
+
+@pytest.mark.parametrize("context", ["fresh", "sliding"])
+def test_batched_trajectories_equal_batch_one_on_the_real_model(smol, context):
+    """Issue 12: step t of trajectories whose cached prefixes differ in length, in one batch.
+    A 256-token limit makes both contexts window (fresh) or evict (sliding)."""
+    from iclr_cli.scoring.transformers_scorer import TransformersScorer
+
+    trajs = [_trajectory(n).__class__(f"t{n}", _trajectory(n).prompt, _trajectory(n).steps) for n in (2, 3, 5)]
+    settings = Settings(parse_variant("iclr"))
+    runs = {}
+    for rows in (1, 4):
+        scorer = TransformersScorer(smol.model, smol.tokenizer, max_tokens=256, context=context, batch_size=rows)
+        runs[rows] = (compress_trajectories(trajs, settings, scorer, scorer.tokenizer), scorer.stats)
+    (one, s1), (four, s4) = runs[1], runs[4]
+    pairs = [(x, y) for a, b in zip(one, four) for ra, rb in zip(a.steps, b.steps) for x, y in zip(ra.blocks, rb.blocks)]
+    assert len(pairs) == 30 and sum(r.windowed for res in one for r in res.steps) >= 3
+    for x, y in pairs:
+        assert x.n_tokens == y.n_tokens and abs(x.entropy_bits - y.entropy_bits) < 1e-3
+    assert [r.compressed for r in one] == [r.compressed for r in four]
+    assert s4.batches < s1.batches and s4.pad_tokens > 0 and s4.forward_tokens == s1.forward_tokens
 
 
 def test_bfloat16_is_available_as_an_opt_in(cache_dir, monkeypatch):

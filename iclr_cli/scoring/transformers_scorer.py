@@ -1,35 +1,41 @@
-"""The real scorer: a frozen Hugging Face causal LM, prefix (KV) cache reuse, batching.
+"""The real scorer: a frozen Hugging Face causal LM, stream caches, batched forwards.
 
-METHOD.md, "Score". For every request the scorer lays out the tokens the proxy sees
-(:func:`iclr_cli.scoring.window.lay_out`), runs the model, and takes the full-vocabulary
-entropy in bits of the distribution at position ``p - 1`` for every block token ``p``; a
-block's score is the mean over its tokens.
+METHOD.md, "Score". For every request the scorer lays out the tokens the proxy sees, runs the
+model, and takes the full-vocabulary entropy in bits of the distribution at position ``p - 1``
+for every block token ``p``; a block's score is the mean over its tokens.
 
-Work saved, never results changed (cached, uncached and batched agree within 1e-3 bits):
+Two context modes (``context``, CLI ``--context``), when P + history + step is over the limit:
 
-- **Prefix reuse.** Step t+1 of a trajectory repeats P and the history of step t. Per
-  ``stream`` the scorer keeps the token ids and the KV cache of its last request (at most
-  ``max_streams`` streams and ``cache_tokens`` tokens in all: ~46 KB per token in float32 for
-  SmolLM2, so the default 32,768 tokens is ~1.5 GB). The next request of the stream keeps
-  the cached prefix up to
-  ``min(common token prefix, first needed position)``: the hidden state at ``p - 1`` is what
-  predicts token ``p`` and a KV cache holds no hidden states, so that position is recomputed.
-  Only the remaining tokens are run. When all slots hold streams seen in the current call, a
-  new stream is scored without being cached, so a batch of more trajectories than slots does
-  not evict every entry before it is reused (cyclic LRU thrashing).
+- ``fresh``: the proxy sees P, as much recent history as fits (on a grid, see
+  :mod:`iclr_cli.scoring.window`) and the step, computed from scratch as one sequence. A
+  stream's cache (:mod:`iclr_cli.scoring.streams`) only saves work: cached, uncached and
+  batched agree within 1e-3 bits. Cost: each step whose window start moved runs a whole window.
+- ``sliding``: the proxy reads the whole sequence once, through a window of ``limit`` tokens
+  that slides over it with P's head kept as attention sink; each token's keys and values are
+  computed once and kept while inside the window (:mod:`iclr_cli.scoring.sliding` says
+  exactly what each token conditions on). Cost grows with the session's length.
+
+Below the limit both are one plain forward pass over P + history + step.
+
+Work saved, never results changed:
+
+- **Batching** (:mod:`iclr_cli.scoring.engine`). Step t of many trajectories runs as one
+  batch even when their cached pasts differ in length (padded, explicit positions and masks).
+  History-free requests (``step-only``) and uncached ones batch the same way.
 - **Chunks.** The model runs ``forward_chunk`` tokens at a time (activation memory), and only
-  hidden states at needed positions go through the LM head, ``chunk_size`` at a time
-  (:mod:`iclr_cli.scoring.entropy`).
-- **Batching.** Requests that cannot use the cache (``prefix_cache=False``, or the
-  ``step-only`` variant whose input is history-free) are batched longest first with right
-  padding and their results put back in request order. Under a causal mask a real token never
-  attends to a later position, so right padding needs no attention mask and cannot change a
-  real token's hidden state.
+  hidden states at needed positions go through the LM head, ``chunk_size`` at a time.
+- **Memory budget.** ``cache_tokens`` bounds the keys/values of all streams (kept and in
+  work), ``batch_tokens`` the buffer of one batch, ``batch_size`` its rows; by default all
+  three come from the device's free memory (:mod:`iclr_cli.scoring.budget`).
+  ``stream_capacity`` tells callers how many trajectories can keep caches at once.
 
 Position 0 has no predicting distribution. For a history-free request (``step-only``: no P,
 no history) the scorer prepends the tokenizer's start token (``bos_id``, ``<|im_start|>`` for
 SmolLM2) so that the step's first token is scored too; the step is then limited to
 ``max_tokens - 1`` tokens. When the model has no start token, the first token is not scored.
+
+Models whose keys and values the scorer cannot manage (layers other than plain full
+attention, or transformers < 4.56) are scored without prefix reuse, and only in ``fresh``.
 """
 
 from __future__ import annotations
@@ -39,50 +45,60 @@ import inspect
 import os
 import platform
 import sys
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from iclr_cli.errors import UsageError
+from iclr_cli.scoring import budget as budgets
 from iclr_cli.scoring.base import (
+    CONTEXTS,
+    DEFAULT_CONTEXT,
     DEFAULT_MAX_TOKENS,
     BlockScore,
     Overflow,
     ScoreRequest,
     ScoreResult,
 )
-from iclr_cli.scoring.entropy import DEFAULT_CHUNK, head_entropies, logit_transform
-from iclr_cli.scoring.window import Layout, lay_out
+from iclr_cli.scoring.engine import Engine, ScorerStats, Segment
+from iclr_cli.scoring.entropy import DEFAULT_CHUNK, logit_transform
+from iclr_cli.scoring.kv import probe
+from iclr_cli.scoring.sliding import SlidingJob, SlidingWindow
+from iclr_cli.scoring.streams import FreshJob, StreamCache
+from iclr_cli.scoring.window import Layout, lay_out, lay_out_whole
 
 DEFAULT_FORWARD_CHUNK = 1024
-DEFAULT_BATCH_TOKENS = 16_384
-DEFAULT_CACHE_TOKENS = 32_768
 _ENCODE_MEMO = 4096
 
-
-@dataclass
-class ScorerStats:
-    """Counters for benchmarks and tests (tokens are proxy tokens).
-
-    ``forward_tokens``: tokens run through the model, padding included; ``reused_tokens``:
-    tokens taken from a stream's KV cache instead; ``scored_positions``: hidden states that
-    went through the LM head; ``batches``: forward passes over a group of requests.
-    """
-
-    requests: int = 0
-    forward_tokens: int = 0
-    reused_tokens: int = 0
-    scored_positions: int = 0
-    batches: int = 0
+__all__ = ["CONTEXTS", "DEFAULT_CONTEXT", "ScorerStats", "TransformersScorer"]
 
 
-@dataclass
-class _Stream:
-    ids: tuple[int, ...]
-    cache: object
-    last_call: int
+@dataclass(frozen=True)
+class _Meta:
+    """What a result reports about the context: see :class:`~iclr_cli.scoring.base.ScoreResult`."""
+
+    windowed: bool
+    history_kept: int
+    context_tokens: int
+
+
+class _OneShot:
+    """A request run without a stream cache: one segment from position 0."""
+
+    reused = 0
+
+    def __init__(self, ids, rows):
+        self.ids, self.rows, self.entropies, self._done = ids, rows, {}, False
+
+    def next_segment(self) -> Segment | None:
+        if self._done:
+            return None
+        self._done = True
+        return Segment([], self.ids, list(self.rows), None)
+
+    def accept(self, entropies: dict[int, float]) -> None:
+        self.entropies = entropies
 
 
 class TransformersScorer:
@@ -96,17 +112,21 @@ class TransformersScorer:
         max_tokens: requested input limit; the enforced one is
             ``min(max_tokens, config.max_position_embeddings)``.
         overflow: ``window`` or ``skip`` (METHOD.md, "Input limit").
-        prefix_cache: reuse KV caches across the requests of a stream.
-        batch_size: most requests per batched forward.
+        context: ``fresh`` or ``sliding`` (module docstring).
+        prefix_cache: keep stream caches across requests (``False``: every request from
+            scratch; results are the same).
+        batch_size: most rows per batched forward (``None``: from the device, see
+            :mod:`iclr_cli.scoring.budget`).
         chunk_size: positions per LM-head call.
-        forward_chunk: tokens per forward call (divided among the rows of a batch).
-        max_streams: most streams whose KV cache is kept.
-        cache_tokens: most tokens kept in KV caches over all streams (bounds memory).
-        batch_tokens: most padded tokens in one batch (``rows * longest``); a single request
-            longer than this still runs, alone.
+        forward_chunk: tokens per forward step (divided among the rows of a batch).
+        max_streams: most streams whose cache is kept (``None``: no count limit).
+        cache_tokens: most key/value tokens over all stream caches (``None``: from free memory).
+        batch_tokens: most buffer slots of one batch (rows x (longest past + longest new);
+            ``None``: from free memory); a single longer row still runs, alone.
 
     Raises:
-        UsageError: for an unknown ``overflow`` or a size parameter below 1.
+        UsageError: for an unknown ``overflow`` or ``context``, a size parameter below 1, or
+            ``sliding`` with a model whose keys cannot be re-rotated.
     """
 
     def __init__(
@@ -117,20 +137,23 @@ class TransformersScorer:
         name: str = "proxy",
         max_tokens: int = DEFAULT_MAX_TOKENS,
         overflow: Overflow = "window",
+        context: str = DEFAULT_CONTEXT,
         prefix_cache: bool = True,
-        batch_size: int = 8,
+        batch_size: int | None = None,
         chunk_size: int = DEFAULT_CHUNK,
         forward_chunk: int = DEFAULT_FORWARD_CHUNK,
-        max_streams: int = 16,
-        cache_tokens: int = DEFAULT_CACHE_TOKENS,
-        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        max_streams: int | None = None,
+        cache_tokens: int | None = None,
+        batch_tokens: int | None = None,
     ):
         if overflow not in ("window", "skip"):
             raise UsageError(f"--overflow {overflow!r}: choose window or skip")
+        if context not in CONTEXTS:
+            raise UsageError(f"--context {context!r}: choose {' or '.join(CONTEXTS)}")
         for label, value in (("max_tokens", max_tokens), ("batch_size", batch_size), ("chunk_size", chunk_size),
                              ("forward_chunk", forward_chunk), ("max_streams", max_streams),
                              ("cache_tokens", cache_tokens), ("batch_tokens", batch_tokens)):
-            if value < 1:
+            if value is not None and value < 1:
                 raise UsageError(f"{label} must be at least 1, got {value}")
         self.model = model
         self.tokenizer = tokenizer
@@ -138,46 +161,75 @@ class TransformersScorer:
         limit = getattr(model.config, "max_position_embeddings", None)
         self.max_tokens = min(max_tokens, limit) if limit else max_tokens
         self.overflow = overflow
-        self.prefix_cache = prefix_cache
-        self.batch_size = batch_size
+        self.context = context
         self.chunk_size = chunk_size
         self.forward_chunk = forward_chunk
-        self.max_streams = max_streams
-        self.cache_tokens = cache_tokens
-        self.batch_tokens = batch_tokens
-        self.stats = ScorerStats()
         self._base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
-        self._head = model.get_output_embeddings()
-        self._transform = logit_transform(model.config)
         self._device = next(model.parameters()).device
-        # transformers 5.2x renamed the forward's ``past_key_values`` to ``cache``.
-        params = inspect.signature(self._base.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
-        self._pad_id = tokenizer.bos_id if tokenizer.bos_id is not None else 0
-        self._streams: OrderedDict[str, _Stream] = OrderedDict()
-        self._memo: OrderedDict[str, tuple[list[int], list[tuple[int, int]]]] = OrderedDict()
-        self._call = 0
         if self._device.type == "cpu":
             _limit_threads()
             _fix_mmap_threshold()
+        # transformers 5.2x renamed the forward's ``past_key_values`` to ``cache``.
+        params = inspect.signature(self._base.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        found = probe(self._base, self._cache_kw)
+        if context == "sliding" and found.rotary is None:
+            raise UsageError(f"--context sliding needs a model whose cached keys can be re-rotated: "
+                             f"{found.reason or found.rotary_reason}; use --context fresh")
+        self._shape, self._rotary = found.shape, found.rotary
+        self.prefix_cache = prefix_cache and self._shape is not None
+        per_token = self._shape.bytes_per_token if self._shape else 1
+        auto = budgets.plan(per_token, self.max_tokens, self._device)
+        self.batch_size = batch_size or auto.batch_size
+        self.cache_tokens = cache_tokens or auto.cache_tokens
+        self.batch_tokens = batch_tokens or auto.batch_tokens
+        self.max_streams = max_streams or 1 << 30
+        self.free_bytes = auto.free_bytes
+        self._pad_id = tokenizer.bos_id if tokenizer.bos_id is not None else 0
+        self._engine = Engine(self._base, model.get_output_embeddings(), logit_transform(model.config), self._shape,
+                              cache_kw=self._cache_kw, pad_id=self._pad_id, chunk_size=chunk_size,
+                              forward_chunk=forward_chunk, batch_size=self.batch_size, batch_tokens=self.batch_tokens)
+        self._streams = StreamCache(self.max_streams, self.cache_tokens)
+        self._memo: dict[str, tuple[list[int], list[tuple[int, int]]]] = {}
+        self._call = 0
+
+    @property
+    def stats(self) -> ScorerStats:
+        """Work counters (:class:`~iclr_cli.scoring.engine.ScorerStats`); assign a new one to reset."""
+        return self._engine.stats
+
+    @stats.setter
+    def stats(self, value: ScorerStats) -> None:
+        self._engine.stats = value
+
+    @property
+    def stream_tokens(self) -> int:
+        """Cache tokens one trajectory may need: its window, plus in ``sliding`` the evicted
+        tokens kept for write-back (up to one step, itself at most the limit)."""
+        return self.max_tokens * (2 if self.context == "sliding" else 1) + max(1, self.max_tokens // 8)
+
+    @property
+    def stream_capacity(self) -> int:
+        """How many trajectories can keep their caches at once (callers schedule by it)."""
+        return max(1, min(self.max_streams, self.cache_tokens // self.stream_tokens))
 
     # -- layout -----------------------------------------------------------------------------
 
     def _encode(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """Memoised tokenization: P and history segments repeat step after step."""
-        hit = self._memo.get(text)
-        if hit is not None:
-            self._memo.move_to_end(text)
-            return hit
-        enc = self.tokenizer.encode(text)
-        self._memo[text] = enc
-        if len(self._memo) > _ENCODE_MEMO:
-            self._memo.popitem(last=False)
-        return enc
+        hit = self._memo.pop(text, None)
+        if hit is None:
+            hit = self.tokenizer.encode(text)
+            if len(self._memo) >= _ENCODE_MEMO:
+                del self._memo[next(iter(self._memo))]
+        self._memo[text] = hit  # re-inserted: the dict's order is least recently used first
+        return hit
 
     def _lay_out(self, req: ScoreRequest) -> Layout:
         bos = self.tokenizer.bos_id
         if req.prompt or req.history or bos is None:
+            if self.context == "sliding":
+                return lay_out_whole(req, self._encode, self.max_tokens, self.overflow)
             return lay_out(req, self._encode, self.max_tokens, self.overflow)
         layout = lay_out(req, self._encode, self.max_tokens - 1, self.overflow)
         if layout.plan.skipped:
@@ -195,20 +247,33 @@ class TransformersScorer:
                 positions[block].insert(0, 1)
         return Layout((bos, *layout.ids), tuple(tuple(p) for p in positions), layout.plan)
 
+    def _meta(self, req: ScoreRequest, lay: Layout) -> _Meta:
+        if self.context != "sliding" or not (req.prompt or req.history):
+            return _Meta(lay.plan.windowed, len(req.history) - lay.plan.first_history, len(lay.ids))
+        prompt = sum(len(self._encode(seg)[0]) for seg in req.prompt)
+        window = SlidingWindow.for_prompt(prompt, self.max_tokens)
+        last = len(lay.ids) - 1 - window.sink
+        step_start = len(lay.ids) - len(self._encode(req.step)[0]) - window.sink
+        seen_from = window.sink + window.start(max(0, step_start))
+        end, kept = prompt, 0
+        for seg in req.history:
+            end += len(self._encode(seg)[0])
+            kept += end > seen_from
+        return _Meta(len(lay.ids) > self.max_tokens, kept, window.sink + last + 1 - window.start(max(0, last)))
+
     # -- scoring ----------------------------------------------------------------------------
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """Score every request; results in request order (see :class:`~iclr_cli.scoring.base.Scorer`).
 
-        Requests of one stream must come in causal order; the cache is only an optimisation
-        and results never depend on it.
+        Requests of one stream must come in causal order; caches never change results.
         """
         self._call += 1
         self.stats.requests += len(requests)
         layouts = [self._lay_out(r) for r in requests]
         results: list[ScoreResult | None] = [None] * len(requests)
+        plain: list[tuple[int, list[int]]] = []
         streamed: list[tuple[int, list[int]]] = []
-        batched: list[tuple[int, list[int]]] = []
         for i, (req, lay) in enumerate(zip(requests, layouts)):
             if lay.plan.skipped:
                 results[i] = ScoreResult((), skipped=lay.plan.skipped)
@@ -216,128 +281,83 @@ class TransformersScorer:
             rows = sorted({p - 1 for ps in lay.block_positions for p in ps})
             if not rows:
                 results[i] = self._result(req, lay, {})
-            elif self.prefix_cache and (req.prompt or req.history):
-                streamed.append((i, rows))
+            elif req.prompt or req.history:
+                (streamed if self.prefix_cache or self.context == "sliding" else plain).append((i, rows))
             else:
-                batched.append((i, rows))
-        with torch.inference_mode():
-            for i, rows in streamed:
-                ent = self._score_stream(requests[i].stream, layouts[i].ids, rows)
-                results[i] = self._result(requests[i], layouts[i], ent)
-            for group in self._groups([(i, rows, len(layouts[i].ids)) for i, rows in batched]):
-                ents = self._score_batch([layouts[i].ids for i, _ in group], [rows for _, rows in group])
-                for (i, _), ent in zip(group, ents):
-                    results[i] = self._result(requests[i], layouts[i], ent)
+                plain.append((i, rows))
+        if plain:
+            jobs = [_OneShot(layouts[i].ids, rows) for i, rows in plain]
+            self._run(jobs)
+            for (i, _), job in zip(plain, jobs):
+                results[i] = self._result(requests[i], layouts[i], job.entropies)
+        for wave in self._waves(requests, layouts, streamed):
+            with torch.inference_mode():
+                jobs = [self._job(requests[i], layouts[i], rows) for i, rows in wave]
+            self._run(jobs)
+            for (i, _), job in zip(wave, jobs):
+                self.stats.reused_tokens += job.reused
+                results[i] = self._result(requests[i], layouts[i], job.entropies)
+                if self.prefix_cache and job.state is not None:
+                    self._streams.put(requests[i].stream, job.state, job.state.store.capacity, self._call)
         return results  # type: ignore[return-value]
 
-    @staticmethod
-    def _result(req: ScoreRequest, lay: Layout, ent: dict[int, float]) -> ScoreResult:
+    def _waves(self, requests, layouts, streamed):
+        """Stream requests in groups whose caches fit ``cache_tokens`` together with the kept ones.
+
+        Taking a stream's state out of the cache makes it part of the work; other streams'
+        states are evicted (least recently used, never one of this call) to make room.
+        """
+        for i, _ in streamed:
+            self._streams.touch(requests[i].stream, self._call)
+        wave: list[tuple[int, list[int]]] = []
+        need = 0
+        for i, rows in streamed:
+            size = max(0, min(len(layouts[i].ids), self.stream_tokens) - self._streams.size(requests[i].stream))
+            if wave and not self._streams.make_room(need + size, self._call):
+                yield wave
+                wave, need = [], 0
+            wave.append((i, rows))
+            need += size
+        if wave:
+            yield wave
+
+    def _job(self, req: ScoreRequest, lay: Layout, rows: list[int]):
+        state = self._streams.take(req.stream) if self.prefix_cache else None
+        if self.context == "fresh":
+            return FreshJob(state, lay.ids, rows, self._shape, _common_prefix, keep=self.prefix_cache, most=self.max_tokens)
+        prompt = sum(len(self._encode(seg)[0]) for seg in req.prompt)
+        window = SlidingWindow.for_prompt(prompt, self.max_tokens)
+        step_start = len(lay.ids) - len(self._encode(req.step)[0])
+        return SlidingJob(state, lay.ids, rows, window, step_start, self._shape, self._rotary, _common_prefix)
+
+    def _run(self, jobs) -> None:
+        """Run jobs in lock step: each round batches the next segment of every unfinished job.
+
+        Stores are created, rotated and trimmed in inference mode too: torch forbids in-place
+        updates of inference tensors outside it.
+        """
+        active = list(jobs)
+        with torch.inference_mode():
+            while active:
+                segs = [(job, job.next_segment()) for job in active]
+                segs = [(job, seg) for job, seg in segs if seg is not None]
+                if not segs:
+                    return
+                for (job, _), ent in zip(segs, self._engine.run([seg for _, seg in segs])):
+                    job.accept(ent)
+                active = [job for job, _ in segs]
+
+    def _result(self, req: ScoreRequest, lay: Layout, ent: dict[int, float]) -> ScoreResult:
         blocks = []
         for ps in lay.block_positions:
             hs = [ent[p - 1] for p in ps]
             blocks.append(BlockScore(len(hs), sum(hs) / len(hs) if hs else None))
-        return ScoreResult(
-            tuple(blocks),
-            windowed=lay.plan.windowed,
-            history_kept=len(req.history) - lay.plan.first_history,
-            context_tokens=len(lay.ids),
-        )
-
-    def _groups(self, items: list[tuple[int, list[int], int]]) -> list[list[tuple[int, list[int]]]]:
-        """Longest first, at most ``batch_size`` rows and ``batch_tokens`` padded tokens each."""
-        groups: list[list[tuple[int, list[int]]]] = []
-        longest = 0
-        for i, rows, n in sorted(items, key=lambda it: -it[2]):
-            if groups and len(groups[-1]) < self.batch_size and (len(groups[-1]) + 1) * longest <= self.batch_tokens:
-                groups[-1].append((i, rows))
-            else:
-                groups.append([(i, rows)])
-                longest = n
-        return groups
-
-    def _new_cache(self):
-        from transformers import DynamicCache
-
-        try:
-            return DynamicCache(config=self.model.config)
-        except TypeError:  # transformers < 4.56 takes no config
-            return DynamicCache()
-
-    def _admit(self, n_tokens: int) -> bool:
-        """Make room for a stream cache of ``n_tokens``; False when it should not be kept.
-
-        Evicts least recently used streams, but never one already used in this call: with
-        more trajectories than room, the first ones keep their caches and the rest are
-        recomputed, instead of each evicting the next (cyclic LRU thrashing, no reuse at all).
-        """
-        if n_tokens > self.cache_tokens:
-            return False
-        held = sum(len(e.ids) for e in self._streams.values())
-        while self._streams and (len(self._streams) >= self.max_streams or held + n_tokens > self.cache_tokens):
-            oldest = next(iter(self._streams))
-            if self._streams[oldest].last_call == self._call:
-                return False
-            held -= len(self._streams.pop(oldest).ids)
-        return True
-
-    def _score_stream(self, stream: str, ids: tuple[int, ...], rows: list[int]) -> dict[int, float]:
-        entry = self._streams.pop(stream, None)
-        start, cache = 0, None
-        if entry is not None:
-            start = min(_common_prefix(entry.ids, ids), rows[0])
-            if start > 0 and _crop(entry.cache, start):
-                cache = entry.cache
-            else:
-                start = 0
-            entry = None  # frees an unusable cache before the forward
-        if cache is None:
-            cache = self._new_cache()
-        self.stats.reused_tokens += start
-        tensor = torch.tensor([ids[start:]], dtype=torch.long, device=self._device)
-        ent = self._forward(tensor, start, cache, [rows])[0]
-        if self._admit(len(ids)):
-            self._streams[stream] = _Stream(tuple(ids), cache, self._call)
-        return ent
-
-    def _score_batch(self, seqs: list[tuple[int, ...]], rows: list[list[int]]) -> list[dict[int, float]]:
-        longest = max(len(s) for s in seqs)
-        padded = [list(s) + [self._pad_id] * (longest - len(s)) for s in seqs]
-        tensor = torch.tensor(padded, dtype=torch.long, device=self._device)
-        return self._forward(tensor, 0, self._new_cache(), rows)
-
-    def _forward(self, ids: torch.Tensor, offset: int, cache, rows: list[list[int]]) -> list[dict[int, float]]:
-        """Run ``ids`` ([B, L], absolute positions ``offset..offset+L``) over ``cache`` in chunks.
-
-        Returns, per row of the batch, ``{position: entropy in bits}`` for its ``rows``.
-        """
-        batch, length = ids.shape
-        step = max(64, self.forward_chunk // batch)
-        out: list[dict[int, float]] = [{} for _ in range(batch)]
-        self.stats.batches += 1
-        for a in range(0, length, step):
-            b = min(a + step, length)
-            hidden = self._base(input_ids=ids[:, a:b], use_cache=True, **{self._cache_kw: cache}).last_hidden_state
-            self.stats.forward_tokens += batch * (b - a)
-            picks, where = [], []
-            for bi, want in enumerate(rows):
-                local = [r - offset - a for r in want if a <= r - offset < b]
-                if local:
-                    picks.append(hidden[bi, local])
-                    where.append((bi, [r + a + offset for r in local]))
-            if not picks:
-                continue
-            ent = head_entropies(torch.cat(picks), self._head, chunk_size=self.chunk_size, transform=self._transform)
-            self.stats.scored_positions += ent.shape[0]
-            values = ent.tolist()
-            k = 0
-            for bi, positions in where:
-                for pos in positions:
-                    out[bi][pos] = values[k]
-                    k += 1
-        return out
+        meta = self._meta(req, lay)
+        return ScoreResult(tuple(blocks), windowed=meta.windowed, history_kept=meta.history_kept,
+                           context_tokens=meta.context_tokens)
 
     def reset(self) -> None:
-        """Forget every cached stream (frees their KV memory)."""
+        """Forget every cached stream (frees their key/value memory)."""
         self._streams.clear()
 
 
@@ -350,24 +370,6 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
-
-
-def _crop(cache, keep: int) -> bool:
-    """Cut ``cache`` to its first ``keep`` positions; False when this cache cannot be cut.
-
-    A negative argument means "remove that many tokens" in every transformers release that
-    has ``crop`` (4.x read a positive one as the length to keep, 5.2x rejects it).
-    """
-    have = cache.get_seq_length()
-    if keep > have:
-        return False
-    if keep == have:
-        return True
-    try:
-        cache.crop(keep - have)
-    except (ValueError, RuntimeError, NotImplementedError, AttributeError):
-        return False  # e.g. a sliding-window layer that no longer holds the dropped states
-    return cache.get_seq_length() == keep
 
 
 def _limit_threads() -> None:

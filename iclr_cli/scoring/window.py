@@ -140,3 +140,19 @@ def lay_out(request, encode, limit: int, overflow: str = "window") -> Layout:
         if start >= spans[block][0] and base + tok > 0:
             positions[block].append(base + tok)
     return Layout(tuple(ids), tuple(tuple(p) for p in positions), plan)
+
+
+def lay_out_whole(request, encode, limit: int, overflow: str = "window") -> Layout:
+    """The whole input, P + every history segment + the step, for ``--context sliding``.
+
+    The skip rules are those of :func:`plan_window` (a step over ``limit`` is skipped; with
+    ``overflow="skip"`` so is a context over it); nothing is windowed here: the sliding
+    window (:mod:`iclr_cli.scoring.sliding`) decides what each token attends to.
+    """
+    prompt = sum(len(encode(seg)[0]) for seg in request.prompt)
+    history = [len(encode(seg)[0]) for seg in request.history]
+    plan = plan_window(prompt, history, len(encode(request.step)[0]), limit, overflow=overflow)
+    if plan.skipped:
+        return Layout((), tuple(() for _ in request.spans), plan)
+    whole = lay_out(request, encode, prompt + sum(history) + len(encode(request.step)[0]), overflow)
+    return Layout(whole.ids, whole.block_positions, WindowPlan(0))

@@ -1,0 +1,128 @@
+"""Per-stream caches of the scorer: prefix reuse for the fresh window, and the memory budget.
+
+``--context fresh``: the proxy sees the layout of :func:`iclr_cli.scoring.window.lay_out`
+computed from scratch, and a stream only saves work: its next request keeps the cached keys
+and values up to ``min(common token prefix, first needed position)`` (the hidden state at
+``p - 1`` predicts token ``p`` and a cache holds no hidden states, so that position is run
+again) and runs the rest (:class:`FreshJob`). Results never depend on the cache.
+
+:class:`StreamCache` holds the states between calls within ``cache_tokens`` tokens of store
+capacity (and at most ``max_streams`` streams), least recently used first out, but never a
+stream already used in the current call: with more trajectories than room, the first ones
+keep their caches and the rest are recomputed, instead of each evicting the next (cyclic LRU
+thrashing, no reuse at all).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from iclr_cli.scoring.engine import Segment
+from iclr_cli.scoring.kv import KVShape, KVStore
+
+
+@dataclass
+class FreshState:
+    """A stream's last input (``ids``) and the keys/values of its first ``store.length`` tokens."""
+
+    ids: list[int]
+    store: KVStore
+
+
+class FreshJob:
+    """One request in fresh-window mode: a single :class:`Segment` after the reused prefix.
+
+    ``entropies`` maps each wanted position to bits once :meth:`accept` ran; ``state`` is the
+    stream's new state; ``reused`` counts tokens taken from the cache.
+    """
+
+    def __init__(self, state: FreshState | None, ids: Sequence[int], rows: Sequence[int], shape: KVShape, common, *,
+                 keep: bool = True, most: int | None = None):
+        self.ids, self.rows = ids, rows
+        self.entropies: dict[int, float] = {}
+        resume = min(common(state.ids, ids), rows[0]) if state is not None and rows else 0
+        if resume > 0 and resume <= state.store.length:
+            state.store.truncate(resume)
+            self.state = state
+        else:
+            resume = 0
+            if state is not None:
+                state.store.release()
+            self.state = FreshState([], KVStore(shape, len(ids), most)) if keep else None
+        self.reused = resume
+        self._done = False
+
+    def next_segment(self) -> Segment | None:
+        if self._done:
+            return None
+        self._done = True
+        r = self.reused
+        store = self.state.store if self.state is not None else None
+        past = [(store, 0, r)] if r else []
+        return Segment(past, self.ids[r:], [p - r for p in self.rows], store)
+
+    def accept(self, entropies: dict[int, float]) -> None:
+        self.entropies = {t + self.reused: h for t, h in entropies.items()}
+        if self.state is not None:
+            self.state.ids = list(self.ids)
+
+
+class StreamCache:
+    """Stream states kept between scorer calls (see the module docstring).
+
+    Sizes are store capacities in tokens. ``call`` numbers the scorer's calls.
+    """
+
+    def __init__(self, max_streams: int, cache_tokens: int):
+        self.max_streams, self.cache_tokens = max_streams, cache_tokens
+        self._entries: OrderedDict[str, tuple[object, int, int]] = OrderedDict()  # stream -> (state, tokens, call)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self):
+        return iter(self._entries)
+
+    @property
+    def held(self) -> int:
+        """Tokens of store capacity held."""
+        return sum(tokens for _, tokens, _ in self._entries.values())
+
+    def take(self, stream: str):
+        """Remove and return ``stream``'s state (``None`` if not held)."""
+        entry = self._entries.pop(stream, None)
+        return entry[0] if entry is not None else None
+
+    def touch(self, stream: str, call: int) -> None:
+        """Mark ``stream`` as used in ``call`` (never evicted for another stream of that call)."""
+        entry = self._entries.get(stream)
+        if entry is not None:
+            self._entries[stream] = (entry[0], entry[1], call)
+            self._entries.move_to_end(stream)
+
+    def size(self, stream: str) -> int:
+        """Tokens of capacity ``stream``'s state holds (0 if none)."""
+        entry = self._entries.get(stream)
+        return entry[1] if entry is not None else 0
+
+    def make_room(self, tokens: int, call: int) -> bool:
+        """Evict streams not used in ``call`` until ``tokens`` more fit; False if they cannot."""
+        held = self.held
+        while self._entries and (held + tokens > self.cache_tokens or len(self._entries) >= self.max_streams):
+            oldest = next(iter(self._entries))
+            if self._entries[oldest][2] == call:
+                break
+            held -= self._entries.pop(oldest)[1]
+        return held + tokens <= self.cache_tokens
+
+    def put(self, stream: str, state, tokens: int, call: int) -> bool:
+        """Keep ``state`` (``tokens`` of capacity) if there is room after :meth:`make_room`."""
+        if tokens > self.cache_tokens or not self.make_room(tokens, call) or len(self._entries) >= self.max_streams:
+            return False
+        self._entries[stream] = (state, tokens, call)
+        return True
+
+    def clear(self) -> None:
+        self._entries.clear()
