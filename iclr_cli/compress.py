@@ -89,13 +89,18 @@ class Settings:
     """Knobs of the online loop (defaults from METHOD.md).
 
     ``ratio`` is rho of BottomK; ``seed`` seeds ``random-R``; ``splitter`` names the block
-    splitter (:data:`iclr_cli.blocks.SPLITTERS`).
+    splitter (:data:`iclr_cli.blocks.SPLITTERS`). ``score_all=False`` sends the scorer only
+    steps whose selection depends on the scores: a step whose BottomK removes nothing
+    whatever the scores (``floor(rho*N) = 0``, e.g. ``N = 1``) is not scored and its blocks
+    report no entropy (``iclr prune``; ``iclr score`` reports every block). The result is
+    the same: the scores of the other steps do not depend on which steps were scored.
     """
 
     variant: Variant
     ratio: float = DEFAULT_RATIO
     seed: int = 0
     splitter: str = "paragraph"
+    score_all: bool = True
 
 
 @dataclass
@@ -117,7 +122,9 @@ def _prepare(traj_id: str, prompt: Sequence[str], history: Sequence[str], step: 
     splits = [split_blocks(p.text, settings.splitter) for p in step.reasoning]
     cands = candidates(splits)
     request = None
-    if settings.variant.needs_scores and cands:
+    # bottom_k of equal scores is empty exactly when floor(rho*N) = 0: nothing to rank.
+    matters = settings.score_all or bool(bottom_k([0.0] * len(cands), settings.ratio))
+    if settings.variant.needs_scores and cands and matters:
         step_only = settings.variant.kind == "step-only"
         rendered = render_for_scoring(step, splits, step_only=step_only)
         offsets = {}
@@ -264,13 +271,20 @@ def compress_trajectories(
     """Run the online loop over recorded trajectories; results in input order.
 
     Step t of every trajectory is scored in one batched scorer call, after step t-1 of each
-    was written back. ``on_step`` is called once per completed step (progress bars).
+    was written back. When the scorer says how many trajectories can keep their caches at
+    once (``stream_capacity``), trajectories go in waves of that many, so no cache is
+    evicted while its trajectory still has steps to score (results do not change: the
+    trajectories are independent). ``on_step`` is called once per completed step.
 
     Raises:
         ValueError: when the variant needs scores and ``scorer`` is ``None``.
     """
     if settings.variant.needs_scores and scorer is None:
         raise ValueError(f"variant {settings.variant.name} needs a scorer")
+    wave = getattr(scorer, "stream_capacity", None) if settings.variant.kind == "iclr" else None
+    if wave and len(trajectories) > wave:
+        return [r for a in range(0, len(trajectories), wave)
+                for r in compress_trajectories(trajectories[a : a + wave], settings, scorer, tokenizer, on_step=on_step)]
     prompts = [render_prompt(t.prompt) for t in trajectories]
     histories: list[list[str]] = [[] for _ in trajectories]
     done_steps: list[list[Step]] = [[] for _ in trajectories]

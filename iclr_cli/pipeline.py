@@ -17,7 +17,7 @@ from iclr_cli.formats import registry
 from iclr_cli.jsonio import read_input
 from iclr_cli.formats.base import Document, FormatAdapter
 from iclr_cli.policies import Variant
-from iclr_cli.scoring.base import Overflow, Scorer, Tokenizer
+from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, Overflow, Scorer, Tokenizer
 from iclr_cli.scoring.loading import DTYPES
 from iclr_cli.token_accounting import CountTokens, ReasoningTokens, account, token_counter
 from iclr_cli.trajectory import Step, Trajectory
@@ -31,11 +31,14 @@ class ScorerConfig:
     cached Hugging Face id. ``max_tokens``: input limit before ``min`` with the proxy's
     maximum positions. ``overflow``: one of :data:`OVERFLOWS`. ``dtype``: one of
     :data:`DTYPES`, ``float32`` by default (METHOD.md: lower precision is an opt-in; entropies
-    change).
+    change). ``context``: ``sliding`` (default) or ``fresh``, what the proxy sees over the
+    limit. ``batch_size`` / ``cache_tokens``: ``None`` chooses them from the device's free
+    memory (:mod:`iclr_cli.scoring.budget`).
 
     Raises:
-        UsageError: for an ``overflow`` or ``dtype`` outside those choices (the one validator
-            behind the CLI's enum options, for callers that build a config themselves).
+        UsageError: for an ``overflow``, ``dtype`` or ``context`` outside those choices (the
+            one validator behind the CLI's enum options, for callers that build a config
+            themselves).
     """
 
     model: str = "smollm2"
@@ -43,12 +46,15 @@ class ScorerConfig:
     overflow: str = "window"
     dtype: str = "float32"
     prefix_cache: bool = True
-    batch_size: int = 8
+    batch_size: int | None = None
     device: str | None = None
+    context: str = DEFAULT_CONTEXT
+    cache_tokens: int | None = None
 
     def __post_init__(self) -> None:
         check_choice("--overflow", self.overflow, OVERFLOWS)
         check_choice("--dtype", self.dtype, DTYPES)
+        check_choice("--context", self.context, CONTEXTS)
 
 
 OVERFLOWS: tuple[str, ...] = get_args(Overflow)
@@ -135,6 +141,8 @@ def build_engines(variant: Variant, config: ScorerConfig) -> tuple[Scorer | None
             device=config.device,
             prefix_cache=config.prefix_cache,
             batch_size=config.batch_size,
+            context=config.context,
+            cache_tokens=config.cache_tokens,
         )
         return scorer, scorer.tokenizer
     return None, load_tokenizer(config.model)

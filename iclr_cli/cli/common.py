@@ -12,13 +12,17 @@ from iclr_cli.render.output import Output
 from iclr_cli.token_accounting import summary_rows
 
 
-def scorer_config(model: str, max_tokens: int, overflow: str, dtype: str, no_prefix_cache: bool, batch_size: int, device: str | None) -> ScorerConfig:
-    """Scorer options into a :class:`ScorerConfig` (which validates them).
+def scorer_config(model: str, max_tokens: int, overflow: str, dtype: str, no_prefix_cache: bool, batch_size: int | None,
+                  device: str | None, *, context: str | None = None, cache_tokens: int | None = None) -> ScorerConfig:
+    """Scorer options into a :class:`ScorerConfig` (which validates them); ``None`` for
+    ``context`` is the default context.
 
     Raises:
-        UsageError: for an unknown ``--overflow`` or ``--dtype``.
+        UsageError: for an unknown ``--overflow``, ``--dtype`` or ``--context``.
     """
-    return ScorerConfig(model, max_tokens, str(overflow), str(dtype), not no_prefix_cache, batch_size, device)
+    extra = {"context": str(context)} if context is not None else {}
+    return ScorerConfig(model, max_tokens, str(overflow), str(dtype), not no_prefix_cache, batch_size, device,
+                        cache_tokens=cache_tokens, **extra)
 
 
 def check_splitter(split: str) -> str:

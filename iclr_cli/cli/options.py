@@ -18,6 +18,7 @@ from iclr_cli.blocks import SPLITTERS
 from iclr_cli.formats.base import OpaqueEdits
 from iclr_cli.formats.convert import TARGETS
 from iclr_cli.policies import DEFAULT_RATIO
+from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT
 from iclr_cli.scoring.base import Overflow as _OverflowLiteral
 from iclr_cli.scoring.loading import DTYPES
 
@@ -38,6 +39,7 @@ def choices(name: str, values: Sequence[str]) -> type[Choice]:
 
 
 OverflowChoice = choices("OverflowChoice", get_args(_OverflowLiteral))
+ContextChoice = choices("ContextChoice", CONTEXTS)
 DtypeChoice = choices("DtypeChoice", DTYPES)
 SplitChoice = choices("SplitChoice", SPLITTERS)
 ScoredVariant = choices("ScoredVariant", ("iclr", "step-only"))
@@ -53,7 +55,9 @@ MaxTokens = Annotated[int, typer.Option("--max-tokens", min=16, help="Scorer inp
 Overflow = Annotated[OverflowChoice, typer.Option("--overflow", help="Over the limit: 'window' keeps P + recent history + the step; 'skip' leaves the step unpruned (paper).")]
 Dtype = Annotated[DtypeChoice, typer.Option("--dtype", help="Proxy precision: float32 (default); bfloat16 or float16 change entropies (up to ~1.8 bits/token measured) and a warning says so.")]
 NoPrefixCache = Annotated[bool, typer.Option("--no-prefix-cache", help="Recompute every step from scratch (verification, benchmarks).")]
-BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Scorer batch size for independent requests.")]
+BatchSize = Annotated[Optional[int], typer.Option("--batch-size", min=1, help="Most trajectories scored in one batched forward (default: chosen for the device).", show_default=False)]
+CacheTokens = Annotated[Optional[int], typer.Option("--cache-tokens", min=1, help="Key/value tokens the scorer keeps over all trajectories' caches (default: from free memory).", show_default=False)]
+Context = Annotated[ContextChoice, typer.Option("--context", help="Over the limit: 'sliding' reads the session once through a sliding KV window; 'fresh' recomputes a window of P + recent history per step (README: Scoring long sessions).")]
 Device = Annotated[Optional[str], typer.Option("--device", help="torch device: cpu, cuda, cuda:N, mps (default: cuda when available, else cpu).")]
 Split = Annotated[SplitChoice, typer.Option("--split", help="Block splitter: paragraph (blank lines, default), line, sentence.")]
 SkipBadLines = Annotated[bool, typer.Option("--skip-bad-lines", help="Skip unparseable JSONL lines (each reported) instead of failing.")]
@@ -66,6 +70,7 @@ EncryptedReasoning = Annotated[OpaqueChoice, typer.Option("--encrypted-reasoning
 
 DEFAULT_RATIO_VALUE = DEFAULT_RATIO
 WINDOW = OverflowChoice("window")
+CONTEXT = ContextChoice(DEFAULT_CONTEXT)
 FLOAT32 = DtypeChoice("float32")
 ICLR_TARGET = ConvertTarget("iclr")
 PARAGRAPH = SplitChoice("paragraph")

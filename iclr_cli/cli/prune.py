@@ -21,7 +21,9 @@ def prune(
     overflow: opt.Overflow = opt.WINDOW,
     dtype: opt.Dtype = opt.FLOAT32,
     no_prefix_cache: opt.NoPrefixCache = False,
-    batch_size: opt.BatchSize = 8,
+    batch_size: opt.BatchSize = None,
+    cache_tokens: opt.CacheTokens = None,
+    context: opt.Context = opt.CONTEXT,
     device: opt.Device = None,
     split: opt.Split = opt.PARAGRAPH,
     fmt: opt.Format = None,
@@ -61,13 +63,14 @@ def prune(
     if parsed.kind == "sliding-window":
         raise UsageError("sliding-window-K drops whole steps from the agent's context; it exists only in 'iclr replay' (prune never removes actions or observations)")
     splitter = check_splitter(split.value)
-    config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device)
+    config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
+                           context=context.value, cache_tokens=cache_tokens)
     edits = OpaqueEdits(opaque.value)
     if dataset is not None:  # -o is a dataset folder here
         from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
 
         args = DatasetArgs(dataset, dataset_split, column, id_column, shard_rows, engine, workers, num_gpus_per_worker, ray_address)
-        settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter)
+        settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
         out = Output(None, quiet=quiet, force=force)
         return run_dataset_command("prune", args, [input] if input else None, settings, config, out, target=output, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict, opaque=edits.value)
     out = Output(output, quiet=quiet, force=force)
@@ -82,7 +85,8 @@ def prune(
         [item] = open_inputs([input], fmt)
         warn_precision(out, config)
         scorer, tokenizer = build_engines(parsed, config)
-        settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter)
+        # Steps whose BottomK cannot depend on the scores (N = 1) are not scored: same output.
+        settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
         with out.stream() as sink, out.progress(f"pruning ({parsed.name})") as advance:
             for doc in item.documents(skip_bad_lines=skip_bad_lines):
                 report_reading(out, doc, strict=strict)

@@ -20,7 +20,9 @@ def score(
     overflow: opt.Overflow = opt.WINDOW,
     dtype: opt.Dtype = opt.FLOAT32,
     no_prefix_cache: opt.NoPrefixCache = False,
-    batch_size: opt.BatchSize = 8,
+    batch_size: opt.BatchSize = None,
+    cache_tokens: opt.CacheTokens = None,
+    context: opt.Context = opt.CONTEXT,
     device: opt.Device = None,
     split: opt.Split = opt.PARAGRAPH,
     fmt: opt.Format = None,
@@ -56,7 +58,8 @@ def score(
 
     parsed = parse_variant(variant.value)
     splitter = check_splitter(split.value)
-    config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device)
+    config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
+                           context=context.value, cache_tokens=cache_tokens)
     out = Output(output, quiet=quiet, force=force)
     if dataset is not None:
         from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
