@@ -78,7 +78,7 @@ def check_splitter(split: str) -> str:
     Raises:
         UsageError: otherwise.
     """
-    return check_choice("--split", split, SPLITTERS)
+    return check_choice("--block-split", split, SPLITTERS)
 
 
 @dataclass

@@ -219,7 +219,7 @@ def test_new_output_file_gets_the_umask_mode(chat_file, tmp_path, capsys):
 @pytest.mark.parametrize("args, option", [
     (["score", "--overflow", "clip"], "--overflow"),
     (["score", "--dtype", "int8"], "--dtype"),
-    (["score", "--split", "words"], "--split"),
+    (["score", "--block-split", "words"], "--block-split"),
     (["score", "--variant", "delete-all"], "--variant"),
     (["prune", "--encrypted-reasoning", "strip"], "--encrypted-reasoning"),
     (["replay", "--tool-protocol", "xml", "--out", "x"], "--tool-protocol"),
@@ -246,7 +246,7 @@ def test_library_callers_get_the_same_validation():
         ScorerConfig(overflow="clip")
     with pytest.raises(UsageError, match="--dtype must be one of float32, bfloat16, float16"):
         ScorerConfig(dtype="int8")
-    with pytest.raises(UsageError, match="--split must be one of paragraph, line, sentence"):
+    with pytest.raises(UsageError, match="--block-split must be one of paragraph, line, sentence"):
         check_splitter("words")
 
 

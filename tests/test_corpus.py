@@ -279,3 +279,18 @@ def test_rebuild_keeps_stored_values_and_refuses_new_fields():
     out = codec.rebuild(new_js, stored_js, codec.plain(stored_js, js), js, "messages")
     assert out[0] is stored_js[0] and json.loads(out[1]) == new_js[1]
     assert pa.array([out], type=codec.storage_type(js)).cast(js).type == js
+
+
+def test_split_chooses_the_dataset_split_and_block_split_the_splitter(tmp_path, rows, capsys):
+    with_steps = [r for r in rows if any(m["role"] == "assistant" for m in r["messages"])]
+    folder = write_parquet(tmp_path / "two", with_steps[:1], "train.parquet")
+    write_parquet(folder, with_steps[1:2], "test.parquet")
+    code, out, _ = run_cli(["score", "--dataset", str(folder), "--split", "test", "--model", "fake", "-q"], capsys)
+    assert code == 0 and {r["trajectory"] for r in records(out)} == {with_steps[1]["id"]}
+    code, out, _ = run_cli(["score", "--dataset", str(folder), "--model", "fake", "-q"], capsys)
+    assert code == 0 and {r["trajectory"] for r in records(out)} == {with_steps[0]["id"]}
+    by_sentence = run_cli(["score", "--dataset", str(folder), "--block-split", "sentence", "--model", "fake", "-q"], capsys)
+    assert by_sentence[0] == 0 and len(records(by_sentence[1])) == 72 > len(records(out)) == 24
+    # --split was the block splitter before: such a value without --dataset is refused, not ignored.
+    code, _, err = run_cli(["score", str(OPENAI / "taubench_airline_gpt5_wiki_random.json"), "--split", "line", "--model", "fake"], capsys)
+    assert code == 2 and "--block-split" in err and "no --dataset" in err

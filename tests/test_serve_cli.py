@@ -36,7 +36,7 @@ def _free_port() -> int:
     # the enums prune uses: a wrong value is refused before anything runs, the choices listed
     (["--upstream", "http://127.0.0.1:9/v1", "--overflow", "truncate"], "'window', 'skip'"),
     (["--upstream", "http://127.0.0.1:9/v1", "--dtype", "int8"], "'float32'"),
-    (["--upstream", "http://127.0.0.1:9/v1", "--split", "words"], "'paragraph'"),
+    (["--upstream", "http://127.0.0.1:9/v1", "--block-split", "words"], "'paragraph'"),
     (["--upstream", "http://127.0.0.1:9/v1", "--log-level", "loud"], "'warning'"),
 ])
 def test_usage_errors_exit_2(args, message):

@@ -23,7 +23,7 @@ def diff(
     variant: Annotated[opt.ScoredVariant, typer.Option("--variant", "-v", help="With --score: iclr (context-conditioned) or step-only.")] = opt.ScoredVariant("iclr"),
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     max_tokens: opt.MaxTokens = 42_000,
-    split: opt.Split = opt.PARAGRAPH,
+    block_split: opt.BlockSplit = opt.PARAGRAPH,
     fmt: opt.Format = None,
     task: Annotated[Optional[str], typer.Option("--task", help="Replay records: pick this task in a run folder holding several.")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Replay records: pick this seed in a run folder holding several.")] = None,
@@ -46,7 +46,7 @@ def diff(
     from iclr_cli.cli.common import check_splitter
     from iclr_cli.render import diff_view, runs
 
-    split = check_splitter(split.value)
+    split = check_splitter(block_split.value)
     if output not in (None, "-"):
         from iclr_cli.jsonio import output_path
 

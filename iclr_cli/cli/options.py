@@ -59,7 +59,7 @@ BatchSize = Annotated[Optional[int], typer.Option("--batch-size", min=1, help="M
 CacheTokens = Annotated[Optional[int], typer.Option("--cache-tokens", min=1, help="Key/value tokens the scorer keeps over all trajectories' caches (default: from free memory).", show_default=False)]
 Context = Annotated[ContextChoice, typer.Option("--context", help="Over the limit: 'sliding' reads the session once through a sliding KV window; 'fresh' recomputes a window of P + recent history per step (README: Scoring long sessions).")]
 Device = Annotated[Optional[str], typer.Option("--device", help="torch device: cpu, cuda, cuda:N, mps (default: cuda when available, else cpu).")]
-Split = Annotated[SplitChoice, typer.Option("--split", help="Block splitter: paragraph (blank lines, default), line, sentence.")]
+BlockSplit = Annotated[SplitChoice, typer.Option("--block-split", help="How a reasoning part is cut into blocks: paragraph (blank lines, default), line, sentence.")]
 SkipBadLines = Annotated[bool, typer.Option("--skip-bad-lines", help="Skip unparseable JSONL lines (each reported) instead of failing.")]
 Strict = Annotated[bool, typer.Option("--strict", help="Exit 2 when an assistant turn holds text the format adapter reads neither as reasoning nor as action.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No summary, warnings or progress bar on stderr.")]

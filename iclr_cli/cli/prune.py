@@ -25,7 +25,7 @@ def prune(
     cache_tokens: opt.CacheTokens = None,
     context: opt.Context = opt.CONTEXT,
     device: opt.Device = None,
-    split: opt.Split = opt.PARAGRAPH,
+    block_split: opt.BlockSplit = opt.PARAGRAPH,
     fmt: opt.Format = None,
     skip_bad_lines: opt.SkipBadLines = False,
     opaque: opt.EncryptedReasoning = opt.OpaqueChoice("drop"),
@@ -33,7 +33,7 @@ def prune(
     force: opt.Force = False,
     quiet: opt.Quiet = False,
     dataset: dopt.Dataset = None,
-    dataset_split: dopt.DatasetSplit = "train",
+    dataset_split: dopt.DatasetSplit = None,
     column: dopt.Column = "messages",
     id_column: dopt.IdColumn = "id",
     shard_rows: dopt.ShardRows = 64,
@@ -62,7 +62,8 @@ def prune(
     parsed = parse_variant(variant)
     if parsed.kind == "sliding-window":
         raise UsageError("sliding-window-K drops whole steps from the agent's context; it exists only in 'iclr replay' (prune never removes actions or observations)")
-    splitter = check_splitter(split.value)
+    splitter = check_splitter(block_split.value)
+    dataset_split = dopt.chosen_split(dataset, dataset_split)
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
                            context=context.value, cache_tokens=cache_tokens)
     edits = OpaqueEdits(opaque.value)

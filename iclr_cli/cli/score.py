@@ -24,14 +24,14 @@ def score(
     cache_tokens: opt.CacheTokens = None,
     context: opt.Context = opt.CONTEXT,
     device: opt.Device = None,
-    split: opt.Split = opt.PARAGRAPH,
+    block_split: opt.BlockSplit = opt.PARAGRAPH,
     fmt: opt.Format = None,
     skip_bad_lines: opt.SkipBadLines = False,
     strict: opt.Strict = False,
     force: opt.Force = False,
     quiet: opt.Quiet = False,
     dataset: dopt.Dataset = None,
-    dataset_split: dopt.DatasetSplit = "train",
+    dataset_split: dopt.DatasetSplit = None,
     column: dopt.Column = "messages",
     id_column: dopt.IdColumn = "id",
     shard_rows: dopt.ShardRows = 64,
@@ -57,7 +57,8 @@ def score(
     from iclr_cli.render.output import Output
 
     parsed = parse_variant(variant.value)
-    splitter = check_splitter(split.value)
+    splitter = check_splitter(block_split.value)
+    dataset_split = dopt.chosen_split(dataset, dataset_split)
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
                            context=context.value, cache_tokens=cache_tokens)
     out = Output(output, quiet=quiet, force=force)

@@ -300,7 +300,7 @@ def diff_scores(
     Raises:
         InputError: naming ``scores_name``, the record's line and field ``text`` when a score
         record's block text is not the input's block at that number (the scores were made
-        from another file or with another ``--split``).
+        from another file or with another ``--block-split``).
     """
     out: list[TrajectoryDiff] = []
     for traj in original:
@@ -320,7 +320,7 @@ def diff_scores(
                             raise InputError(
                                 scores_name,
                                 f"block {candidate} of {traj.id} step {step.index} is not the block of that number in {original_name} "
-                                "(scores made from another input, or with another --split)",
+                                "(scores made from another input, or with another --block-split)",
                                 line=info.line,
                                 field="text",
                             )
