@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", choices=["before", "after"], help="run one side only")
     ap.add_argument("--files", nargs="+", default=list(FILES), help=f"files under {REALDATA}")
     ap.add_argument("--commands", nargs="+", default=["score", "prune"], choices=["score", "prune"])
-    ap.add_argument("--contexts", nargs="+", default=["fresh", "sliding"], choices=["fresh", "sliding"])
+    ap.add_argument("--contexts", nargs="+", default=["auto", "fresh", "sliding"], choices=["auto", "fresh", "sliding"])
     ap.add_argument("--json", help="also write every number to this file")
     args = ap.parse_args(argv)
     # A plain `kill` should still remove the temporary worktree (the `finally` below).

@@ -10,7 +10,7 @@ recorded trajectories, batching step t of every trajectory into one scorer call.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from iclr_cli.blocks import SKIP, Split, candidates, holds_delimiter, split_blocks
 from iclr_cli.context import render_for_scoring, render_prompt, render_step
@@ -54,6 +54,7 @@ class StepReport:
     windowed: bool = False
     history_kept: int | None = None
     context_tokens: int | None = None
+    context: str | None = None
 
     @property
     def n_removed(self) -> int:
@@ -189,6 +190,7 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
         windowed=result.windowed if result else False,
         history_kept=result.history_kept if result and not skipped else None,
         context_tokens=result.context_tokens if result and not skipped else None,
+        context=result.context if result and not skipped else None,
     )
     return new_step, report
 
@@ -260,6 +262,21 @@ def compress_step(
     return _finish(trajectory_id, pending, result, settings, tokenizer)
 
 
+def _preview(traj: Trajectory, prompt: Sequence[str], settings: Settings) -> list[ScoreRequest]:
+    """The requests ``traj`` would send on its history as recorded, one per step with candidate
+    blocks whatever ``score_all`` says (so ``score`` and ``prune`` plan alike), for a scorer
+    that plans its work before the online loop (``plan_contexts``)."""
+    every = replace(settings, score_all=True)
+    history: list[str] = []
+    requests = []
+    for step in traj.steps:
+        request = _prepare(traj.id, prompt, history, step, every).request
+        if request is not None:
+            requests.append(request)
+        history.append(render_step(step))
+    return requests
+
+
 def compress_trajectories(
     trajectories: Sequence[Trajectory],
     settings: Settings,
@@ -271,7 +288,8 @@ def compress_trajectories(
     """Run the online loop over recorded trajectories; results in input order.
 
     Step t of every trajectory is scored in one batched scorer call, after step t-1 of each
-    was written back. When the scorer says how many trajectories can keep their caches at
+    was written back. A scorer that plans (``plan_contexts``) first gets every trajectory's
+    requests on the history as recorded. When the scorer says how many trajectories can keep their caches at
     once (``stream_capacity``), trajectories go in waves of that many, so no cache is
     evicted while its trajectory still has steps to score (results do not change: the
     trajectories are independent). ``on_step`` is called once per completed step.
@@ -286,6 +304,9 @@ def compress_trajectories(
         return [r for a in range(0, len(trajectories), wave)
                 for r in compress_trajectories(trajectories[a : a + wave], settings, scorer, tokenizer, on_step=on_step)]
     prompts = [render_prompt(t.prompt) for t in trajectories]
+    plan = getattr(scorer, "plan_contexts", None) if settings.variant.kind == "iclr" else None
+    if plan is not None:
+        plan({traj.id: _preview(traj, prompts[i], settings) for i, traj in enumerate(trajectories)})
     histories: list[list[str]] = [[] for _ in trajectories]
     done_steps: list[list[Step]] = [[] for _ in trajectories]
     reports: list[list[StepReport]] = [[] for _ in trajectories]

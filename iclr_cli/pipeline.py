@@ -31,7 +31,7 @@ class ScorerConfig:
     cached Hugging Face id. ``max_tokens``: input limit before ``min`` with the proxy's
     maximum positions. ``overflow``: one of :data:`OVERFLOWS`. ``dtype``: one of
     :data:`DTYPES`, ``float32`` by default (METHOD.md: lower precision is an opt-in; entropies
-    change). ``context``: ``sliding`` (default) or ``fresh``, what the proxy sees over the
+    change). ``context``: ``auto`` (default), ``sliding`` or ``fresh``, what the proxy sees over the
     limit. ``batch_size`` / ``cache_tokens``: ``None`` chooses them from the device's free
     memory (:mod:`iclr_cli.scoring.budget`).
 
@@ -173,7 +173,8 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
     Fields: ``trajectory``, ``step`` (0-based assistant turn), ``block`` (0-based), ``n_blocks``,
     ``n_tokens`` (proxy tokens), ``entropy_bits`` (mean bits per token), ``selected`` (the
     variant replaces it with ``[SKIP]``), ``text``, plus ``part``, ``source``, ``variant``,
-    ``windowed``, ``history_kept``, ``context_tokens``. A step that was not scored yields one
+    ``windowed``, ``history_kept``, ``context_tokens``, and ``context`` (``fresh`` or ``sliding``)
+    when the scorer has context modes. A step that was not scored yields one
     record with ``skipped`` (the reason) and ``n_blocks`` instead of block records.
     """
     for result in results:
@@ -206,6 +207,7 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
                     "windowed": report.windowed,
                     "history_kept": report.history_kept,
                     "context_tokens": report.context_tokens,
+                    **({"context": report.context} if report.context else {}),
                 }
 
 

@@ -15,9 +15,10 @@ from typing import Literal, Protocol, runtime_checkable
 Overflow = Literal["window", "skip"]
 DEFAULT_MAX_TOKENS = 42_000
 # What the proxy sees once P + history + step is over the limit (iclr_cli.scoring.sliding,
-# iclr_cli.scoring.streams): a fresh window recomputed per step, or one sliding KV window.
-CONTEXTS = ("fresh", "sliding")
-DEFAULT_CONTEXT = "sliding"
+# iclr_cli.scoring.streams): a fresh window recomputed per step, one sliding KV window, or per
+# trajectory the sliding one unless the fresh one forwards far fewer tokens (auto).
+CONTEXTS = ("auto", "sliding", "fresh")
+DEFAULT_CONTEXT = "auto"
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,8 @@ class ScoreResult:
         windowed: True when history was left out (or P cut) to fit the input limit.
         history_kept: how many of the most recent history segments the proxy saw.
         context_tokens: length of the scorer input in proxy tokens.
+        context: ``fresh`` or ``sliding``, the context mode the request was scored in
+            (``None`` from scorers without modes, such as the fake one).
     """
 
     blocks: tuple[BlockScore, ...]
@@ -70,6 +73,7 @@ class ScoreResult:
     windowed: bool = False
     history_kept: int = 0
     context_tokens: int = 0
+    context: str | None = None
 
 
 @runtime_checkable

@@ -42,7 +42,7 @@ def build_scorer(
         batch_size: most trajectories (rows) per batched forward; ``None``: chosen for the
             device (:mod:`iclr_cli.scoring.budget`).
         chunk_size: positions per LM-head call when computing entropies.
-        context: ``fresh`` or ``sliding``: what the proxy sees over the limit (README,
+        context: ``auto``, ``sliding`` or ``fresh``: what the proxy sees over the limit (README,
             "Scoring long sessions"). The fake scorer has no keys to slide and ignores it.
         cache_tokens: key/value tokens kept over all stream caches; ``None``: from the
             device's free memory.
@@ -54,7 +54,7 @@ def build_scorer(
     if overflow not in ("window", "skip"):
         raise UsageError(f"--overflow {overflow!r}: choose window or skip")
     if context not in CONTEXTS:
-        raise UsageError(f"--context {context!r}: choose {' or '.join(CONTEXTS)}")
+        raise UsageError(f"--context {context!r}: choose one of {', '.join(CONTEXTS)}")
     if model == FAKE:
         return FakeScorer(max_tokens=max_tokens, overflow=overflow)
     from iclr_cli.scoring.loading import load_model

@@ -14,6 +14,13 @@ Two context modes (``context``, CLI ``--context``), when P + history + step is o
   that slides over it with P's head kept as attention sink; each token's keys and values are
   computed once and kept while inside the window (:mod:`iclr_cli.scoring.sliding` says
   exactly what each token conditions on). Cost grows with the session's length.
+- ``auto`` (default): per trajectory, ``sliding`` (the more faithful, BENCHMARKS.md "Context
+  modes") unless ``fresh`` would forward less than half its tokens, which happens on long
+  sessions with few reasoning-bearing steps between long tool outputs. The choice is made
+  before scoring from the trajectory as recorded (:meth:`TransformersScorer.plan_contexts`,
+  called by the online loop), so it does not depend on the scores; a stream that was not
+  planned (``serve``, ``replay``: the future is unknown) is scored ``sliding``. Each result
+  says which mode scored it.
 
 Below the limit both are one plain forward pass over P + history + step.
 
@@ -45,7 +52,7 @@ import inspect
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -69,6 +76,9 @@ from iclr_cli.scoring.streams import FreshJob, StreamCache
 from iclr_cli.scoring.window import Layout, lay_out, lay_out_whole
 
 DEFAULT_FORWARD_CHUNK = 1024
+# auto keeps the more faithful sliding window unless fresh forwards less than 1/AUTO_MARGIN
+# of its tokens (README, "Scoring long sessions").
+AUTO_MARGIN = 2
 _ENCODE_MEMO = 4096
 
 __all__ = ["CONTEXTS", "DEFAULT_CONTEXT", "ScorerStats", "TransformersScorer"]
@@ -112,7 +122,7 @@ class TransformersScorer:
         max_tokens: requested input limit; the enforced one is
             ``min(max_tokens, config.max_position_embeddings)``.
         overflow: ``window`` or ``skip`` (METHOD.md, "Input limit").
-        context: ``fresh`` or ``sliding`` (module docstring).
+        context: ``auto``, ``sliding`` or ``fresh`` (module docstring).
         prefix_cache: keep stream caches across requests (``False``: every request from
             scratch; results are the same).
         batch_size: most rows per batched forward (``None``: from the device, see
@@ -149,7 +159,7 @@ class TransformersScorer:
         if overflow not in ("window", "skip"):
             raise UsageError(f"--overflow {overflow!r}: choose window or skip")
         if context not in CONTEXTS:
-            raise UsageError(f"--context {context!r}: choose {' or '.join(CONTEXTS)}")
+            raise UsageError(f"--context {context!r}: choose one of {', '.join(CONTEXTS)}")
         for label, value in (("max_tokens", max_tokens), ("batch_size", batch_size), ("chunk_size", chunk_size),
                              ("forward_chunk", forward_chunk), ("max_streams", max_streams),
                              ("cache_tokens", cache_tokens), ("batch_tokens", batch_tokens)):
@@ -173,7 +183,7 @@ class TransformersScorer:
         params = inspect.signature(self._base.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         found = probe(self._base, self._cache_kw)
-        if context == "sliding" and found.rotary is None:
+        if context == "sliding" and found.rotary is None:  # auto falls back to fresh
             raise UsageError(f"--context sliding needs a model whose cached keys can be re-rotated: "
                              f"{found.reason or found.rotary_reason}; use --context fresh")
         self._shape, self._rotary = found.shape, found.rotary
@@ -192,6 +202,7 @@ class TransformersScorer:
         self._streams = StreamCache(self.max_streams, self.cache_tokens)
         self._memo: dict[str, tuple[list[int], list[tuple[int, int]]]] = {}
         self._call = 0
+        self._modes: dict[str, str] = {}  # stream -> mode chosen by plan_contexts (auto)
 
     @property
     def stats(self) -> ScorerStats:
@@ -206,7 +217,7 @@ class TransformersScorer:
     def stream_tokens(self) -> int:
         """Cache tokens one trajectory may need: its window, plus in ``sliding`` the evicted
         tokens kept for write-back (up to one step, itself at most the limit)."""
-        return self.max_tokens * (2 if self.context == "sliding" else 1) + max(1, self.max_tokens // 8)
+        return self.max_tokens * (1 if self.context == "fresh" else 2) + max(1, self.max_tokens // 8)
 
     @property
     def stream_capacity(self) -> int:
@@ -225,10 +236,42 @@ class TransformersScorer:
         self._memo[text] = hit  # re-inserted: the dict's order is least recently used first
         return hit
 
+    def mode(self, stream: str) -> str:
+        """The context mode requests of ``stream`` are scored in: ``fresh`` or ``sliding``."""
+        if self.context != "auto":
+            return self.context
+        return self._modes.get(stream, "sliding" if self._rotary is not None else "fresh")
+
+    def plan_contexts(self, previews: Mapping[str, Sequence[ScoreRequest]]) -> dict[str, str]:
+        """Choose each stream's mode under ``auto`` from the requests it is expected to send.
+
+        ``previews`` maps a stream to its requests in order, on the history as recorded (the
+        online loop passes every step with candidate blocks, for ``score`` and ``prune``
+        alike, so both choose the same mode). Forwarded tokens are counted on the layouts,
+        without running the model: ``fresh`` runs each request's window after the prefix it
+        shares with the previous one, ``sliding`` runs the last request's sequence once.
+        ``fresh`` is chosen when it forwards less than ``1 / AUTO_MARGIN`` of that. Other
+        context settings ignore the plan. Returns ``{stream: mode}`` for the planned streams.
+        """
+        if self.context != "auto" or self._rotary is None:
+            return {stream: self.mode(stream) for stream in previews}
+        for stream, requests in previews.items():
+            self._modes.pop(stream, None)
+            fresh, prev, last = 0, (), None
+            for req in requests:
+                lay = lay_out(req, self._encode, self.max_tokens, self.overflow)
+                if lay.plan.skipped:
+                    continue
+                fresh += len(lay.ids) - (_common_prefix(prev, lay.ids) if self.prefix_cache else 0)
+                prev, last = lay.ids, req
+            sliding = len(lay_out_whole(last, self._encode, self.max_tokens, self.overflow).ids) if last else 0
+            self._modes[stream] = "fresh" if fresh * AUTO_MARGIN < sliding else "sliding"
+        return {stream: self._modes[stream] for stream in previews}
+
     def _lay_out(self, req: ScoreRequest) -> Layout:
         bos = self.tokenizer.bos_id
         if req.prompt or req.history or bos is None:
-            if self.context == "sliding":
+            if self.mode(req.stream) == "sliding":
                 return lay_out_whole(req, self._encode, self.max_tokens, self.overflow)
             return lay_out(req, self._encode, self.max_tokens, self.overflow)
         layout = lay_out(req, self._encode, self.max_tokens - 1, self.overflow)
@@ -248,7 +291,7 @@ class TransformersScorer:
         return Layout((bos, *layout.ids), tuple(tuple(p) for p in positions), layout.plan)
 
     def _meta(self, req: ScoreRequest, lay: Layout) -> _Meta:
-        if self.context != "sliding" or not (req.prompt or req.history):
+        if self.mode(req.stream) != "sliding" or not (req.prompt or req.history):
             return _Meta(lay.plan.windowed, len(req.history) - lay.plan.first_history, len(lay.ids))
         prompt = sum(len(self._encode(seg)[0]) for seg in req.prompt)
         window = SlidingWindow.for_prompt(prompt, self.max_tokens)
@@ -282,7 +325,7 @@ class TransformersScorer:
             if not rows:
                 results[i] = self._result(req, lay, {})
             elif req.prompt or req.history:
-                (streamed if self.prefix_cache or self.context == "sliding" else plain).append((i, rows))
+                (streamed if self.prefix_cache or self.mode(req.stream) == "sliding" else plain).append((i, rows))
             else:
                 plain.append((i, rows))
         if plain:
@@ -323,7 +366,7 @@ class TransformersScorer:
 
     def _job(self, req: ScoreRequest, lay: Layout, rows: list[int]):
         state = self._streams.take(req.stream) if self.prefix_cache else None
-        if self.context == "fresh":
+        if self.mode(req.stream) == "fresh":
             return FreshJob(state, lay.ids, rows, self._shape, _common_prefix, keep=self.prefix_cache, most=self.max_tokens)
         prompt = sum(len(self._encode(seg)[0]) for seg in req.prompt)
         window = SlidingWindow.for_prompt(prompt, self.max_tokens)
@@ -354,11 +397,13 @@ class TransformersScorer:
             blocks.append(BlockScore(len(hs), sum(hs) / len(hs) if hs else None))
         meta = self._meta(req, lay)
         return ScoreResult(tuple(blocks), windowed=meta.windowed, history_kept=meta.history_kept,
-                           context_tokens=meta.context_tokens)
+                           context_tokens=meta.context_tokens,
+                           context=self.mode(req.stream) if req.prompt or req.history else None)
 
     def reset(self) -> None:
-        """Forget every cached stream (frees their key/value memory)."""
+        """Forget every cached stream (frees their key/value memory) and every planned mode."""
         self._streams.clear()
+        self._modes.clear()
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
