@@ -16,7 +16,7 @@ from iclr_cli.blocks import SKIP, Split, candidates, holds_delimiter, split_bloc
 from iclr_cli.context import render_for_scoring, render_prompt, render_step
 from iclr_cli.policies import DEFAULT_RATIO, Variant, bottom_k, random_token_deletion
 from iclr_cli.scoring.base import ScoreRequest, ScoreResult, Scorer, Tokenizer
-from iclr_cli.token_accounting import ReasoningTokens, account, token_counter
+from iclr_cli.token_accounting import ReasoningTokens, TokenViews, account, token_counter
 from iclr_cli.trajectory import Part, Step, Trajectory
 
 
@@ -38,7 +38,7 @@ class BlockReport:
 
 
 @dataclass(frozen=True)
-class StepReport:
+class StepReport(TokenViews):
     """What compression did to one step.
 
     ``tokens`` is the step's reasoning-token accounting (:mod:`iclr_cli.token_accounting`:
@@ -59,21 +59,6 @@ class StepReport:
     @property
     def n_removed(self) -> int:
         return sum(b.selected for b in self.blocks)
-
-    @property
-    def tokens_before(self) -> int:
-        """Reasoning tokens as generated."""
-        return self.tokens.generated
-
-    @property
-    def tokens_after(self) -> int:
-        """Reasoning tokens as written (kept text plus ``[SKIP]`` markers)."""
-        return self.tokens.written
-
-    @property
-    def tokens_removed(self) -> int:
-        """Reasoning tokens deleted (the numerator of the deletion ratio)."""
-        return self.tokens.deleted
 
 
 @dataclass(frozen=True)

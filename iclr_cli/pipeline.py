@@ -19,7 +19,7 @@ from iclr_cli.formats.base import Document, FormatAdapter
 from iclr_cli.policies import Variant
 from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, Overflow, Scorer, Tokenizer
 from iclr_cli.scoring.loading import DTYPES
-from iclr_cli.token_accounting import CountTokens, ReasoningTokens, account, token_counter
+from iclr_cli.token_accounting import CountTokens, ReasoningTokens, TokenViews, account, token_counter
 from iclr_cli.trajectory import Step, Trajectory
 
 
@@ -261,7 +261,7 @@ def _as_written_step(report: StepReport, generated: Step, asked: Step, written: 
 
 
 @dataclass
-class Summary:
+class Summary(TokenViews):
     """Totals over a run, for the stderr summary of ``prune`` and ``score``.
 
     ``tokens`` is the reasoning-token accounting (:mod:`iclr_cli.token_accounting`)."""
@@ -276,21 +276,6 @@ class Summary:
     windowed: int = 0
     unrecognised: int = 0
     not_as_asked: NotAsAsked = field(default_factory=lambda: NotAsAsked())
-
-    @property
-    def tokens_before(self) -> int:
-        """Reasoning tokens as generated."""
-        return self.tokens.generated
-
-    @property
-    def tokens_after(self) -> int:
-        """Reasoning tokens as written (kept text plus ``[SKIP]`` markers)."""
-        return self.tokens.written
-
-    @property
-    def tokens_removed(self) -> int:
-        """Reasoning tokens deleted."""
-        return self.tokens.deleted
 
     def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
         """Add the reports of ``results`` (and the unrecognised count of ``doc``)."""

@@ -78,6 +78,28 @@ class ReasoningTokens:
         }
 
 
+class TokenViews:
+    """``tokens_before``/``tokens_after``/``tokens_removed``: the names earlier reports used, as
+    read-only views of a report's ``tokens`` (:class:`ReasoningTokens`)."""
+
+    tokens: ReasoningTokens
+
+    @property
+    def tokens_before(self) -> int:
+        """Reasoning tokens as generated."""
+        return self.tokens.generated
+
+    @property
+    def tokens_after(self) -> int:
+        """Reasoning tokens as written (kept text plus ``[SKIP]`` markers)."""
+        return self.tokens.written
+
+    @property
+    def tokens_removed(self) -> int:
+        """Reasoning tokens deleted (the numerator of the deletion ratio)."""
+        return self.tokens.deleted
+
+
 def token_counter(tokenizer: Tokenizer) -> CountTokens:
     """``text -> number of tokens`` under ``tokenizer`` (no special tokens added)."""
     return lambda text: len(tokenizer.token_spans(text)) if text else 0

@@ -30,7 +30,7 @@ from typing import Literal
 from iclr_cli.blocks import SKIP, is_candidate, split_blocks
 from iclr_cli.render.blockalign import BlockStatus, align_blocks, pair_parts
 from iclr_cli.errors import InputError
-from iclr_cli.token_accounting import ReasoningTokens, account
+from iclr_cli.token_accounting import ReasoningTokens, TokenViews, account
 from iclr_cli.trajectory import Step, Trajectory
 
 CountTokens = Callable[[str], int]
@@ -102,7 +102,7 @@ Item = BlockDiff | Folded
 
 
 @dataclass(frozen=True)
-class StepDiff:
+class StepDiff(TokenViews):
     """One assistant turn: its items in causal order, its reasoning-token accounting (the one
     definition of :mod:`iclr_cli.token_accounting`, counted by :attr:`Diff.tokenizer`), and
     why the scorer skipped it, if it did."""
@@ -112,14 +112,6 @@ class StepDiff:
     items: tuple[Item, ...]
     tokens: ReasoningTokens
     skipped: str | None = None
-
-    @property
-    def tokens_before(self) -> int:
-        return self.tokens.generated
-
-    @property
-    def tokens_after(self) -> int:
-        return self.tokens.written
 
     @property
     def blocks(self) -> tuple[BlockDiff, ...]:
@@ -147,7 +139,7 @@ class TrajectoryDiff:
 
 
 @dataclass(frozen=True)
-class DiffSummary:
+class DiffSummary(TokenViews):
     """Totals over the whole diff (not only the steps shown). ``tokens``: the reasoning-token
     accounting by :attr:`Diff.tokenizer`, the same definition as ``prune``'s summary;
     ``entropy_min``/``entropy_max`` (bits) span the known block entropies (the heat scale)."""
@@ -163,14 +155,6 @@ class DiffSummary:
     tokens: ReasoningTokens
     entropy_min: float | None
     entropy_max: float | None
-
-    @property
-    def tokens_before(self) -> int:
-        return self.tokens.generated
-
-    @property
-    def tokens_after(self) -> int:
-        return self.tokens.written
 
 
 @dataclass(frozen=True)
