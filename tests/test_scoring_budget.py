@@ -16,7 +16,7 @@ def test_budget_is_a_share_of_free_memory():
     usable = 0.4 * 10 * 2**30
     assert b.cache_tokens == int(0.6 * usable / 46_080) == 55_924
     assert b.batch_tokens == int(0.4 * usable / (1.5 * 46_080)) == 24_855
-    assert b.batch_size == 4 and budget.plan(46_080, 8192, GPU, free=10 * 2**30).batch_size == 64
+    assert b.batch_size == 1 and budget.plan(46_080, 8192, GPU, free=10 * 2**30).batch_size == 64
     # a small device still holds one full-length stream and one full-length row
     tiny = budget.plan(46_080, 8192, CPU, free=2**20)
     assert (tiny.cache_tokens, tiny.batch_tokens) == (8192, 8192)

@@ -6,8 +6,10 @@ memory (``SHARE``, measured when the scorer is built: ``torch.cuda.mem_get_info`
 the stream caches kept between steps (``cache_tokens``), 40% to the buffers of one batched
 forward (``batch_tokens``: rows times the longest past plus new tokens, with room for the
 per-layer copies attention makes). The row cap (``batch_size``) is a compute choice, not a
-memory one: wide batches pay on a GPU, and on CPU cores a forward of a few hundred tokens
-already keeps them busy (``benchmarks/bench_batching.py`` measures it), so CPUs get 4 rows.
+memory one: wide batches pay on a GPU, while on CPU cores a forward of a few hundred tokens
+already keeps them busy and rows of different lengths only add padding. Measured on 2 cores
+(``benchmarks/bench_batching.py``, BENCHMARKS.md): 382, 349 and 272 tokens/s at 1, 4 and 16
+rows. So CPUs get 1 row.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 SHARE = 0.4
 ROWS_GPU = 64
-ROWS_CPU = 4
+ROWS_CPU = 1
 FALLBACK_FREE = 4 << 30  # when free memory cannot be read
 
 
