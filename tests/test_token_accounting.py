@@ -73,7 +73,9 @@ def _numbers(err: str) -> tuple[int, int, int, int, str]:
     )
 
 
-@pytest.mark.parametrize("name", ["openai_chat.json", "claude_code_session.jsonl", "mini_swe_agent.traj.json", "swe_agent.traj"])
+# codex_rollout: two of its reasoning items carry encrypted_content, which prune drops whole
+# when edited; score's summary counts what prune writes, so it says the same.
+@pytest.mark.parametrize("name", ["openai_chat.json", "claude_code_session.jsonl", "mini_swe_agent.traj.json", "swe_agent.traj", "codex_rollout.jsonl"])
 def test_prune_score_and_diff_report_the_same_accounting(capsys, tmp_path, name):
     pruned, err = _prune(capsys, tmp_path, name, "--variant", "iclr")
     generated, deleted, kept, written, ratio = _numbers(err)
@@ -88,6 +90,15 @@ def test_prune_score_and_diff_report_the_same_accounting(capsys, tmp_path, name)
     assert f"{s['deletion_ratio']:.3f}" == ratio
     code, out, _ = run_cli(capsys, "diff", str(SAMPLES / name), str(pruned), "--model", "fake", "--no-pager", "--width", "120")
     assert f"deletion ratio (deleted / generated) │ {ratio}" in " ".join(out.split()).replace("│ │", "│")
+
+
+@pytest.mark.parametrize("opaque", ["drop", "keep"])
+def test_score_summary_counts_what_prune_writes_for_encrypted_items(capsys, tmp_path, opaque):
+    _, err = _prune(capsys, tmp_path, "codex_rollout.jsonl", "--encrypted-reasoning", opaque)
+    code, _, score_err = run_cli(capsys, "score", str(SAMPLES / "codex_rollout.jsonl"), "--model", "fake",
+                                 "--encrypted-reasoning", opaque, "-o", str(tmp_path / "s.jsonl"))
+    assert code == 0 and _numbers(score_err) == _numbers(err)
+    assert "could not be applied as asked" in score_err and "could not be applied as asked" in err
 
 
 def test_codex_keep_counts_what_was_written_not_what_was_asked(capsys, tmp_path):

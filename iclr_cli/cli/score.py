@@ -25,6 +25,7 @@ def score(
     context: opt.Context = opt.CONTEXT,
     device: opt.Device = None,
     block_split: opt.BlockSplit = opt.PARAGRAPH,
+    opaque: opt.EncryptedReasoning = opt.OpaqueChoice("drop"),
     fmt: opt.Format = None,
     skip_bad_lines: opt.SkipBadLines = False,
     strict: opt.Strict = False,
@@ -52,7 +53,9 @@ def score(
     from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_precision
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
-    from iclr_cli.pipeline import IdRegistry, Summary, build_engines, compress_document, open_inputs, score_records
+    from iclr_cli.formats.base import OpaqueEdits
+    from iclr_cli.formats.writeback import write_document
+    from iclr_cli.pipeline import IdRegistry, Summary, as_written, build_engines, compress_document, open_inputs, score_records
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
 
@@ -89,5 +92,8 @@ def score(
                     lines = list(score_records(item.path, results, parsed))
                     sink.write(out.encode_records(lines))
                     records += len(lines)
-                    summary.add(results, doc)
+                    # The summary counts what 'prune' with the same options would write (one
+                    # accounting: Codex items dropped whole or kept unedited count as written).
+                    wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=OpaqueEdits(opaque.value))
+                    summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
     print_summary(out, summary, tokenizer.name, parsed.name, command="score")
