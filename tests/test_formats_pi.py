@@ -52,6 +52,8 @@ def test_sample_is_pi_and_parsed_along_the_current_branch():
     assert doc.warnings == [
         "pi_session.jsonl: not scored, left as written (pi never sends aborted or failed turns again): assistant turn at line 7 (aborted)",
         "pi_session.jsonl: 2 entries on other branches of the session tree passed through unscored",
+        "pi_session.jsonl: 1 reasoning part signed by google-generative-ai (a Gemini thought signature; a signed part must not change): "
+        "left unedited, not scored or pruned (at line 22, field 'message.content[0]')",
     ]
 
 

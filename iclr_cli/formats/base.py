@@ -57,6 +57,9 @@ class Document:
         state: adapter-private data needed to write the file back (raw records, line ends).
         warnings: problems that did not stop the read (skipped bad lines), one line each.
         unrecognised: assistant-turn text the adapter could not read as reasoning or action.
+        signatures: provider signatures the model does not hold (Gemini ``thoughtSignature``
+            on any part): write-back keeps them byte for byte, but no conversion can carry
+            them, so ``iclr convert`` refuses the file (docs/FORMAT.md, "convert").
     """
 
     format: str
@@ -65,6 +68,7 @@ class Document:
     state: object = None
     warnings: list[str] = field(default_factory=list)
     unrecognised: list[Unrecognised] = field(default_factory=list)
+    signatures: list[Unrecognised] = field(default_factory=list)
 
 
 class FormatAdapter(Protocol):

@@ -25,6 +25,10 @@ Parts of a model content:
   ``fileData``: a media part.
 - A part with an empty text and only a signature carries nothing; a part with a key this
   adapter does not know is reported as unrecognised.
+Signed thoughts are named in a warning (how many, and the first one's field): reasoning is
+there, but no variant touches it. Every signature, on any part (a thought, a
+``functionCall``, an empty text, ...), is listed in :attr:`Document.signatures`: ``iclr convert`` refuses it,
+since no target holds a Gemini signature (Gemini needs it back with the call).
 ``functionResponse`` parts are observations ``tool_result`` (``response`` as JSON, nested
 media parts after it). Calls and responses pair by ``id``; where the API gave none, by name in
 call order within the step, and the pair gets the id ``call_<step>_<k>`` (k: the call's index
@@ -146,9 +150,16 @@ class _Reader:
         text = part.get("text")
         if text is not None and not isinstance(text, str):
             raise self.error("must be a string", (*path, "text"))
-        signed = _key(part, "thoughtSignature", "thought_signature") is not None
-        if part.get("thought") is True and text is not None:
+        signature = "thoughtSignature" if "thoughtSignature" in part else "thought_signature"
+        signed = part.get(signature) is not None
+        thought = part.get("thought") is True and text is not None
+        if signed:
+            what = f"step {step}: {'thought' if thought else next((k for k in part if k not in _MODIFIERS), 'empty')} part"
+            self.where.signatures.append(self.where.at((*path, signature), what))
+        if thought:
             if signed:
+                if text and text.strip():
+                    self.where.sealed.append(self.where.at(path, "signed by Gemini (thoughtSignature; a signed part must not change)"))
                 return [Part("reasoning", text, label="reasoning", ref=None, write_back=WriteBack.READ_ONLY)]
             rec_path = (self.where.rec, *path)
             ref = TextRef((Site((*rec_path, "text")),), remove_when_empty=rec_path)

@@ -30,8 +30,10 @@ _HARMONY = re.compile(
 _RECIPIENT = re.compile(r"\bto=([^\s<]+)")
 # Reasoning markup of other model families that this project does not read as reasoning, and
 # think tags left unpaired: found in visible text (outside code), they are reported, never
-# silently taken for the answer.
-_FOREIGN = re.compile(r"<thinking>|<reasoning>|<thought>|<seed:think>|◁think▷|<\|begin_of_thought\|>|<\|channel\|>|</?think>")
+# silently taken for the answer. Case is ignored: ``<THINK>`` is not read as reasoning (the
+# pairing rules of :mod:`iclr_cli.formats.think` are for the lower-case tags models emit), but
+# it is reported.
+_FOREIGN = re.compile(r"<thinking>|<reasoning>|<thought>|<seed:think>|◁think▷|<\|begin_of_thought\|>|<\|channel\|>|</?think>", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

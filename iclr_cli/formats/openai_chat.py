@@ -82,6 +82,7 @@ def _read(value, where: Where) -> list[Trajectory] | None:
             source=where.source, line=where.line, meta=meta, refs=[(where.rec, *p) for p in paths],
         )
         where.unrecognised.extend(traj.unrecognised)
+        where.sealed.extend(traj.sealed)
         out.append(traj)
     return out
 

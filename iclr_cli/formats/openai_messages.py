@@ -82,11 +82,15 @@ class MessageTrajectory(Trajectory):
             the observations after it), one per step.
         unrecognised: text read neither as reasoning nor as action (``line`` as given to the
             reader, ``field`` a path such as ``messages[4].thoughts``).
+        sealed: reasoning present only in a form never edited (a message whose only reasoning
+            is ``reasoning.encrypted`` entries; ``redacted_thinking`` blocks), for the warning
+            of :func:`iclr_cli.formats.reading.sealed_warnings`.
     """
 
     prompt_span: tuple[int, int] = (0, 0)
     step_spans: tuple[tuple[int, int], ...] = ()
     unrecognised: tuple[Unrecognised, ...] = ()
+    sealed: tuple[Unrecognised, ...] = ()
 
     def step_messages(self, index: int) -> range:
         """Indices of the messages of step ``index``."""
@@ -136,6 +140,10 @@ class _Reader:
     def __init__(self, source: str, line: int | None, where: Sequence[tuple], refs: Sequence[tuple]):
         self.source, self.line, self.where, self.refs = source, line, where, refs
         self.unrecognised: list[Unrecognised] = []
+        self.sealed: list[Unrecognised] = []
+
+    def seal(self, i: int, keys: tuple, what: str) -> None:
+        self.sealed.append(Unrecognised(self.line, field_name((*self.where[i], *keys)), what))
 
     def report(self, i: int, keys: tuple, what: str) -> None:
         self.unrecognised.append(Unrecognised(self.line, field_name((*self.where[i], *keys)), what))
@@ -197,6 +205,7 @@ def read_at(
         prompt_span=(0, starts[0] if starts else len(messages)),
         step_spans=tuple(zip(starts, ends)),
         unrecognised=tuple(reader.unrecognised),
+        sealed=tuple(reader.sealed),
     )
 
 
@@ -309,6 +318,8 @@ def _structured(msg: Mapping, i: int, reader: _Reader) -> tuple[list[_Entry], li
             if key is None:
                 if kind in _DROPPED_WITH_EDITS:
                     dropped.append((name, k))
+                else:  # redacted_thinking: never read, never edited
+                    reader.seal(i, (name, k), f"of type {kind} (redacted; its payload cannot be read)")
                 continue
             if not isinstance(entry.get(key), str):
                 reader.report(i, (name, k, key), f"{kind} entry has no text in {key!r}: not scored or pruned")
@@ -328,6 +339,9 @@ def _field_reasoning(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
         elif value is not None:
             reader.report(i, (name,), f"{name} holds a JSON {type(value).__name__}, not text: not scored or pruned")
     entries, dropped = _structured(msg, i, reader)
+    if dropped and not entries and not groups:  # encrypted only: nothing readable goes with it
+        for keys in dropped:
+            reader.seal(i, keys, "encrypted (reasoning.encrypted, no readable text)")
     write = WriteBack.OPAQUE if dropped else WriteBack.IN_PLACE
     drop = tuple(reader.site(i, keys).path for keys in dropped)
 

@@ -39,6 +39,8 @@ Thinking blocks and their ``thinkingSignature`` (its meaning depends on the mess
 - ``google-*``: a Gemini thought signature: :attr:`WriteBack.READ_ONLY`, as in the Gemini
   adapter (a signed part is never edited);
 - ``redacted: true``: :attr:`WriteBack.READ_ONLY` (the payload is the signature).
+Read-only blocks holding text are named in a warning (how many, the first one's line and
+field): the reasoning is there, but no variant touches it.
 A thinking block deleted in full stays as ``"thinking": ""`` (pi skips empty thinking).
 Only lines with an edited block are re-serialised; every other line is byte-identical.
 """
@@ -50,7 +52,7 @@ import json
 from iclr_cli.errors import InputError
 from iclr_cli.formats import media
 from iclr_cli.formats.base import Document, Unrecognised
-from iclr_cli.formats.reading import base_name, read_lines
+from iclr_cli.formats.reading import base_name, read_lines, sealed_warnings
 from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter
 from iclr_cli.jsonio import BAD_LINE, loads
 from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
@@ -89,6 +91,7 @@ class _Reader:
     def __init__(self, source: str, unrecognised: list[Unrecognised]):
         self.source = source
         self.unrecognised = unrecognised
+        self.sealed: list[Unrecognised] = []  # read-only thinking with text: named in a warning
         self.prompt: list[Part] = []
         self.steps: list[list[Part]] = []
         self.model: str | None = None
@@ -149,6 +152,9 @@ class _Reader:
                     drop=(path,) if mode is WriteBack.OPAQUE else (),
                 )
                 parts.append(Part("reasoning", block["thinking"], label="reasoning", ref=ref, write_back=mode))
+                if mode is WriteBack.READ_ONLY and block["thinking"].strip():
+                    why = "marked redacted" if block.get("redacted") is True else f"signed by {api} (a Gemini thought signature; a signed part must not change)"
+                    self.sealed.append(Unrecognised(line, where, why))
             elif kind == "text" and isinstance(block.get("text"), str):
                 if block["text"].strip():
                     parts.append(Part("action", block["text"], label="assistant"))
@@ -291,6 +297,7 @@ class PiAdapter(WriteBackAdapter):
             warnings.append(f"{source}: no messages on the session's current branch; nothing to score")
         if off_path:
             warnings.append(f"{source}: {off_path} {'entry' if off_path == 1 else 'entries'} on other branches of the session tree passed through unscored")
+        warnings += sealed_warnings(source, reader.sealed)
         header = next((v for v in values if isinstance(v, dict) and v.get("type") == "session"), None)
         traj_id = header["id"] if isinstance(header, dict) and isinstance(header.get("id"), str) and header["id"] else f"{base_name(source)}#0"
         meta: dict[str, object] = {"format": self.name}

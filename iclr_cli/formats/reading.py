@@ -105,7 +105,9 @@ class Where:
 
     ``rec`` indexes :attr:`Records.values`; ``line`` is 1-based (None for a whole JSON
     document); ``first_index`` counts the trajectories read before this record (``FILE#N``
-    ids); ``unrecognised`` collects the notes of the document being read.
+    ids); ``unrecognised`` collects the notes of the document being read, ``sealed`` the
+    reasoning it read but may not edit (:func:`sealed_warnings`), ``signatures`` the provider
+    signatures the model does not hold (:attr:`Document.signatures`).
     """
 
     source: str
@@ -113,6 +115,8 @@ class Where:
     line: int | None = None
     first_index: int = 0
     unrecognised: list[Unrecognised] = field(default_factory=list)
+    sealed: list[Unrecognised] = field(default_factory=list)
+    signatures: list[Unrecognised] = field(default_factory=list)
 
     def error(self, problem: str, field_path: Sequence[Hashable] | str | None = None) -> InputError:
         """An :class:`InputError` at this record (``field_path``: a JSON path or its name)."""
@@ -123,6 +127,33 @@ class Where:
         """Record assistant-turn text this adapter reads neither as reasoning nor as action."""
         name = field_path if isinstance(field_path, str) else field_name(field_path)
         self.unrecognised.append(Unrecognised(self.line, name, what))
+
+    def at(self, field_path: Sequence[Hashable], what: str) -> Unrecognised:
+        """A location record of this record's ``field_path`` (for ``sealed`` / ``signatures``)."""
+        return Unrecognised(self.line, field_name(field_path), what)
+
+
+def sealed_warnings(source: str, sealed: Sequence[Unrecognised]) -> list[str]:
+    """One warning per kind of reasoning left unedited (signed, encrypted or redacted
+    reasoning: present in the file, never scored or edited, written back as it was), with its
+    count and where the first one is; ``what`` of each item names the kind.
+
+    The same rule as Codex items holding only ``encrypted_content`` and mini-swe-agent's
+    hidden ``reasoning_tokens`` (docs/FORMAT.md, "Reasoning left unedited"): the user is told
+    reasoning exists that no variant touched.
+    """
+    groups: dict[str, list[Unrecognised]] = {}
+    for item in sealed:
+        groups.setdefault(item.what, []).append(item)
+    out = []
+    for what, items in groups.items():
+        n, first = len(items), items[0]
+        place = f"line {first.line}, " if first.line is not None else ""
+        out.append(
+            f"{source}: {n} reasoning part{'s' if n != 1 else ''} {what}: left unedited, not scored or pruned "
+            f"({'first ' if n != 1 else ''}at {place}field {first.field!r})"
+        )
+    return out
 
 
 RecordReader = Callable[[object, Where], "list[Trajectory] | None"]
@@ -159,7 +190,10 @@ def load_chunks(
         where = Where(source)
         found = read(value, where)
         if found is not None:
-            yield Document(fmt, source, found, whole(data, value), unrecognised=where.unrecognised)
+            yield Document(
+                fmt, source, found, whole(data, value), sealed_warnings(source, where.sealed),
+                unrecognised=where.unrecognised, signatures=where.signatures,
+            )
             return
     chunk: list[JsonLine] = []
     seen = False
@@ -181,6 +215,8 @@ def load_chunks(
 def _chunk(lines: list[JsonLine], data: bytes, source: str, fmt: str, read: RecordReader, not_found: str, skip_bad_lines: bool, first: int) -> Document:
     warnings: list[str] = []
     notes: list[Unrecognised] = []
+    sealed: list[Unrecognised] = []
+    signatures: list[Unrecognised] = []
     trajectories: list[Trajectory] = []
     values = [line.value for line in lines]
     for rec, line in enumerate(lines):
@@ -190,7 +226,7 @@ def _chunk(lines: list[JsonLine], data: bytes, source: str, fmt: str, read: Reco
         if line.value is None:
             continue
         try:
-            found = read(line.value, Where(source, rec, line.number, first + len(trajectories), notes))
+            found = read(line.value, Where(source, rec, line.number, first + len(trajectories), notes, sealed, signatures))
             if found is None:
                 raise InputError(source, not_found, line=line.number)
         except InputError as exc:
@@ -201,4 +237,5 @@ def _chunk(lines: list[JsonLine], data: bytes, source: str, fmt: str, read: Reco
             values[rec] = BAD_LINE
             continue
         trajectories.extend(found)
-    return Document(fmt, source, trajectories, Records(data, lines, values), warnings, unrecognised=notes)
+    warnings += sealed_warnings(source, sealed)
+    return Document(fmt, source, trajectories, Records(data, lines, values), warnings, unrecognised=notes, signatures=signatures)

@@ -60,15 +60,24 @@ def convert_trajectories(trajectories: Sequence[Trajectory], to: str) -> bytes:
 
 def convert_document(doc: Document, to: str) -> bytes:
     """:func:`convert_trajectories` of one read file, refused when the adapter found text it
-    could not read (``doc.unrecognised``): that text would not be carried.
+    could not read (``doc.unrecognised``) or provider signatures the model does not hold
+    (``doc.signatures``, Gemini ``thoughtSignature`` on any part): neither would be carried.
 
     Raises:
-        UsageError: as :func:`convert_trajectories`, or naming the first unrecognised field.
+        UsageError: as :func:`convert_trajectories`, or naming the first unrecognised field
+        or signature (its step and field).
     """
     if doc.unrecognised:
         count = len(doc.unrecognised)
         raise UsageError(
             f"cannot convert {doc.source} to {to} without losing data: {count} assistant-turn text{'s' if count > 1 else ''} "
             f"the {doc.format} adapter does not read would not be carried; the first: {doc.unrecognised[0].describe(doc.source)}"
+        )
+    if doc.signatures:
+        # No target holds a provider signature (Gemini needs a functionCall's back with the call).
+        count, first = len(doc.signatures), doc.signatures[0]
+        raise UsageError(
+            f"cannot convert {doc.source} to {to} without losing data: {count} {doc.format} signature{'s' if count > 1 else ''} "
+            f"(thoughtSignature) would not be carried; the first: {first.describe(doc.source)}"
         )
     return convert_trajectories(doc.trajectories, to)
