@@ -78,7 +78,7 @@ def test_ctrl_c_while_reading_exits_130_and_leaves_the_output_file_as_it_was(tmp
         os.close(writer)
     assert proc.returncode == 130
     lines = err.decode().strip().splitlines()
-    assert lines == [f"iclr: interrupted: interrupted after 0 trajectories{' (0 block records)' if command == 'score' else ''}; nothing written, {out} is as it was"]
+    assert lines == [f"iclr: interrupted after 0 trajectories{' (0 block records)' if command == 'score' else ''}; nothing written, {out} is as it was"]
     assert out.read_text() == "previous result\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []  # no temp file left
 
@@ -97,7 +97,7 @@ def test_ctrl_c_mid_run_on_stdout_says_how_far_it_got(tmp_path, command):
     rest, err = proc.communicate(timeout=120)
     assert proc.returncode == 130
     [line] = err.decode().strip().splitlines()
-    assert line.startswith("iclr: interrupted: interrupted after ")
+    assert line.startswith("iclr: interrupted after ")
     assert line.endswith("; what went to stdout before the interrupt is incomplete")
     done = int(line.split("interrupted after ")[1].split(" ")[0])
     assert done < 1500
@@ -316,5 +316,5 @@ def test_sigint_stops_a_command_started_with_sigint_ignored(tmp_path):
     finally:
         os.close(writer)
     assert proc.returncode == 130
-    assert err.decode().strip() == f"iclr: interrupted: interrupted after 0 trajectories; nothing written, {out} was not created"
+    assert err.decode().strip() == f"iclr: interrupted after 0 trajectories; nothing written, {out} was not created"
     assert not out.exists()

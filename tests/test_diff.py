@@ -131,6 +131,21 @@ def test_golden_plain_text(files, capsys):
     assert_golden("diff_plain.txt", out)
 
 
+@pytest.mark.parametrize("width", [[], ["--width", "60"]])
+def test_step_headings_are_whole_when_stdout_is_not_a_terminal(files, capsys, width):
+    # `iclr diff A B | cat`: rich's 80-column rule would cut "52 deleted" off with an ellipsis
+    code, out, _ = run_cli(["diff", "orig.json", "pruned.json", "--model", "fake", "--all", "--no-pager", *width], capsys)
+    assert code == 0
+    headings = [line for line in out.splitlines() if line.startswith("step ")]
+    assert headings[:2] == [
+        "step 0 \u00b7 4/5 blocks removed \u00b7 reasoning 66 -> 26 tokens incl. 4 [SKIP], 52 deleted \u2500",
+        "step 1 \u00b7 1/2 blocks removed \u00b7 reasoning 21 -> 14 tokens incl. 1 [SKIP], 10 deleted \u2500",
+    ]
+    assert "\u2026" not in out
+    # block text still wraps at the console's width
+    assert max(len(line) for line in out.splitlines() if line.startswith(("-  ", "   "))) <= (int(width[1]) if width else 80)
+
+
 def test_golden_colours_forced(files, capsys, monkeypatch):
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.setenv("COLORTERM", "truecolor")

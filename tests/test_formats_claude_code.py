@@ -210,6 +210,37 @@ def test_skip_bad_lines_passes_the_line_through(tmp_path, capsys):
     assert lines[1] == bad.encode() and b"[SKIP]" in lines[2]
 
 
+def _cut_third_line(tmp_path):
+    """The sample session with its third line cut in the middle (as a crash mid-write leaves it)."""
+    lines = SAMPLE.read_bytes().split(b"\n")
+    lines[2] = lines[2][: len(lines[2]) // 3]
+    src = tmp_path / "broken.jsonl"
+    src.write_bytes(b"\n".join(lines))
+    return src, lines[2]
+
+
+def test_one_cut_early_line_does_not_change_the_sniffed_format(tmp_path, capsys):
+    src, cut = _cut_third_line(tmp_path)
+    assert registry.detect(src.read_bytes(), str(src)).name == "claude_code"
+    # without --skip-bad-lines the cut line is still the error
+    code, _, err = run_cli(capsys, "prune", str(src), "--model", "fake", "-q")
+    assert code == 2
+    assert f"{src}:3: line is not a complete JSON record" in err
+    out = tmp_path / "out.jsonl"
+    code, _, err = run_cli(capsys, "prune", str(src), "--model", "fake", "--skip-bad-lines", "-o", str(out))
+    assert code == 0, err
+    assert f"{src}:3: skipped" in err and "no message list found" not in err
+    written = out.read_bytes().split(b"\n")
+    assert written[2] == cut and b"[SKIP]" in out.read_bytes()
+
+
+def test_a_pretty_printed_document_is_not_read_as_jsonl_with_bad_lines():
+    data = (SAMPLES / "openai_chat.json").read_bytes()
+    assert registry.detect(data, "c.json").name == "openai"
+    # cut short, it still sniffs as the document it starts as
+    assert registry.detect(data[:700], "c.json").name == "openai"
+
+
 def test_sniff():
     assert ADAPTER.sniff(SAMPLE.read_bytes()[:65536])
     # a first line longer than the head is judged by its keys

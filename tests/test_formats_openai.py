@@ -107,3 +107,35 @@ def test_message_without_role_exits_2_naming_the_field(tmp_path, capsys):
     src.write_text(json.dumps({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, 5]}))
     code, _, err = run_cli(capsys, "prune", str(src), "--format", "openai", "--model", "fake", "-q")
     assert code == 2 and str(src) in err and "'messages[2]'" in err
+
+
+@pytest.mark.parametrize("extra", [[], ["--skip-bad-lines"]])
+def test_truncated_pretty_printed_document_is_reported_where_it_ends(tmp_path, capsys, extra):
+    # the sample cut inside its first reasoning_content string, as a partly copied file is
+    full = (SAMPLES / "openai_chat.json").read_bytes()
+    key = full.index(b'"reasoning_content": "')
+    opened = key + len(b'"reasoning_content": ')
+    data = full[: opened + 30]
+    src = tmp_path / "trunc.json"
+    src.write_bytes(data)
+    line = data.count(b"\n") + 1
+    column = opened - data.rindex(b"\n") - 1 + 1
+    code, _, err = run_cli(capsys, "prune", str(src), "--model", "fake", "-o", str(tmp_path / "out.json"), *extra)
+    assert code == 2
+    assert err.strip() == f"iclr: error: {src}:{line}: truncated JSON document: the string opened at line {line}, column {column} is never closed"
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_invalid_pretty_printed_document_names_line_and_column(tmp_path, capsys):
+    src = tmp_path / "bad.json"
+    src.write_text('[\n  {"role": "user", "content": "q"},\n  {"role": "assistant" "content": "a"}\n]\n')
+    code, _, err = run_cli(capsys, "prune", str(src), "--format", "openai", "--model", "fake", "-q")
+    assert code == 2
+    assert err.strip() == f"iclr: error: {src}:3: not a valid JSON document: parsing failed at line 3, column 24 (Expecting ',' delimiter)"
+
+
+def test_valid_document_of_another_format_says_what_was_expected(tmp_path, capsys):
+    src = SAMPLES / "gemini_contents.json"
+    code, _, err = run_cli(capsys, "prune", str(src), "--format", "openai", "--model", "fake", "-q")
+    assert code == 2
+    assert err.strip() == f"iclr: error: {src}: no message list found (expected a list of messages, 'messages', 'traj', or request/response)"

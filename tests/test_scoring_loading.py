@@ -200,3 +200,24 @@ def test_cuda_device_fails_before_any_model_is_loaded(tmp_path, capsys, monkeypa
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("iclr: error: --device cuda: ") and "--device cpu" in err and "Traceback" not in err
+
+
+def test_fake_model_refuses_an_unavailable_device_as_the_real_one_does(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    from iclr_cli.cli.app import main
+
+    chat = tmp_path / "c.json"
+    chat.write_text(json.dumps([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y", "reasoning_content": "a\n\nb"}]))
+    out = tmp_path / "out.json"
+    # one past the last visible GPU: refused on a CPU-only torch, a GPU-less machine and a GPU one
+    device = f"cuda:{torch.cuda.device_count() if torch.cuda.is_available() else 3}"
+    with pytest.raises(SystemExit) as exc:
+        main(["prune", str(chat), "--model", "fake", "--device", device, "-o", str(out), "-q"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    with pytest.raises(UsageError) as expected:
+        loading.pick_device(device)
+    assert err.strip() == f"iclr: error: {expected.value}" and not out.exists()
+    with pytest.raises(SystemExit) as exc:
+        main(["prune", str(chat), "--model", "fake", "--device", "cpu", "-o", str(out), "-q"])
+    assert exc.value.code == 0 and out.exists()

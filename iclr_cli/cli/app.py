@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(2 if isinstance(exc, usage_error) else exc.exit_code)
     except Interrupted as exc:
-        print(f"iclr: interrupted: {exc}", file=sys.stderr)
+        # "interrupted after 3 trajectories ..." already says it: the word once, not twice
+        said = str(exc)
+        print(f"iclr: {said}" if said.startswith("interrupted") else f"iclr: interrupted: {said}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except IclrError as exc:
         print(f"iclr: error: {exc}", file=sys.stderr)

@@ -44,7 +44,7 @@ from collections import defaultdict
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.chat_reasoning import message_reasoning
-from iclr_cli.formats.reading import Where, base_name, dig, field_name, read_lines, text_of, try_document, whole
+from iclr_cli.formats.reading import Where, base_name, dig, document_error, field_name, read_lines, spread_document, text_of, try_document, whole
 from iclr_cli.formats.think import outside_think, think_elements
 from iclr_cli.formats.writeback import Draft, Site, TextRef, WriteBackAdapter, locate
 from iclr_cli.jsonio import BAD_LINE
@@ -148,6 +148,8 @@ class OpenHandsAdapter(WriteBackAdapter):
         if isinstance(doc, list):
             records = whole(data, doc)
             events = [((0, i), e, None) for i, e in enumerate(doc)]
+        elif doc is None and spread_document(data):
+            raise document_error(data, source)
         else:
             records = read_lines(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings)
             events = [((r,), line.value, line.number) for r, line in enumerate(records.lines) if line.value is not None and line.value is not BAD_LINE]

@@ -33,14 +33,59 @@ def parse_document(data: bytes, source: str) -> object:
     """The one JSON value a whole file holds (BOM tolerated).
 
     Raises:
-        InputError: ``not valid JSON`` naming the 1-based line of the syntax error.
+        InputError: from :func:`document_error` (line and column of the syntax error).
     """
     try:
         return loads(strip_bom(data))
+    except (ValueError, UnicodeDecodeError):
+        raise document_error(data, source) from None
+
+
+def document_error(data: bytes, source: str) -> InputError:
+    """The error for ``data`` that is not one valid JSON document: ``FILE:LINE:`` with the
+    line and column where parsing failed, and whether the document is cut short (it ends
+    inside a value, as a partly written or truncated file does) or invalid."""
+    body = strip_bom(data)
+    try:
+        text = body.decode("utf-8", errors="surrogatepass")
+    except UnicodeDecodeError as exc:
+        return InputError(source, f"not a valid JSON document: not UTF-8 text ({exc.reason} at byte {exc.start})")
+    try:
+        json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(source, f"not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno) from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(source, f"not valid JSON ({exc})") from None
+        at = f"line {exc.lineno}, column {exc.colno}"
+        if exc.msg.startswith("Unterminated string"):
+            return InputError(source, f"truncated JSON document: the string opened at {at} is never closed", line=exc.lineno)
+        if exc.pos >= len(text.rstrip()):
+            return InputError(source, f"truncated JSON document: it ends at {at} before its value is closed ({exc.msg})", line=exc.lineno)
+        return InputError(source, f"not a valid JSON document: parsing failed at {at} ({exc.msg})", line=exc.lineno)
+    return InputError(source, "not a valid JSON document")
+
+
+def spread_document(data: bytes) -> bool:
+    """True when ``data`` is laid out as one JSON document rather than one record per
+    line: it starts with ``{`` or ``[`` and its first line is not a complete JSON value (a
+    pretty-printed document, whole or cut short). Reading such a file line by line would
+    report its first line as a cut record and suggest --skip-bad-lines, which would only
+    skip every line of it."""
+    body = strip_bom(data)
+    if body.lstrip()[:1] not in (b"[", b"{"):
+        return False
+    try:
+        loads(_first_line(body))
+    except (ValueError, UnicodeDecodeError):
+        return True
+    return False
+
+
+def _first_line(body: bytes) -> bytes:
+    start = 0
+    while True:
+        nl = body.find(b"\n", start)
+        line = body[start:] if nl == -1 else body[start:nl]
+        if line.strip() or nl == -1:
+            return line
+        start = nl + 1
 
 
 def try_document(data: bytes) -> object | None:
@@ -195,6 +240,10 @@ def load_chunks(
                 unrecognised=where.unrecognised, signatures=where.signatures,
             )
             return
+    if documents and spread_document(data):
+        if value is None:
+            raise document_error(data, source)
+        raise InputError(source, not_found)
     chunk: list[JsonLine] = []
     seen = False
     count = 0

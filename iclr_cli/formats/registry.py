@@ -9,7 +9,7 @@ import importlib
 
 from iclr_cli.errors import InputError, UsageError
 from iclr_cli.formats.base import Document, FormatAdapter
-from iclr_cli.jsonio import BOM, read_input
+from iclr_cli.jsonio import BOM, loads, read_input
 
 HEAD_BYTES = 64 * 1024
 
@@ -67,6 +67,7 @@ def detect(data: bytes, source: str) -> FormatAdapter:
         head = head[len(BOM) :]
     if not head.strip():
         raise InputError(source, "file is empty")
+    head = _parseable_head(head)
     tried = adapters()
     for adapter in tried:
         if adapter.sniff(head):
@@ -74,6 +75,32 @@ def detect(data: bytes, source: str) -> FormatAdapter:
     width = max(len(a.name) for a in tried)
     listing = "\n".join(f"  {a.name:<{width}}  {a.description}" for a in tried)
     raise InputError(source, f"not a trajectory format iclr reads: none of the {len(tried)} formats tried matched:\n{listing}\nUse --format NAME to read it as one of them.")
+
+
+def _parseable_head(head: bytes) -> bytes:
+    """``head`` without its complete lines that are not JSON, when it reads as JSONL (more
+    of its complete lines parse as a JSON object or list than fail): one cut or corrupt
+    early line must not make a JSONL file look like another format. The bad line is still
+    reported (or skipped with --skip-bad-lines) when the file is read. A whole JSON document
+    spread over lines is left as it is: most of its lines do not parse on their own.
+    The last, possibly partial, line is kept for the sniffers that judge it."""
+    if b"\n" not in head:
+        return head
+    *complete, tail = head.split(b"\n")
+    kept: list[bytes] = []
+    records = bad = 0
+    for raw in complete:
+        if raw.strip():
+            try:
+                value = loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                bad += 1
+                continue
+            records += isinstance(value, (dict, list))
+        kept.append(raw)
+    if not bad or records <= bad:
+        return head
+    return b"\n".join([*kept, tail])
 
 
 def require_steps(adapter: FormatAdapter, source: str, steps: int, trajectories: int) -> None:

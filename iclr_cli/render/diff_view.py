@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.rule import Rule
 from rich.table import Table
@@ -104,8 +105,9 @@ def step_title(step: StepDiff) -> str:
     return " · ".join(parts)
 
 
-def render_step(step: StepDiff, diff: Diff) -> Group:
-    """A step heading and one grid row per block / folded action or observation."""
+def render_step(step: StepDiff, diff: Diff, *, heading: bool = True) -> Group:
+    """A step heading (left out with ``heading=False``) and one grid row per block / folded
+    action or observation."""
     grid = Table.grid(padding=(0, 1))
     grid.add_column(width=1, no_wrap=True)
     grid.add_column(width=_TAG_WIDTH + 1 if diff.scores is not None else 0, no_wrap=True)
@@ -117,10 +119,23 @@ def render_step(step: StepDiff, diff: Diff) -> Group:
                 body.no_wrap = True
                 body.overflow = "ellipsis"
             grid.add_row(mark, tag, body)
-    heading = [Rule(Text(step_title(step), style="bold"), align="left", style="dim")]
+    head: list = [Rule(Text(step_title(step), style="bold"), align="left", style="dim")] if heading else []
     if step.skipped:
-        heading.append(Text(f"  not scored: {step.skipped}", style="yellow"))
-    return Group(*heading, grid)
+        head.append(Text(f"  not scored: {step.skipped}", style="yellow"))
+    return Group(*head, grid)
+
+
+def print_step(console: Console, step: StepDiff, diff: Diff) -> None:
+    """Print one step. Off a terminal (a pipe, a file) a heading wider than the console is
+    printed whole on one line: rich's rule would cut it with an ellipsis at 80 columns and
+    lose the token counts at its end."""
+    title = step_title(step)
+    # a left-aligned rule keeps its title whole up to the width less 2 (" " and one rule char)
+    if console.is_terminal or cell_len(title) <= console.width - 2:
+        console.print(render_step(step, diff))
+        return
+    console.print(Text.assemble((title, "bold"), " ", ("\u2500", "dim")), soft_wrap=True)
+    console.print(render_step(step, diff, heading=False))
 
 
 def render_gap(gap: Gap) -> Text:
@@ -163,7 +178,10 @@ def paint(console: Console, diff: Diff, views: Sequence[tuple[TrajectoryDiff, Se
         if many:
             console.print(Text(f"trajectory {traj.id}", style="bold underline"))
         for item in shown:
-            console.print(render_gap(item) if isinstance(item, Gap) else render_step(item, diff))
+            if isinstance(item, Gap):
+                console.print(render_gap(item))
+            else:
+                print_step(console, item, diff)
         if not shown:
             console.print(Text("  (no step matches)", style="dim"))
     if diff.scores is not None and diff.summary.entropy_min is not None:

@@ -36,7 +36,8 @@ def build_scorer(
             model's maximum positions (8,192 for SmolLM2).
         overflow: ``window`` (project default) or ``skip`` (the paper's rule).
         dtype: ``float32`` (default) or ``bfloat16`` (explicit opt-in; callers should warn).
-        device: torch device; default CUDA when available, else CPU.
+        device: torch device; default CUDA when available, else CPU. Checked for every
+            model, ``fake`` included (UsageError for one this torch or machine lacks).
         prefix_cache: reuse each trajectory's KV cache from step to step (``--no-prefix-cache``
             turns it off; results are the same within 1e-3 bits).
         batch_size: most trajectories (rows) per batched forward; ``None``: chosen for the
@@ -56,6 +57,12 @@ def build_scorer(
     if context not in CONTEXTS:
         raise UsageError(f"--context {context!r}: choose one of {', '.join(CONTEXTS)}")
     if model == FAKE:
+        if device:
+            # the same check as for a real model, so a run tried with --model fake does not
+            # pass on a device the real run will refuse; torch is imported only for this
+            from iclr_cli.scoring.loading import pick_device
+
+            pick_device(device)
         return FakeScorer(max_tokens=max_tokens, overflow=overflow)
     from iclr_cli.scoring.loading import load_model
     from iclr_cli.scoring.transformers_scorer import TransformersScorer
