@@ -179,6 +179,19 @@ def test_null_cell_and_missing_column_are_input_errors(tmp_path, rows, capsys):
     assert code == 2 and "no column 'conversation'" in err and "columns: id, messages" in err
     code, _, err = run_cli(["score", "--dataset", str(tmp_path / "absent"), "--model", "fake"], capsys)
     assert code == 2 and "absent" in err
+    # An --id-column given by name must exist; only the default 'id' falls back to the row index.
+    code, _, err = run_cli(["score", "--dataset", str(folder), "--id-column", "uid", "--model", "fake"], capsys)
+    assert code == 2 and "no column 'uid' (--id-column)" in err
+
+
+def test_a_run_that_finished_no_shard_does_not_block_the_corrected_command(tmp_path, rows, capsys):
+    folder = write_parquet(tmp_path / "nulls", [{"id": "a", "messages": rows[1]["messages"]}, {"id": "b", "messages": None}])
+    target = str(tmp_path / "s.jsonl")
+    code, _, err = run_cli(["score", "--dataset", str(folder), "--model", "fake", "-o", target], capsys)
+    assert code == 2 and "is null" in err
+    code, out, err = run_cli(["score", "--dataset", str(folder), "--model", "fake", "--skip-bad-lines", "-o", target, "-q"], capsys)
+    assert code == 0, err
+    assert {r["trajectory"] for r in records(open(target).read())} == {"a"}
 
 
 class Interrupt:

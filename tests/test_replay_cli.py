@@ -61,3 +61,16 @@ def test_run_then_resume_then_summary(tmp_path):
     assert proc.returncode == 0, proc.stderr
     row = next(line for line in proc.stderr.splitlines() if "delete-all" in line)
     assert "amplification" in proc.stderr and "0/1/0" in row
+
+
+def test_a_resume_with_another_ratio_or_block_split_is_warned(tmp_path):
+    from iclr_cli.replay.session import _note_settings
+
+    warnings = []
+    output = type("Out", (), {"warn": lambda self, m: warnings.append(m)})()
+    first = {"model": "m", "proxy_model": "fake", "ratio": 0.8, "block_split": "paragraph"}
+    _note_settings(output, tmp_path, first)
+    _note_settings(output, tmp_path, dict(first))
+    assert warnings == []
+    _note_settings(output, tmp_path, {**first, "ratio": 0.5, "block_split": "line"})
+    assert len(warnings) == 1 and "block_split='paragraph'" in warnings[0] and "ratio=0.8" in warnings[0]

@@ -9,7 +9,7 @@ import typer
 Dataset = Annotated[Optional[str], typer.Option("--dataset", help="Read one trajectory per row of a dataset: anything datasets.load_dataset takes (a folder or file of parquet/arrow/JSON/JSONL, or a Hub id). Replaces the file arguments.", rich_help_panel="Datasets")]
 DatasetSplit = Annotated[Optional[str], typer.Option("--split", "--dataset-split", help="Split of --dataset to read: train (default), test, ...", rich_help_panel="Datasets", show_default=False)]
 Column = Annotated[str, typer.Option("--column", help="Column holding the trajectory: an OpenAI message list, or a JSON string in any format iclr reads.", rich_help_panel="Datasets")]
-IdColumn = Annotated[str, typer.Option("--id-column", help="Column holding each row's id (records' 'trajectory'); the row index when the dataset has no such column.", rich_help_panel="Datasets")]
+IdColumn = Annotated[str, typer.Option("--id-column", help="Column holding each row's id (records' 'trajectory'); with the default 'id', the row index when the dataset has no such column.", rich_help_panel="Datasets")]
 ShardRows = Annotated[int, typer.Option("--shard-rows", min=1, help="Rows per shard: the unit of work, of batching across trajectories and of resuming.", rich_help_panel="Datasets")]
 Engine = Annotated[str, typer.Option("--engine", help="local (this process) or ray (Ray Data with an actor pool of scorers).", rich_help_panel="Datasets")]
 Workers = Annotated[int, typer.Option("--workers", min=1, help="Scorer actors of --engine ray, each with its own proxy model.", rich_help_panel="Datasets")]

@@ -2,8 +2,9 @@
 
 A shard counts as finished only once its output file was renamed into place and its row was
 committed here, in that order: a crash between the two re-does one shard, never loses one.
-The run's settings are stored on first use; a restart with other settings (or changed data)
-is refused rather than mixing two runs in one output.
+The run's settings are stored on first use (and replaced while no shard has finished); a
+restart with other settings (or changed data) is refused rather than mixing two runs in one
+output.
 """
 
 from __future__ import annotations
@@ -47,8 +48,13 @@ class Manifest:
         )
         wanted = orjson.dumps(dict(settings), option=orjson.OPT_SORT_KEYS).decode()
         row = self._db.execute("SELECT value FROM run WHERE key = 'settings'").fetchone()
+        finished = self._db.execute("SELECT COUNT(*) FROM shards").fetchone()[0]
         if row is None:
             self._db.execute("INSERT INTO run VALUES ('settings', ?)", (wanted,))
+        elif row[0] != wanted and not finished:
+            # A run that failed before finishing a shard (a bad row, a wrong --format) left
+            # nothing to resume: the corrected command starts afresh instead of being refused.
+            self._db.execute("UPDATE run SET value = ? WHERE key = 'settings'", (wanted,))
         elif row[0] != wanted:
             old = orjson.loads(row[0])
             diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from iclr_cli.errors import InputError, UsageError
 
+# Without this column the row index is the id; another --id-column that is missing is an error.
+DEFAULT_ID_COLUMN = "id"
 ROW = "__iclr_row__"
 SHARD = "__iclr_shard__"
 
@@ -40,14 +42,14 @@ class DatasetSpec:
         src: ``SRC`` as the user gave it (used in messages and records).
         split: the split to read (``train`` by default).
         column: the column holding one trajectory per row.
-        id_column: the column holding the row's id; when the dataset has no such column the
-            row index is the id.
+        id_column: the column holding the row's id; when the dataset has no column ``id``
+            (the default) the row index is the id; another name must exist.
     """
 
     src: str
     split: str = "train"
     column: str = "messages"
-    id_column: str = "id"
+    id_column: str = DEFAULT_ID_COLUMN
 
     @property
     def path(self) -> str:
@@ -133,17 +135,23 @@ def peek_schema(spec: DatasetSpec):
     """The Arrow schema of the split (from its first row), with the dataset's metadata.
 
     Raises:
-        UsageError: the trajectory column is missing (the message lists the columns).
+        UsageError: the trajectory column, or an ``id_column`` other than ``id``, is missing
+            (the message lists the columns).
         InputError: the split is empty or unreadable.
     """
-    stream = open_stream(spec)
-    for table in stream.with_format("arrow").iter(batch_size=1):
-        schema = table.schema
-        break
-    else:
+    batches = open_stream(spec).with_format("arrow").iter(batch_size=1)
+    try:
+        table = next(batches, None)
+    finally:
+        # An iterator left open at exit can abort the process from a reader thread.
+        getattr(batches, "close", lambda: None)()
+    if table is None:
         raise InputError(spec.where(), "the split has no rows")
+    schema = table.schema
     if spec.column not in schema.names:
         raise UsageError(f"{spec.where()}: no column {spec.column!r} (--column); columns: {', '.join(schema.names)}")
+    if spec.id_column != DEFAULT_ID_COLUMN and spec.id_column not in schema.names:
+        raise UsageError(f"{spec.where()}: no column {spec.id_column!r} (--id-column); columns: {', '.join(schema.names)}")
     return schema
 
 

@@ -168,7 +168,8 @@ def build_run(
         http_client=http_client,
     )
     out.mkdir(parents=True, exist_ok=True)
-    _note_settings(output, out, {"model": model, "base_url": base_url, "proxy_model": proxy_model, "tool_protocol": tool_protocol, "max_steps": max_steps, "temperature": temperature, "send_seed": send_seed})
+    _note_settings(output, out, {"model": model, "base_url": base_url, "proxy_model": proxy_model, "tool_protocol": tool_protocol, "max_steps": max_steps, "temperature": temperature, "send_seed": send_seed,
+                                  "ratio": scorer_options["ratio"], "block_split": scorer_options["split"]})
     log = ResultsLog(out / RESULTS)
     done = {(r["task"], r["variant"], r["seed"]) for r in log.records if not (retry_errors and r.get("status") == "error")}
     specs = plan(tasks, [v.name for v in parsed], range(seeds), done)
