@@ -6,6 +6,7 @@ same adapter writes it back. Commands (``score``, ``prune``, ``convert``) are th
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import get_args
@@ -276,6 +277,7 @@ class Summary(TokenViews):
     windowed: int = 0
     unrecognised: int = 0
     not_as_asked: NotAsAsked = field(default_factory=lambda: NotAsAsked())
+    contexts: Counter = field(default_factory=Counter)  # scored steps per context mode
 
     def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
         """Add the reports of ``results`` (and the unrecognised count of ``doc``)."""
@@ -293,5 +295,7 @@ class Summary(TokenViews):
         self.removed += report.n_removed
         self.tokens = self.tokens + report.tokens
         self.windowed += report.windowed
+        if report.context:
+            self.contexts[report.context] += 1
         if report.skipped and report.blocks:
             self.skipped.append(f"{report.trajectory} step {report.step}: {report.skipped}")

@@ -79,3 +79,14 @@ def test_explicit_modes_ignore_the_plan(tiny):
     assert scorer(tiny, max_tokens=LIMIT, context="sliding").plan_contexts(preview) == {"sparse": "sliding"}
     unplanned = scorer(tiny, max_tokens=LIMIT)
     assert unplanned.mode("never-planned") == "sliding"  # serve and replay: the future is unknown
+
+
+def test_the_summary_names_the_mode_of_the_scored_steps(tiny_dir, capsys, tmp_path):
+    from format_helpers import SAMPLES, run_cli, summary_value
+
+    code, _, err = run_cli(capsys, "prune", str(SAMPLES / "openai_chat.json"), "--model", str(tiny_dir), "-o", str(tmp_path / "p.json"))
+    assert code == 0, err
+    scored = int(summary_value(err, "context (scored steps)").split()[-1])
+    assert summary_value(err, "context (scored steps)") == f"sliding {scored}" and scored >= 1
+    code, _, err = run_cli(capsys, "prune", str(SAMPLES / "openai_chat.json"), "--model", "fake", "-o", str(tmp_path / "f.json"))
+    assert code == 0 and "context (scored steps)" not in err  # the fake scorer has no modes

@@ -76,6 +76,8 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
         (selected, summary.removed),
         *summary_rows(summary.tokens, tokenizer_name),
         ("steps windowed", summary.windowed),
+        *([("context (scored steps)", ", ".join(f"{mode} {n}" for mode, n in sorted(summary.contexts.items())))]
+          if summary.contexts else []),
         ("steps skipped", len(summary.skipped)),
         ("unrecognised", summary.unrecognised),
     ]
