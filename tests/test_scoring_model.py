@@ -136,7 +136,8 @@ def test_batched_trajectories_equal_batch_one_on_the_real_model(smol, context):
     A 256-token limit makes both contexts window (fresh) or evict (sliding)."""
     from iclr_cli.scoring.transformers_scorer import TransformersScorer
 
-    trajs = [_trajectory(n).__class__(f"t{n}", _trajectory(n).prompt, _trajectory(n).steps) for n in (2, 3, 5)]
+    # Other seeds give other file names, so the cached prefixes of step t differ in length.
+    trajs = [_trajectory(n, seed=n).__class__(f"t{n}", _trajectory(n, seed=n).prompt, _trajectory(n, seed=n).steps) for n in (2, 3, 5)]
     settings = Settings(parse_variant("iclr"))
     runs = {}
     for rows in (1, 4):
