@@ -165,14 +165,20 @@ class Output:
             yield advance
 
     @contextlib.contextmanager
-    def progress(self, description: str, total: int | None = None) -> Iterator:
-        """A progress bar on stderr, shown only on a terminal and when not quiet.
+    def progress(self, description: str, total: int | None = None, unit: str = "steps", every_s: float = 30.0) -> Iterator:
+        """A progress bar on stderr when it is a terminal; else, so that a long run in CI or a
+        log is not silent, one line of ``unit`` done and the rate every ``every_s`` seconds
+        (:meth:`throughput`). Nothing when quiet.
 
         ``total=None`` shows a count without an end (streamed inputs). Yields a callable
         ``advance(n=1)``.
         """
-        if self.quiet or not sys.stderr.isatty():
+        if self.quiet:
             yield lambda n=1: None
+            return
+        if not sys.stderr.isatty():
+            with self.throughput(description, (unit,), every_s) as tick:
+                yield lambda n=1: tick(n)
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 

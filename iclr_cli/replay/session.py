@@ -52,7 +52,7 @@ class Session:
             return 0
         finished = self.finished
         try:
-            with out.progress("replay", len(self.specs)) as advance:
+            with out.progress("replay", len(self.specs), unit="runs") as advance:
 
                 def on_record(r: dict) -> None:
                     finished.append(r)
