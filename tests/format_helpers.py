@@ -21,6 +21,14 @@ CASES = SHARED / "cases"
 _THINK_BODY = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 
 
+def field_case(name: str) -> Path:
+    """``../shared/cases/turn2/<name>``; the test is skipped when it is absent."""
+    path = CASES / "turn2" / name
+    if not path.is_file():
+        pytest.skip(f"field case not available at {path}")
+    return path
+
+
 def realdata(folder: str) -> list[Path]:
     """Every file of ``../shared/realdata/<folder>``; the test is skipped when it is absent."""
     base = REALDATA / folder

@@ -8,17 +8,10 @@ import json
 
 import pytest
 
-from format_helpers import CASES, run_cli
+from format_helpers import field_case, run_cli
 from iclr_cli.blocks import SKIP
 
-TURN2 = CASES / "turn2"
-
-
-def case(name: str):
-    path = TURN2 / name
-    if not path.is_file():
-        pytest.skip(f"field case not available at {path}")
-    return path
+case = field_case
 
 
 def prune(capsys, tmp_path, src, *args: str) -> bytes:

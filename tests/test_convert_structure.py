@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from format_helpers import CASES, run_cli
+from format_helpers import field_case, run_cli
 from iclr_cli.errors import UsageError
 from iclr_cli.formats import registry
 from iclr_cli.formats.convert import check, convert_trajectories, pairing
@@ -18,14 +18,7 @@ from iclr_cli.trajectory import Media, Part, Step, Trajectory
 PNG = Media("image", mime="image/png", data="iVBORw0KGgoAAAANSUhEUg==")
 
 
-TURN2 = CASES / "turn2"
-
-
-def case(name: str):
-    path = TURN2 / name
-    if not path.exists():
-        pytest.skip(f"field cases not available at {TURN2}")
-    return path
+case = field_case
 
 
 def records(data: bytes) -> list[dict]:
