@@ -175,7 +175,8 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
     ``n_tokens`` (proxy tokens), ``entropy_bits`` (mean bits per token), ``selected`` (the
     variant replaces it with ``[SKIP]``), ``text``, plus ``part``, ``source``, ``variant``,
     ``windowed``, ``history_kept``, ``context_tokens``, and ``context`` (``fresh`` or ``sliding``)
-    when the scorer has context modes. A step that was not scored yields one
+    when the scorer has context modes, and ``protected`` with ``iclr-ext`` (a block whose
+    derived state was not yet externalized, never removed). A step that was not scored yields one
     record with ``skipped`` (the reason) and ``n_blocks`` instead of block records.
     """
     for result in results:
@@ -209,6 +210,7 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
                     "history_kept": report.history_kept,
                     "context_tokens": report.context_tokens,
                     **({"context": report.context} if report.context else {}),
+                    **({"protected": block.protected} if variant.kind == "iclr-ext" else {}),
                 }
 
 

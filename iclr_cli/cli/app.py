@@ -24,6 +24,7 @@ _COMMANDS: list[tuple[str, str, str]] = [
     ("report", "iclr_cli.cli.report", "report"),
     ("replay", "iclr_cli.cli.replay", "replay"),
     ("serve", "iclr_cli.cli.serve", "serve"),
+    ("analyze", "iclr_cli.cli.analyze", "app"),
     ("formats", "iclr_cli.cli.formats_cmd", "formats"),
     ("model", "iclr_cli.cli.model", "app"),
 ]

@@ -12,7 +12,7 @@ from iclr_cli.cli import options as opt
 
 def prune(
     input: Annotated[Optional[str], typer.Argument(help="Trajectory file ('-' for stdin); none with --dataset.", show_default=False)] = None,
-    variant: Annotated[str, typer.Option("--variant", "-v", help="none, iclr (default), step-only, delete-all, random-R (e.g. random-10).")] = "iclr",
+    variant: Annotated[str, typer.Option("--variant", "-v", help="none, iclr (default), iclr-ext, step-only, delete-all, random-R (e.g. random-10). iclr-ext is this project's hypothesis from the paper's externalization finding, not the paper's method: BottomK as iclr, but a block whose derived state (identifiers, paths, numbers, quoted text, code it introduced) has not yet reached an action, a written file or a tool result is never removed.")] = "iclr",
     output: opt.Output = None,
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     seed: opt.Seed = 0,

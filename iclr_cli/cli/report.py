@@ -102,7 +102,7 @@ def _score_for_heat(cand, model, max_tokens, out):
     from iclr_cli.render.report_html import heat_map
 
     rec = cand.record
-    variant = parse_variant(rec["variant"] if rec["variant"] in ("iclr", "step-only") else "iclr")
+    variant = parse_variant(rec["variant"] if rec["variant"] in ("iclr", "iclr-ext", "step-only") else "iclr")
     out.info(f"scoring {cand.label} with {model} for the heat map (the replay saved no block scores)")
     scorer, tokenizer = build_engines(variant, ScorerConfig(model=model, max_tokens=max_tokens))
     results = compress_trajectories([cand.trajectory], Settings(variant), scorer, tokenizer)
