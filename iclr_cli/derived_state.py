@@ -45,7 +45,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("code", re.compile(r"`([^`\n]{1,120})`")),
     ("quoted", re.compile(r"\"([^\"\n]{2,80})\"|(?<![\w'])'([^'\n]{2,80})'(?![\w'])")),
     ("path", re.compile(r"(?<![\w/.~-])((?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*\w|[\w-]+(?:\.[\w-]+)*\." + _EXT + r")(?![\w/])")),
-    ("number", re.compile(r"(?<![\w.])(0x[0-9a-fA-F]+|-?\d+\.\d+|-?\d{2,})(?![\w.]|\.\d)")),
+    ("number", re.compile(r"(?<![\w.])(0x[0-9a-fA-F]+|-?\d+\.\d+|-?\d{2,})(?!\w|\.\w)")),
     ("identifier", re.compile(
         r"(?<![\w.])("
         r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+"  # dotted.names

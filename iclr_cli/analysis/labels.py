@@ -51,7 +51,8 @@ REPLANNING = re.compile(
 )
 _WORD = re.compile(r"\w+")
 _FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.S)
-_READS = re.compile(r"(?:^|[\s;&|(])(?:cat|head|tail|less|more|nl|open|view|sed\s+-n\s+\S+)\s+(?:-\S+\s+)*([^\s|;&<>'\"]+)")
+_READERS = frozenset({"cat", "head", "tail", "less", "more", "nl", "open", "view", "sed", "bat"})
+_NOT_A_PATH = re.compile(r"^(?:-.*|\d+|\d+(?:,\d+)?p|\$.*)$")
 _PATH_KEYS = ("path", "file_path", "filename", "file", "filepath")
 _COMMAND_KEYS = ("command", "cmd", "code", "script", "input")
 
@@ -127,8 +128,20 @@ def action_keys(step: Step) -> set[tuple[str, str]]:
             command = " ".join(command.split())
             if command:
                 keys.add(("cmd", command))
-            keys.update(("read", _path(m.group(1))) for m in _READS.finditer(command))
+            keys.update(("read", path) for path in _reads(command))
     return keys
+
+
+def _reads(command: str) -> list[str]:
+    """Paths a shell command reads with a pager-like tool: the arguments after ``cat``,
+    ``head``, ``sed -n ...`` and the like that are not options, counts or sed ranges."""
+    out = []
+    for piece in re.split(r"[;&|()]+", command):
+        words = [w.strip("'\"") for w in piece.split()]
+        if not words or words[0] not in _READERS:
+            continue
+        out.extend(_path(w) for w in words[1:] if w and not _NOT_A_PATH.match(w) and not w.startswith((">", "<")))
+    return out
 
 
 def _path(text: str) -> str:

@@ -70,7 +70,7 @@ class Reading:
 @dataclass
 class _Stream:
     ids: list[int]
-    store: KVStore
+    store: KVStore | None  # None without managed caches (the input alone is kept)
 
 
 class _Capture:
@@ -188,6 +188,7 @@ class Sensor:
                 last, reused = self._run_cached(stream, ids, pools, capture)
             else:
                 last, reused = self._run_plain(ids, capture), 0
+                self._streams[stream] = _Stream(ids, None)  # the input, for patch_by_hook
             logprobs = self._logprobs(last)
         pooled = {}
         for name, pos in pools.items():
