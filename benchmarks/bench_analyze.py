@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_analyze.py --quick        # 2 boundaries, 1,024-token limit (a minute or two)
+    python benchmarks/bench_analyze.py --quick        # 2 boundaries, 512-token limit (about 2 minutes on 2 quiet cores)
     python benchmarks/bench_analyze.py                # the default files, 8,192 tokens (see BENCHMARKS.md)
     python benchmarks/bench_analyze.py --json out.json --max-tokens 4096 FILE...
 
@@ -19,7 +19,8 @@ in ``../shared/realdata``) the same patching is done twice with the same sensor:
 It prints, per file and in total, the seconds and forwarded tokens per boundary of each, the
 ratio plain / ours, and the largest difference in repair between the two (they compute the
 same thing: it should be float rounding, about 1e-6). Timings on a shared machine are
-distorted; the load average is printed with them.
+distorted; the load average is printed with them. On a busy machine pass ``--threads 1``:
+two OpenMP threads that wait for each other made a one-token run 100x slower here.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--max-tokens", type=int, default=8192)
     parser.add_argument("--boundaries", type=int, default=None, help="most boundaries per file")
-    parser.add_argument("--quick", action="store_true", help="2 boundaries of one file at a 1,024-token limit")
+    parser.add_argument("--quick", action="store_true", help="2 boundaries of one file at a 512-token limit")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     parser.add_argument("--json", help="also write the rows and totals here")
     args = parser.parse_args()
@@ -103,7 +104,7 @@ def main() -> None:
     files = args.files or [os.path.join(REALDATA, f) for f in DEFAULT_FILES]
     limit, max_tokens = args.boundaries, args.max_tokens
     if args.quick:
-        files, limit, max_tokens = files[:1], 2, 1024
+        files, limit, max_tokens = files[:1], 2, 512
     model, tokenizer, source = load_model(args.model, device="cpu")
     sensor = Sensor(model, tokenizer, name=source.name, max_tokens=max_tokens)
     print(f"sensor {source.name}: {sensor.n_layers} layers, limit {sensor.max_tokens} tokens, {torch.get_num_threads()} threads, "

@@ -99,3 +99,27 @@ def test_probe_end_to_end_with_a_labels_file(tiny_dir, tmp_path, capsys):  # noq
     assert {p["fold"] for p in report["predictions"]} == {0, 1, 2, 3}
     assert 0.0 <= report["metrics"]["auroc"]["value"] <= 1.0
     assert "what each outer fold selected" in err and "16 boundaries from 4 tasks" in err
+
+
+def _messages(i):
+    msgs = [{"role": "user", "content": "Find the price."}]
+    for s in range(3):
+        msgs.append({"role": "assistant", "content": None, "reasoning_content": f"Guess rate_{i}_{s} first.\n\nThen look.",
+                     "tool_calls": [{"id": f"c{s}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": f"ls {s}"})}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{s}", "content": f"out {s}"})
+    msgs.append({"role": "assistant", "content": "done"})
+    return msgs
+
+
+def test_externalization_reads_a_dataset_with_its_task_column(tmp_path, capsys):
+    pytest.importorskip("datasets")
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"id": f"r{i}", "task": f"T{i % 2}", "messages": _messages(i)}) + "\n" for i in range(4)))
+    code, out, err = run_cli(capsys, "analyze", "externalization", "--dataset", str(data), "--task-column", "task", "--label", "heuristic")
+    assert code == 0, err
+    records = [json.loads(line) for line in out.splitlines()]
+    assert sorted({r["trajectory"] for r in records}) == ["0:r0", "1:r1", "2:r2", "3:r3"]
+    assert all(r["G"] == 1 for r in records if r["step"] < 3)  # rate_i_s never leaves the reasoning
+    assert "T0" in err and "T1" in err
+    code, _, err = run_cli(capsys, "analyze", "externalization", "--dataset", str(data), "--task-column", "nope")
+    assert code == 2 and "no column 'nope'" in err

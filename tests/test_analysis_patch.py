@@ -164,3 +164,32 @@ def _canonical(traj):
         "prompt": [{"kind": p.kind, "label": p.label, "text": p.text} for p in traj.prompt],
         "steps": [{"index": s.index, "parts": [{"kind": p.kind, "label": p.label, "text": p.text} for p in s.parts]} for s in traj.steps],
     }
+
+
+@pytest.mark.model
+def test_the_default_proxy_on_a_real_trajectory():
+    """SmolLM2 on the first boundaries of a real mini-SWE-agent run: the cached patched run is
+    the hooked forward's, and the last layer repairs fully."""
+    from format_helpers import realdata
+    from iclr_cli.analysis.inputs import read_paths
+    from iclr_cli.errors import UsageError
+    from iclr_cli.scoring.loading import load_model
+
+    [path] = [p for p in realdata("mini_swe_agent") if p.name == "github_issue.traj.json"]
+    try:
+        model, tokenizer, _ = load_model("smollm2", device="cpu")
+    except UsageError as exc:
+        pytest.skip(str(exc))
+    s = Sensor(model, tokenizer, name="smollm2", max_tokens=8192)
+    traj = read_paths([str(path)]).sources[0].trajectory
+    traj = traj.with_steps(traj.steps[:3])
+    records = list(patch_trajectory(s, traj, source=str(path), layers=(0, 15, s.n_layers - 1)))
+    patched = [r for r in records if r["layer"] is not None]
+    assert patched and all(r["repair"] == pytest.approx(1.0, abs=1e-6) for r in patched if r["layer"] == s.n_layers - 1)
+    deleted = delete_all(traj, s.tokenizer)
+    b = boundaries(traj, deleted)[0]
+    full = lay_out(b.prompt, b.full, b.head, b.head_chars, s.encode, s.max_tokens)
+    dele = lay_out(b.prompt, b.deleted, b.head, b.head_chars, s.encode, s.max_tokens)
+    rf, _ = s.read("f", full.ids), s.read("d", dele.ids)
+    for layer, lp in s.patch("d", rf.residuals, (3, 20)).items():
+        assert torch.allclose(lp, s.patch_by_hook(dele.ids, layer, rf.residuals[layer]), atol=1e-4, rtol=0)
