@@ -21,10 +21,11 @@ from dataclasses import dataclass
 
 import orjson
 
-from iclr_cli.replay.accounting import parse_usage
+from iclr_cli.serve.chat import CHAT
+from iclr_cli.serve.dialect import Dialect
 from iclr_cli.serve.fingerprint import HEADER
 from iclr_cli.serve.state import Rewrite, ServeState
-from iclr_cli.serve.upstream import Upstream, UpstreamConfig, is_event_stream, read_completion, read_stream, redact, response_headers
+from iclr_cli.serve.upstream import Upstream, UpstreamConfig, is_event_stream, redact, response_headers
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
 log = logging.getLogger("iclr.serve")
@@ -138,42 +139,46 @@ def create_app(config: AppConfig, state: ServeState, *, transport=None, on_shutd
 
         return StreamingResponse(chunks(), status_code=resp.status_code, headers=headers)
 
-    async def chat(request):
-        start = time.perf_counter()
-        try:
-            raw = await _read_body(request, config.max_body_bytes)
-        except _TooLarge:
-            return _error(413, f"request body over {config.max_body_bytes} bytes (iclr serve --max-body-mb)", "invalid_request_error", "request_too_large")
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            body = None
-        try:
-            rewrite = await in_thread(state.rewrite, body, raw, request.headers.get(HEADER))
-        except Exception as exc:  # a bug or a full disk must not take the agent down: forward as sent
-            log.warning("request forwarded unchanged: the write-back failed (%s: %s)", type(exc).__name__, exc)
-            rewrite = Rewrite(raw, None)
-        added = time.perf_counter() - start
-        resp, failure = await send(request, "chat/completions", rewrite.body)
-        conv = state.find(rewrite.conversation)
-        if failure is not None:
-            state.stats.request(conv.counts if conv else None, added, None, "upstream_error")
-            return failure
+    def compressing(dialect: Dialect, path: str):
+        """The handler of one compressing route: the dialect's write-back, then upstream."""
 
-        async def finish(content: bytes | None, streamed: bool) -> None:
-            ok = 200 <= resp.status_code < 300
-            message, usage = (read_stream(content) if streamed else read_completion(content)) if ok and content is not None else (None, None)
-            target = conv
-            if ok:
-                messages = body.get("messages") if isinstance(body, dict) else None
-                tools = body.get("tools") if isinstance(body, dict) else None
-                try:
-                    target = await in_thread(state.record_reply, rewrite.conversation, messages, tools, message)
-                except Exception as exc:
-                    log.warning("reply not recorded (%s: %s)", type(exc).__name__, exc)
-            state.stats.request(target.counts if target else None, added, parse_usage(usage) if usage else None, "ok" if ok else "upstream_error")
+        async def handle(request):
+            start = time.perf_counter()
+            try:
+                raw = await _read_body(request, config.max_body_bytes)
+            except _TooLarge:
+                return _error(413, f"request body over {config.max_body_bytes} bytes (iclr serve --max-body-mb)", "invalid_request_error", "request_too_large")
+            try:
+                body = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                body = None
+            try:
+                rewrite = await in_thread(state.rewrite, body, raw, request.headers.get(HEADER), dialect)
+            except Exception as exc:  # a bug or a full disk must not take the agent down: forward as sent
+                log.warning("request forwarded unchanged: the write-back failed (%s: %s)", type(exc).__name__, exc)
+                rewrite = Rewrite(raw, None)
+            added = time.perf_counter() - start
+            resp, failure = await send(request, path, rewrite.body)
+            conv = state.find(rewrite.conversation)
+            if failure is not None:
+                state.stats.request(conv.counts if conv else None, added, None, "upstream_error")
+                return failure
 
-        return await relay(resp, finish)
+            async def finish(content: bytes | None, streamed: bool) -> None:
+                ok = 200 <= resp.status_code < 300
+                target, usage = conv, None
+                if ok:
+                    try:
+                        reply = dialect.read_reply(content, streamed)
+                        usage = reply.usage
+                        target = await in_thread(state.record_reply, rewrite.conversation, rewrite.request, reply, dialect)
+                    except Exception as exc:
+                        log.warning("reply not recorded (%s: %s)", type(exc).__name__, exc)
+                state.stats.request(target.counts if target else None, added, usage, "ok" if ok else "upstream_error")
+
+            return await relay(resp, finish)
+
+        return handle
 
     async def passthrough(request):
         try:
@@ -211,8 +216,8 @@ def create_app(config: AppConfig, state: ServeState, *, transport=None, on_shutd
         return Response(body, media_type=content_type)
 
     routes = [
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/chat/completions", compressing(CHAT, "chat/completions"), methods=["POST"]),
+        Route("/chat/completions", compressing(CHAT, "chat/completions"), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/stats", stats, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
-import orjson
-
 _HOP = {
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
     "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding",
@@ -101,65 +99,3 @@ def response_headers(headers) -> dict[str, str]:
 
 def is_event_stream(headers) -> bool:
     return headers.get("content-type", "").split(";")[0].strip().lower() == "text/event-stream"
-
-
-def read_completion(body: bytes) -> tuple[dict | None, dict | None]:
-    """(``choices[0].message``, ``usage``) of a chat.completion body; ``None`` where absent."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None, None
-    if not isinstance(data, dict):
-        return None, None
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
-    choices = data.get("choices")
-    message = None
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict) and isinstance(choices[0].get("message"), dict):
-        message = choices[0]["message"]
-    return message, usage
-
-
-def read_stream(body: bytes) -> tuple[dict | None, dict | None]:
-    """(assembled ``choices[0]`` message, ``usage``) of a streamed chat completion (SSE bytes,
-    parsed with ``httpx-sse``): content, reasoning fields and tool-call arguments are the
-    concatenation of their deltas; usage is the last chunk's that carried one."""
-    import httpx
-    from httpx_sse import EventSource
-
-    message: dict = {"role": "assistant"}
-    calls: dict[int, dict] = {}
-    usage = None
-    response = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
-    for event in EventSource(response).iter_sse():
-        if not event.data or event.data.strip() == "[DONE]":
-            continue
-        try:
-            chunk = orjson.loads(event.data)
-        except orjson.JSONDecodeError:
-            continue
-        if not isinstance(chunk, dict):
-            continue
-        if isinstance(chunk.get("usage"), dict):
-            usage = chunk["usage"]
-        choices = chunk.get("choices")
-        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
-            continue
-        delta = choices[0].get("delta")
-        if not isinstance(delta, dict):
-            continue
-        for name in ("content", "reasoning_content", "reasoning"):
-            if isinstance(delta.get(name), str):
-                message[name] = message.get(name, "") + delta[name]
-        for call in delta.get("tool_calls") or []:
-            if not isinstance(call, dict):
-                continue
-            slot = calls.setdefault(call.get("index", len(calls)), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
-            if call.get("id"):
-                slot["id"] = call["id"]
-            fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-            for key in ("name", "arguments"):
-                if isinstance(fn.get(key), str):
-                    slot["function"][key] += fn[key]
-    if calls:
-        message["tool_calls"] = [calls[i] for i in sorted(calls)]
-    return message, usage
