@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import orjson
+
 from iclr_cli.formats.base import Unrecognised
 from iclr_cli.replay.accounting import Usage
 from iclr_cli.trajectory import Trajectory
@@ -44,11 +46,14 @@ class Request:
         items: the history items, in order (``messages`` or ``input``).
         context: a JSON value hashed in front of every fingerprint: the tool definitions and
             any top-level P (``system``, ``instructions``), as the dialect reduces them.
+        held: why part of the history lives on the server and not in the request
+            (``previous_response_id``...): such a request is forwarded as sent and counted.
     """
 
     body: Mapping
     items: Sequence[Mapping]
     context: object = None
+    held: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,8 @@ class Dialect:
         raise NotImplementedError
 
     def identity(self, item: Mapping) -> object:
+        """What of ``item`` a client keeps when it sends it back; ``None``: nothing (an item
+        some clients drop, left out of the conversation id)."""
         raise NotImplementedError
 
     def step_item(self, item: Mapping) -> object:
@@ -125,7 +132,14 @@ class Dialect:
         raise NotImplementedError
 
     def read_reply(self, content: bytes | None, streamed: bool) -> Reply:
+        """The reply in ``content`` (the whole body, or the relayed SSE bytes when
+        ``streamed``); an empty :class:`Reply` when it cannot be read."""
         raise NotImplementedError
+
+    def error_body(self, status: int, message: str, kind: str, code: str | None = None) -> bytes:
+        """An error the proxy answers itself (413, 502, 504) in this API's error shape
+        (OpenAI's by default)."""
+        return orjson.dumps({"error": {"message": message, "type": kind, "code": code}})
 
     def continued(self, request: Request, reply: Reply) -> Request:
         """The request as the client continues it: its items followed by the reply's."""

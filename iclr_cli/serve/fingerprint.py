@@ -47,7 +47,9 @@ def conversation_id(dialect, request, header: str | None = None) -> str | None:
         return None
     h = hashlib.sha256(dump(request.context if request.context is not None else []))
     for item in items[: first + 1]:
-        h.update(dump(dialect.identity(item)))
+        identity = dialect.identity(item)
+        if identity is not None:
+            h.update(dump(identity))
     return h.hexdigest()[:24]
 
 

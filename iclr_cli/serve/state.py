@@ -158,6 +158,9 @@ class ServeState:
         request = dialect.parse(body) if isinstance(body, dict) else None
         if request is None:
             return Rewrite(raw, None)
+        if request.held is not None:  # history the proxy cannot see: nothing to rewrite
+            self.stats.held(request.held)
+            return Rewrite(raw, None)
         conv_id = conversation_id(dialect, request, header)
         if conv_id is None:
             return Rewrite(raw, None, request=request)

@@ -1,7 +1,8 @@
 """What the proxy did, for ``/stats`` (JSON) and ``/metrics`` (Prometheus text).
 
 Per conversation and in total: requests, upstream errors, steps compressed, scorer failures,
-the reasoning-token accounting of the compressed steps (the one definition of
+reasoning blocks left sealed (by reason: signed or encrypted for the upstream, redacted), requests
+whose history lives on the server (in total only, by the field that says so), the reasoning-token accounting of the compressed steps (the one definition of
 :mod:`iclr_cli.token_accounting`, in the proxy tokenizer's tokens, with the field names of
 replay's ``results.jsonl``: ``reasoning_tokens_generated``, ``reasoning_tokens_removed`` =
 deleted, ``reasoning_tokens_kept``, ``skip_markers``, ``skip_marker_tokens``), the upstream's own usage (input, output and cache-read tokens, as replay reads them:
@@ -43,6 +44,7 @@ class Counts:
     scorer_failures: int = 0
     unrecognised: int = 0
     sealed: dict = field(default_factory=dict)  # why -> reasoning blocks left sealed
+    server_history: dict = field(default_factory=dict)  # why -> requests passed through
     reasoning: ReasoningTokens = ReasoningTokens()
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -67,6 +69,8 @@ class Counts:
             "unrecognised": self.unrecognised,
             "sealed_blocks": sum(self.sealed.values()),
             "sealed": dict(sorted(self.sealed.items())),
+            "server_history_requests": sum(self.server_history.values()),
+            "server_history": dict(sorted(self.server_history.items())),
             "reasoning_tokens_generated": self.reasoning.generated,
             "reasoning_tokens_removed": self.reasoning.deleted,
             "reasoning_tokens_kept": self.reasoning.kept,
@@ -142,6 +146,12 @@ class Stats:
             self.metrics.scorer_failures.inc()
         if sealed:
             self.metrics.sealed.inc(len(sealed))
+
+    def held(self, why: str) -> None:
+        """Record a request whose history lives on the server (``why``: the field that says
+        so): forwarded as sent, nothing of it compressed."""
+        with self.lock:
+            self.total.server_history[why] = self.total.server_history.get(why, 0) + 1
 
     def request(self, conv: Counts | None, added_s: float, usage: Usage | None, outcome: str) -> None:
         """Record one finished request (``outcome``: ``ok`` or ``upstream_error``)."""
