@@ -38,3 +38,15 @@ def test_every_known_kind_cites_its_docs_and_sealed_kinds_say_what_may_go():
     assert providers.get("anthropic").sealed and not providers.get("local").sealed
     with pytest.raises(KeyError):
         providers.get("nope")
+
+
+def test_the_readme_table_is_this_table():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Each provider's reasoning rules", 1)[1].split("\n### ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")][1:]  # after the header
+    assert [row.split("`")[1] for row in rows] == providers.names()
+    for kind, row in zip(providers.KINDS, rows):
+        assert f"| {kind.reasoning} |" in row, kind.name
+        assert all(url in row for url in kind.docs), kind.name
