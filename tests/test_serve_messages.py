@@ -222,3 +222,24 @@ def test_scoring_runs_off_the_event_loop_for_messages():
         release.set()
         worker.join(30)
     assert "[SKIP]" in orjson.loads(up.raw[0])["messages"][1]["content"][0]["thinking"]
+
+
+def test_an_error_event_mid_stream_is_relayed_and_nothing_is_recorded():
+    from serve_fixtures import Stream
+
+    events = [{"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 5}}},
+              {"type": "ping"}, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]
+    with scripted_upstream([Stream(events, named=True)]) as up, proxy(up.url) as (url, state):
+        with httpx.stream("POST", url + "/messages", json={"model": "m", "max_tokens": 5, "messages": [USER], "stream": True}, timeout=20) as resp:
+            names = [line.removeprefix("event: ") for line in resp.iter_lines() if line.startswith("event: ")]
+        assert names == ["message_start", "ping", "error"]
+        assert state.conversations() == []  # a broken-off answer gives no conversation id
+
+
+def test_inline_think_is_sealed_too_on_a_sealed_upstream():
+    messages = [USER, {"role": "assistant", "content": [text(f"<think>{REASONING}</think>Running ls."), tool_use("toolu_0", "Bash", {})]}, result(0)]
+    state = make_state()
+    assert send(state, MessagesDialect(sealed=True), messages)["messages"] == messages
+    assert sum(state.stats.total.sealed.values()) == 1
+    plain = send(make_state(), MessagesDialect(), messages)["messages"][1]["content"][0]["text"]
+    assert plain.startswith("<think>") and plain.endswith("</think>Running ls.") and plain.count("[SKIP]") == 3

@@ -18,8 +18,9 @@ What happens to a ``thinking`` block depends on the upstream (:mod:`iclr_cli.pro
   the edited copy goes only upstream, the client keeps the block as generated. A fully deleted
   block stays as ``thinking: ""`` (DeepSeek requires thinking blocks passed back on tool turns).
 - **sealed** (Anthropic's own API: signatures checked, the latest assistant turn's blocks may
-  not change, preserved-thinking models bind them to the prefix): never scored or edited; each
-  block is counted in ``/stats`` as sealed with the reason. With ``drop_previous_turns``
+  not change, preserved-thinking models bind them to the prefix): never scored or edited, and
+  neither is inline ``<think>`` in an assistant text block; each is counted in ``/stats`` as
+  sealed with the reason. With ``drop_previous_turns``
   (``--sealed drop-previous-turns``) the thinking and ``redacted_thinking`` blocks of assistant
   turns before the current tool loop are left out, which Anthropic's docs allow ("you can omit
   thinking blocks from prior assistant role turns"; only the current tool-use cycle must be sent
@@ -49,6 +50,7 @@ from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript, by_step
 from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
 
 SEALED_THINKING = "thinking block signed for a sealed upstream (its signature is checked against the text)"
+SEALED_INLINE = "inline <think> on a sealed upstream (the signatures may bind the whole prefix)"
 REDACTED = "redacted_thinking (encrypted data, no text)"
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 529: "overloaded_error"}
 
@@ -138,9 +140,9 @@ class MessagesDialect(Dialect):
             if part.label == "redacted_thinking":
                 why.append(REDACTED)
             elif part.kind == "reasoning" and part.label == "reasoning" and isinstance(part.ref, TextRef):
-                thinking_block = not part.ref.sites[0].how.startswith("think:")  # <think> in a text block is plain text anywhere
-                if thinking_block and self.sealed:
-                    why.append(SEALED_THINKING)
+                thinking_block = not part.ref.sites[0].how.startswith("think:")
+                if self.sealed:
+                    why.append(SEALED_THINKING if thinking_block else SEALED_INLINE)
                     part = replace(part, ref=None, write_back=WriteBack.READ_ONLY)
                 elif thinking_block:
                     part = replace(part, ref=TextRef(part.ref.sites), write_back=WriteBack.IN_PLACE)
@@ -237,6 +239,8 @@ def read_stream(body: bytes) -> dict | None:
     partial: dict[int, str] = {}
     for _, event in events(body):
         kind = event.get("type")
+        if kind == "error":  # the answer broke off: nothing to record
+            return None
         if kind == "message_start" and isinstance(event.get("message"), dict):
             message = dict(event["message"])
         elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):

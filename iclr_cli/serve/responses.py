@@ -210,17 +210,20 @@ def usage_of(usage: object) -> Usage | None:
 
 def read_stream(body: bytes) -> dict | None:
     """The response a streamed Responses answer (SSE bytes) ends with: the ``response`` of
-    ``response.completed`` (or ``.incomplete`` / ``.failed``), its ``output`` taken from the
-    ``response.output_item.done`` events when it holds none."""
+    ``response.completed`` (or ``.incomplete``), its ``output`` taken from the
+    ``response.output_item.done`` events when it holds none; ``None`` after an ``error`` or
+    ``response.failed`` event."""
     from iclr_cli.serve.sse import events
 
     done: dict[int, dict] = {}
     final: dict | None = None
     for _, event in events(body):
         kind = event.get("type")
+        if kind in ("error", "response.failed"):  # the answer broke off: nothing to record
+            return None
         if kind == "response.output_item.done" and isinstance(event.get("item"), dict):
             done[event.get("output_index", len(done))] = event["item"]
-        elif kind in ("response.completed", "response.incomplete", "response.failed", "response.done") and isinstance(event.get("response"), dict):
+        elif kind in ("response.completed", "response.incomplete", "response.done") and isinstance(event.get("response"), dict):
             final = dict(event["response"])
     if final is None and not done:
         return None
