@@ -95,7 +95,7 @@ class Metrics:
 
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("iclr_serve_requests", "Chat-completions requests, by how they ended", ["outcome"], registry=r)
+        self.requests = Counter("iclr_serve_requests", "Compressing requests (chat completions, messages, responses), by how they ended", ["outcome"], registry=r)
         self.steps = Counter("iclr_serve_steps_compressed", "Completed steps compressed (once each)", registry=r)
         self.scorer_failures = Counter("iclr_serve_scorer_failures", "Steps forwarded uncompressed because scoring failed", registry=r)
         self.sealed = Counter("iclr_serve_sealed_blocks", "Reasoning blocks of completed steps left sealed (signed or encrypted for the upstream)", registry=r)
