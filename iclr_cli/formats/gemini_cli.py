@@ -129,6 +129,7 @@ class _Reader:
         self.prompt: list[Part] = []
         self.steps: list[list[Part]] = []
         self.answered: set[str] = set()
+        self.model: str | None = None
 
     def msg_at(self, path: Path) -> dict:
         return get(self.records.values, path)  # type: ignore[return-value]
@@ -145,6 +146,7 @@ class _Reader:
                 continue
             if kind == "gemini":
                 self.steps.append(self.gemini(msg, path, msg_id))
+                self.model = self.model or _str(msg.get("model"))
             else:
                 self.user(msg, path)
 
@@ -228,7 +230,9 @@ class _Reader:
             if not isinstance(thought, dict) or not isinstance(thought.get("description"), str) or not thought["description"].strip():
                 continue
             text, subject = thought["description"], thought.get("subject")
-            sites = [Site((*p, "thoughts", k, "description")) for p in self.convo.copies[msg_id] if self._same(p, k, subject, text)]
+            # the live record first: the copy gemini-cli resumes from
+            copies = [path, *(p for p in self.convo.copies[msg_id] if p != path)]
+            sites = [Site((*p, "thoughts", k, "description")) for p in copies if self._same(p, k, subject, text)]
             twin = None
             for j, d in enumerate(drafts):
                 if isinstance(d, (Draft, Part)) and parse_thought(d.text) == (subject or "", text.strip()):
@@ -307,7 +311,8 @@ class GeminiCliAdapter(WriteBackAdapter):
         reader = _Reader(records, convo, where)
         reader.read()
         steps = tuple(Step(i, tuple(p)) for i, p in enumerate(reader.steps))
-        traj = Trajectory(convo.session or f"{base_name(source)}#0", tuple(reader.prompt), steps, meta={"format": self.name})
+        meta: dict[str, object] = {"format": self.name, **({"model": reader.model} if reader.model else {})}
+        traj = Trajectory(convo.session or f"{base_name(source)}#0", tuple(reader.prompt), steps, meta=meta)
         warnings += sealed_warnings(source, where.sealed)
         return Document(self.name, source, [traj], records, warnings, unrecognised=where.unrecognised)
 

@@ -171,7 +171,7 @@ class LiteLLMSpendAdapter(WriteBackAdapter):
         read = _Counter()
         for doc in load_chunks(data, source, self.name, read, not_found=_NOT_FOUND, skip_bad_lines=skip_bad_lines, chunk_size=chunk_size):
             if read.empty:
-                doc.warnings.append(f"{source}: {read.empty} spend-log row{'s' if read.empty != 1 else ''} hold no stored conversation (store_prompts_in_spend_logs off, or not a chat call): passed through unscored")
+                doc.warnings.append(f"{source}: {read.empty} spend-log row{'s hold' if read.empty != 1 else ' holds'} no stored conversation (store_prompts_in_spend_logs off, or not a chat call): passed through unscored")
                 read.empty = 0
             yield doc
 
