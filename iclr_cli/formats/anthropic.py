@@ -47,7 +47,6 @@ Write-back goes through :mod:`iclr_cli.formats.writeback` (the one engine):
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 
 from iclr_cli.formats import media

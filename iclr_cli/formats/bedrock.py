@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from iclr_cli.formats import media
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.reading import Where, base_name, dig, load_chunks
 from iclr_cli.formats.sniff import CONVERSE_BLOCKS, STRUCTURE, Census, Head, Match, census, chat_lists, describe, is_messages, openai_evidence
@@ -131,14 +130,14 @@ class _Reader:
             if not isinstance(block, dict):
                 raise self.where.error("content block is not a JSON object", (*path, "content", i))
         if msg["role"] == "assistant":
-            self.steps.append([p for i, block in enumerate(content) for p in self.assistant_block(block, (*path, "content", i), len(content))])
+            self.steps.append([p for i, block in enumerate(content) for p in self.assistant_block(block, (*path, "content", i))])
             return
         kind: PartKind = "observation" if self.steps else "prompt"
         target = self.steps[-1] if self.steps else self.prompt
         for i, block in enumerate(content):
             target.extend(self.user_block(block, (*path, "content", i), kind, msg["role"]))
 
-    def assistant_block(self, block: dict, path: Path, siblings: int) -> list[Part]:
+    def assistant_block(self, block: dict, path: Path) -> list[Part]:
         reasoning = block.get("reasoningContent")
         if isinstance(reasoning, dict):
             return self.reasoning(reasoning, (*path, "reasoningContent"), path)

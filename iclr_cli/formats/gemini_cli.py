@@ -36,12 +36,11 @@ changes them all alike; lines of rewound messages are copies of nothing read and
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats import media
 from iclr_cli.formats.base import Document
-from iclr_cli.formats.reading import Where, base_name, dig, parse_document, read_lines, sealed_warnings, spread_document, try_document, whole
+from iclr_cli.formats.reading import Where, base_name, dig, field_name, parse_document, read_lines, sealed_warnings, spread_document, try_document, whole
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.writeback import Draft, Path, Records, Site, WriteBackAdapter, freeze, get
 from iclr_cli.jsonio import BAD_LINE
@@ -257,8 +256,7 @@ class _Reader:
 
 
 def _name(path: Path, *more: str) -> str:
-    from iclr_cli.formats.reading import field_name
-
+    """The field name of ``path`` (record index first) inside its record."""
     return field_name((*path[1:], *more)) if path else ".".join(more)
 
 

@@ -46,13 +46,6 @@ class Match:
     reason: str
 
 
-def features(base: int, found: Iterable[str]) -> Match | None:
-    """A :class:`Match` scoring ``base`` plus one per feature in ``found`` (its reason lists
-    them), or None when there is none."""
-    seen = list(dict.fromkeys(found))
-    return Match(base + len(seen), "; ".join(seen)) if seen else None
-
-
 # A JSON string (escapes included) or one structural character: enough to find where a cut
 # document can be closed without parsing it character by character.
 _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},]|"', re.DOTALL)
