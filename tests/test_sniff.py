@@ -91,3 +91,23 @@ def test_formats_lists_every_adapter(capsys):
     assert code == 0
     assert [line.split("\t")[0] for line in out.splitlines()] == registry.names()
     assert {"bedrock", "litellm-spend", "langchain", "gemini-cli"} <= set(registry.names())
+
+
+REALDATA_FORMATS = {"claude_code": "claude_code", "codex_rollout": "codex", "mini_swe_agent": "mini-swe-agent",
+                    "openai_chat_reasoning": "openai", "openhands_events": "openhands", "swe_agent": "swe-agent"}
+
+
+@pytest.mark.parametrize("folder", sorted(REALDATA_FORMATS))
+def test_real_transcripts_keep_the_format_they_had(folder):
+    from format_helpers import realdata
+
+    for path in realdata(folder):
+        assert registry.detect(path.read_bytes(), str(path)).name == REALDATA_FORMATS[folder], path.name
+
+
+def test_jsonl_with_a_record_split_in_two_stays_jsonl():
+    good = json.dumps({"messages": [{"role": "user", "content": "t"}, {"role": "assistant", "reasoning_content": THINK, "content": "ok"}]}).encode()
+    cut = good.index(b"Do it")
+    data = good + b"\n" + good[:cut] + b"\n" + good[cut:] + b"\n"
+    assert registry.detect(data, "x.jsonl").name == "openai"
+    assert Head.of(data).lines

@@ -257,7 +257,7 @@ class BedrockAdapter(WriteBackAdapter):
     (:mod:`iclr_cli.formats.writeback`)."""
 
     name = "bedrock"
-    description = "Amazon Bedrock Converse (requests, responses, request/response and invocation logs, message lists; JSON or JSONL)"
+    description = "Amazon Bedrock Converse (requests, responses, invocation logs, message lists; JSON or JSONL)"
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for message lists whose content blocks carry no ``type`` (Converse

@@ -264,7 +264,7 @@ class GeminiCliAdapter(WriteBackAdapter):
     """Gemini CLI chat recordings (see module docstring); write-back is the one engine's."""
 
     name = "gemini-cli"
-    description = "Gemini CLI chat recordings (~/.gemini/tmp/*/chats/session-*.json and the append-only .jsonl)"
+    description = "Gemini CLI chat recordings (chats/session-*.json and the append-only .jsonl)"
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for a session record (``sessionId`` with ``projectHash``), ``$rewindTo`` /

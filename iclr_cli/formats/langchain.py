@@ -265,7 +265,7 @@ class LangChainAdapter(WriteBackAdapter):
     engine's (:mod:`iclr_cli.formats.writeback`)."""
 
     name = "langchain"
-    description = "LangChain messages_to_dict dumps, LangGraph lc-serialized messages and message dicts (JSON or JSONL)"
+    description = "LangChain messages_to_dict dumps, lc-serialized and LangGraph messages (JSON or JSONL)"
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for message lists whose elements are LangChain messages (``{"type",

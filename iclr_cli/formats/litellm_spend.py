@@ -143,7 +143,7 @@ class LiteLLMSpendAdapter(WriteBackAdapter):
     """LiteLLM spend-log rows (see module docstring); write-back is the one engine's."""
 
     name = "litellm-spend"
-    description = "LiteLLM proxy spend logs (JSONL rows or the GET /spend/logs list; request, its copy and the reply)"
+    description = "LiteLLM proxy spend logs (JSONL rows or the GET /spend/logs list)"
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for records that are spend-log rows (``request_id`` with ``call_type``)."""

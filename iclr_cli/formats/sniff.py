@@ -126,8 +126,10 @@ class Head:
 
 
 def _records(raw: bytes) -> tuple[list, bool]:
-    """The head's JSON values and whether it is JSONL: JSONL when more of its complete lines
-    parse as an object or a list than fail (a pretty-printed document has few such lines)."""
+    """The head's JSON values and whether it is JSONL: JSONL when its first line is a JSON
+    object or list on its own (a pretty-printed document's first line is not), then every
+    line that parses (bad ones are the reader's to report) and the last, cut, line closed.
+    Otherwise one document, closed where the head cut it; failing that, whatever lines parse."""
     stripped = raw.strip()
     if not stripped:
         return [], False
@@ -135,24 +137,29 @@ def _records(raw: bytes) -> tuple[list, bool]:
         return [loads(stripped)], False
     except (ValueError, UnicodeDecodeError):
         pass
-    *complete, last = [line for line in stripped.split(b"\n") if line.strip()]
-    values: list = []
-    bad = 0
-    for line in complete:
-        try:
-            values.append(loads(line))
-        except (ValueError, UnicodeDecodeError):
-            bad += 1
-    if complete and sum(isinstance(v, (dict, list)) for v in values) > bad:
-        try:
-            values.append(loads(last))
-        except (ValueError, UnicodeDecodeError):
-            closed = close_cut(last.strip())
-            if closed is not None:
-                values.append(closed)
-        return values, True
+    lines = [line for line in stripped.split(b"\n") if line.strip()]
+    if len(lines) > 1 and isinstance(_value(lines[0]), (dict, list)):
+        return _lines(lines), True
     closed = close_cut(stripped)  # one document (or one huge line) cut by the head limit
-    return ([closed] if closed is not None else []), False
+    if closed is not None:
+        return [closed], False
+    found = _lines(lines)
+    return found, len(found) > 1
+
+
+def _value(line: bytes) -> object:
+    try:
+        return loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _lines(lines: list[bytes]) -> list:
+    values = [v for v in map(_value, lines[:-1]) if isinstance(v, (dict, list))]
+    last = _value(lines[-1])
+    if last is None:
+        last = close_cut(lines[-1].strip())
+    return values + ([last] if isinstance(last, (dict, list)) else [])
 
 
 def is_messages(value: object, *, key: str = "role") -> bool:
@@ -179,6 +186,8 @@ class Census:
             are ``{"text": ...}``, ``{"toolUse": {...}}``), per role.
         thinking_lists: content parts ``{"type": "thinking"}`` whose ``thinking`` is a list
             (Mistral) rather than a string (Anthropic); ``thinking_strings`` the others.
+        items: ``type`` of list elements that have no ``role`` (OpenAI Responses input items:
+            ``reasoning``, ``function_call``, ``function_call_output``).
     """
 
     roles: Counter = field(default_factory=Counter)
@@ -187,11 +196,14 @@ class Census:
     untyped: dict[str, set[str]] = field(default_factory=dict)
     thinking_lists: int = 0
     thinking_strings: int = 0
+    items: set[str] = field(default_factory=set)
 
     def add(self, msg: dict) -> None:
-        """Count one message."""
+        """Count one message (an element with no ``role`` counts as an item by its ``type``)."""
         role = msg.get("role")
         if not isinstance(role, str):
+            if isinstance(msg.get("type"), str):
+                self.items.add(msg["type"])
             return
         self.roles[role] += 1
         self.keys.setdefault(role, set()).update(msg)
@@ -291,4 +303,6 @@ def openai_evidence(found: Census) -> tuple[list[str], list[str]]:
         con.append(f"Bedrock Converse content blocks {describe(converse)}")
     if "parts" in found.all_keys:
         con.append("Gemini 'parts'")
+    if found.items:
+        con.append(f"items without a role {describe(found.items)} (OpenAI Responses input items)")
     return pro, con
