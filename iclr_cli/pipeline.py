@@ -7,7 +7,7 @@ same adapter writes it back. Commands (``score``, ``prune``, ``convert``) are th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import get_args
 
@@ -90,6 +90,11 @@ class Input:
     adapter: FormatAdapter
     data: bytes
 
+    @property
+    def streams(self) -> bool:
+        """Whether the file is read a chunk of documents at a time (one trajectory per line)."""
+        return hasattr(self.adapter, "load_chunks")
+
     def documents(self, *, skip_bad_lines: bool, chunk_size: int = 256) -> Iterator[Document]:
         """The file's documents: several chunks for adapters that stream (one trajectory per
         line), else the whole file as one document.
@@ -166,6 +171,34 @@ class IdRegistry:
 def compress_document(doc: Document, settings: Settings, scorer: Scorer | None, tokenizer: Tokenizer, *, on_step=None) -> list[CompressionResult]:
     """Compress every trajectory of ``doc`` online (step t of all of them batched together)."""
     return compress_trajectories(doc.trajectories, settings, scorer, tokenizer, on_step=on_step)
+
+
+def step_tokens(trajectories: Sequence[Trajectory], tokenizer: Tokenizer) -> dict[tuple[str, int], int]:
+    """Proxy tokens of every step as the scorer reads it (rendered, P counted with the first
+    step), keyed by ``(trajectory id, step index)``: a step's weight in the progress and in
+    the estimate of the time left (the forward pass costs about the same per token)."""
+    from iclr_cli.context import render_prompt, render_step
+
+    def count(text: str) -> int:
+        return len(tokenizer.token_spans(text)) if text else 0
+
+    weights = {}
+    for traj in trajectories:
+        extra = sum(count(seg) for seg in render_prompt(traj.prompt))
+        for step in traj.steps:
+            weights[(traj.id, step.index)] = count(render_step(step)) + extra
+            extra = 0
+    return weights
+
+
+def track_steps(progress, trajectories: Sequence[Trajectory], tokenizer: Tokenizer, *, rows: int = 0) -> Callable[[StepReport], None]:
+    """Plan ``trajectories``' steps and tokens (and the ``rows`` of a dataset shard they come
+    from) on ``progress`` (a :class:`~iclr_cli.render.progress.Tracker`, or anything with its
+    ``plan`` and ``step``) and return the ``on_step`` callback of
+    :func:`compress_trajectories` that reports them."""
+    weights = step_tokens(trajectories, tokenizer)
+    progress.plan(len(weights), sum(weights.values()), rows)
+    return lambda report: progress.step(weights.get((report.trajectory, report.step), 0))
 
 
 def score_records(path: str, results: Sequence[CompressionResult], variant: Variant) -> Iterator[dict]:

@@ -36,7 +36,7 @@ def prune(
     dataset_split: dopt.DatasetSplit = None,
     column: dopt.Column = "messages",
     id_column: dopt.IdColumn = "id",
-    shard_rows: dopt.ShardRows = 64,
+    shard_rows: dopt.ShardRows = None,
     engine: dopt.Engine = "local",
     workers: dopt.Workers = 1,
     num_gpus_per_worker: dopt.GpusPerWorker = 0.0,
@@ -55,7 +55,7 @@ def prune(
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
     from iclr_cli.formats.writeback import write_document
-    from iclr_cli.pipeline import Summary, as_written, build_engines, compress_document, open_inputs
+    from iclr_cli.pipeline import Summary, as_written, build_engines, compress_document, open_inputs, track_steps
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
 
@@ -88,13 +88,16 @@ def prune(
         scorer, tokenizer = build_engines(parsed, config)
         # Steps whose BottomK cannot depend on the scores (N = 1) are not scored: same output.
         settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
-        with out.stream() as sink, out.progress(f"pruning ({parsed.name})") as advance:
+        with out.stream() as sink, out.tracker(f"pruning ({parsed.name})") as progress:
+            progress.growing(item.streams)
             for doc in item.documents(skip_bad_lines=skip_bad_lines):
                 report_reading(out, doc, strict=strict)
-                results = compress_document(doc, settings, scorer, tokenizer, on_step=lambda _r: advance())
+                on_step = track_steps(progress, doc.trajectories, tokenizer)
+                results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step)
                 wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=edits)
                 sink.write(wrote.data)
                 # Count what was written, not what compression asked for (Codex items dropped
                 # whole or kept unedited).
                 summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
+            progress.growing(False)
     print_summary(out, summary, tokenizer.name, parsed.name)

@@ -35,7 +35,7 @@ def score(
     dataset_split: dopt.DatasetSplit = None,
     column: dopt.Column = "messages",
     id_column: dopt.IdColumn = "id",
-    shard_rows: dopt.ShardRows = 64,
+    shard_rows: dopt.ShardRows = None,
     engine: dopt.Engine = "local",
     workers: dopt.Workers = 1,
     num_gpus_per_worker: dopt.GpusPerWorker = 0.0,
@@ -55,7 +55,7 @@ def score(
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
     from iclr_cli.formats.writeback import write_document
-    from iclr_cli.pipeline import IdRegistry, Summary, as_written, build_engines, compress_document, open_inputs, score_records
+    from iclr_cli.pipeline import IdRegistry, Summary, as_written, build_engines, compress_document, open_inputs, score_records, track_steps
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
 
@@ -83,12 +83,15 @@ def score(
         warn_precision(out, config)
         scorer, tokenizer = build_engines(parsed, config)
         settings = Settings(parsed, ratio=ratio, splitter=splitter)
-        with out.stream() as sink, out.progress("scoring steps") as advance:
-            for item in items:
+        with out.stream() as sink, out.tracker("scoring") as progress:
+            for n, item in enumerate(items, 1):
+                # totals are those of the input read so far while documents or inputs remain
+                progress.growing(item.streams or n < len(items))
                 for doc in item.documents(skip_bad_lines=skip_bad_lines):
                     ids.check(item.path, doc)
                     report_reading(out, doc, strict=strict)
-                    results = compress_document(doc, settings, scorer, tokenizer, on_step=lambda _r: advance())
+                    on_step = track_steps(progress, doc.trajectories, tokenizer)
+                    results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step)
                     lines = list(score_records(item.path, results, parsed))
                     sink.write(out.encode_records(lines))
                     records += len(lines)
@@ -96,4 +99,5 @@ def score(
                     # accounting: Codex items dropped whole or kept unedited count as written).
                     wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=OpaqueEdits(opaque.value))
                     summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
+                progress.growing(n < len(items))
     print_summary(out, summary, tokenizer.name, parsed.name, command="score")
