@@ -173,6 +173,35 @@ def compress_document(doc: Document, settings: Settings, scorer: Scorer | None, 
     return compress_trajectories(doc.trajectories, settings, scorer, tokenizer, on_step=on_step)
 
 
+def block_counts(trajectories: Sequence[Trajectory], splitter: str) -> tuple[int, int]:
+    """``(steps with reasoning, those whose reasoning is one candidate block)`` as
+    ``splitter`` cuts it, before anything is scored (for :func:`one_block_note`)."""
+    from iclr_cli.blocks import candidates, split_blocks
+
+    with_reasoning = one = 0
+    for traj in trajectories:
+        for step in traj.steps:
+            if any(p.text.strip() for p in step.reasoning):
+                with_reasoning += 1
+                one += len(candidates([split_blocks(p.text, splitter) for p in step.reasoning])) == 1
+    return with_reasoning, one
+
+
+FINER = {"paragraph": "--block-split line or --block-split sentence", "line": "--block-split sentence"}
+
+
+def one_block_note(one_block: int, with_reasoning: int, splitter: str) -> str | None:
+    """What to say when most steps with reasoning hold a single block (``N = 1``): BottomK
+    removes ``floor(rho * N)`` blocks (METHOD.md, "Select and replace"), none of one, so the
+    run scores and removes nothing there. ``None`` when it is not most of them."""
+    if not with_reasoning or 2 * one_block <= with_reasoning:
+        return None
+    finer = FINER.get(splitter)
+    advice = f"; {finer} cuts reasoning into more blocks" if finer else ""
+    return (f"{one_block} of {with_reasoning} steps with reasoning hold a single block (their reasoning is one {splitter}), "
+            f"and BottomK removes nothing from one block (N = 1){advice}")
+
+
 def step_tokens(trajectories: Sequence[Trajectory], tokenizer: Tokenizer) -> dict[tuple[str, int], int]:
     """Proxy tokens of every step as the scorer reads it (rendered, P counted with the first
     step), keyed by ``(trajectory id, step index)``: a step's weight in the progress and in
@@ -311,6 +340,8 @@ class Summary(TokenViews):
     unrecognised: int = 0
     not_as_asked: NotAsAsked = field(default_factory=lambda: NotAsAsked())
     contexts: Counter = field(default_factory=Counter)  # scored steps per context mode
+    scored: int = 0  # steps the proxy scored (``prune`` skips those whose selection cannot change)
+    one_block: int = 0  # steps with reasoning in a single candidate block: N = 1, nothing removable
 
     def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
         """Add the reports of ``results`` (and the unrecognised count of ``doc``)."""
@@ -328,6 +359,8 @@ class Summary(TokenViews):
         self.removed += report.n_removed
         self.tokens = self.tokens + report.tokens
         self.windowed += report.windowed
+        self.scored += any(b.entropy_bits is not None for b in report.blocks)
+        self.one_block += bool(report.tokens.generated) and len(report.blocks) == 1
         if report.context:
             self.contexts[report.context] += 1
         if report.skipped and report.blocks:

@@ -50,7 +50,7 @@ def prune(
     With --dataset -o OUT_DIR: the dataset back as parquet, same rows in the same order, only
     the trajectory column pruned; an interrupted run restarted with the same -o resumes.
     """
-    from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_precision
+    from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_one_block, warn_precision
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
@@ -78,6 +78,7 @@ def prune(
     if input is None:
         raise UsageError("give a trajectory file ('-' for stdin) or --dataset")
     summary = Summary()
+    warned = False
 
     def done() -> str:
         return f"interrupted after {summary.trajectories} trajectories"
@@ -92,6 +93,8 @@ def prune(
             progress.growing(item.streams)
             for doc in item.documents(skip_bad_lines=skip_bad_lines):
                 report_reading(out, doc, strict=strict)
+                if parsed.needs_scores and not warned:
+                    warned = warn_one_block(out, doc.trajectories, splitter)  # before a long run, not after
                 on_step = track_steps(progress, doc.trajectories, tokenizer)
                 results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step)
                 wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=edits)
@@ -100,4 +103,4 @@ def prune(
                 # whole or kept unedited).
                 summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
             progress.growing(False)
-    print_summary(out, summary, tokenizer.name, parsed.name)
+    print_summary(out, summary, tokenizer.name, parsed.name, splitter=splitter if parsed.needs_scores else None)

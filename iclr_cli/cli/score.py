@@ -50,7 +50,7 @@ def score(
     also carry 'row' (JSONL or, for -o X.parquet, parquet); an interrupted run restarted with
     the same -o resumes.
     """
-    from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_precision
+    from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_one_block, warn_precision
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
@@ -74,6 +74,7 @@ def score(
         raise UsageError("give trajectory files ('-' for stdin) or --dataset")
     summary, ids = Summary(), IdRegistry()
     records = 0
+    warned = False
 
     def done() -> str:
         return f"interrupted after {summary.trajectories} trajectories ({records} block records)"
@@ -90,6 +91,8 @@ def score(
                 for doc in item.documents(skip_bad_lines=skip_bad_lines):
                     ids.check(item.path, doc)
                     report_reading(out, doc, strict=strict)
+                    if parsed.needs_scores and not warned:
+                        warned = warn_one_block(out, doc.trajectories, splitter)  # before a long run, not after
                     on_step = track_steps(progress, doc.trajectories, tokenizer)
                     results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step)
                     lines = list(score_records(item.path, results, parsed))
@@ -100,4 +103,4 @@ def score(
                     wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=OpaqueEdits(opaque.value))
                     summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
                 progress.growing(n < len(items))
-    print_summary(out, summary, tokenizer.name, parsed.name, command="score")
+    print_summary(out, summary, tokenizer.name, parsed.name, command="score", splitter=splitter if parsed.needs_scores else None)

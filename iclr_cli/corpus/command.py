@@ -64,7 +64,8 @@ def run_dataset_command(command: str, args: DatasetArgs, files: list[str] | None
     job = Job(command, spec, settings, config, shard_rows, fmt, skip_bad_rows, opaque, strict)
     warn_precision(out, config)
     result = run_dataset(job, options, target, out, rows_total=rows)
-    print_summary(out, result.summary, result.tokenizer, settings.variant.name, command=command)
+    print_summary(out, result.summary, result.tokenizer, settings.variant.name, command=command,
+                  splitter=settings.splitter if settings.variant.needs_scores else None)
     if args.engine == "ray" and result.workers is not None:
         used = len(result.workers)
         if used < args.workers:
