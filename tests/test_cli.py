@@ -119,6 +119,18 @@ def test_unrecognised_file_lists_known_formats(tmp_path, capsys):
     assert lines[-1].startswith("Use --format NAME") and all(len(line) < 130 for line in lines[1:])
 
 
+def test_binary_file_is_not_text_and_a_wide_bom_file_is_not_called_binary(tmp_path, capsys):
+    png = tmp_path / "shot.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    code, _, err = run_cli(["score", str(png), "--model", "fake"], capsys)
+    assert code == 2 and f"{png}: not a text file (byte 8 is NUL" in err and "formats tried" not in err
+    # UTF-16 text holds NUL bytes too; with its byte order mark it is text, whatever reads it
+    wide = tmp_path / "chat.json"
+    wide.write_bytes('[{"role": "user", "content": "hi"}]'.encode("utf-16"))
+    code, _, err = run_cli(["score", str(wide), "--model", "fake"], capsys)
+    assert "not a text file" not in err
+
+
 def test_help_does_not_import_torch():
     import subprocess
     import sys
