@@ -133,3 +133,20 @@ def test_dataset_run_counts_rows_steps_and_tokens_inside_shards(monkeypatch, tmp
     work = seen[0].snapshot()
     assert (work.rows, work.rows_total, work.rows_planned) == (7, 7, 7)
     assert work.steps == work.steps_total > 7 and work.tokens == work.tokens_total > 1000
+
+
+def test_terminal_bar_draws_the_same_counts():
+    import io
+
+    from rich.console import Console
+
+    from iclr_cli.render.progress import Bar
+
+    tracker = Tracker("scoring")
+    tracker.plan(4, 1000)
+    tracker.step(500)
+    console = Console(file=io.StringIO(), force_terminal=True, width=200, color_system=None)
+    console.print(Bar(tracker))
+    drawn = console.file.getvalue()
+    assert "scoring: 1/4 steps, 500/1,000 tokens" in drawn and "━" in drawn
+    assert tracker.fraction() == 0.5 and Ticker("replay", None, "runs").fraction() is None
