@@ -7,9 +7,9 @@ same adapter writes it back. Commands (``score``, ``prune``, ``convert``) are th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import get_args
+from typing import TypeVar, get_args
 
 from iclr_cli.blocks import SPLITTERS
 from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories
@@ -22,6 +22,8 @@ from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, Overflow, Scorer, T
 from iclr_cli.scoring.loading import DTYPES
 from iclr_cli.token_accounting import CountTokens, ReasoningTokens, TokenViews, account, token_counter
 from iclr_cli.trajectory import Step, Trajectory
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,6 @@ class Input:
     adapter: FormatAdapter
     data: bytes
 
-    @property
-    def streams(self) -> bool:
-        """Whether the file is read a chunk of documents at a time (one trajectory per line)."""
-        return hasattr(self.adapter, "load_chunks")
-
     def documents(self, *, skip_bad_lines: bool, chunk_size: int = 256) -> Iterator[Document]:
         """The file's documents: several chunks for adapters that stream (one trajectory per
         line), else the whole file as one document.
@@ -114,6 +111,21 @@ class Input:
             trajectories += len(doc.trajectories)
             yield doc
         registry.require_steps(self.adapter, self.path, steps, trajectories)
+
+
+def with_last(items: Iterable[T]) -> Iterator[tuple[T, bool]]:
+    """``(item, is_last)`` pairs, reading one item ahead: a chunked file's progress knows its
+    totals are final once the last chunk is read (the next chunk is parsed before the current
+    one is scored; a bad line there is reported that much earlier)."""
+    it = iter(items)
+    try:
+        current = next(it)
+    except StopIteration:
+        return
+    for following in it:
+        yield current, False
+        current = following
+    yield current, True
 
 
 def open_inputs(paths: Sequence[str], fmt: str | None) -> list[Input]:

@@ -150,3 +150,28 @@ def test_terminal_bar_draws_the_same_counts():
     drawn = console.file.getvalue()
     assert "scoring: 1/4 steps, 500/1,000 tokens" in drawn and "━" in drawn
     assert tracker.fraction() == 0.5 and Ticker("replay", None, "runs").fraction() is None
+
+
+def test_documents_are_read_one_ahead_so_the_last_is_known():
+    from iclr_cli.pipeline import with_last
+
+    assert list(with_last(iter("abc"))) == [("a", False), ("b", False), ("c", True)]
+    assert list(with_last(iter(()))) == []
+
+
+def test_chunked_file_totals_are_final_once_its_last_chunk_is_read(monkeypatch, tmp_path):
+    import json
+
+    from iclr_cli.cli.app import main
+
+    seen = trackers(monkeypatch)
+    growing: list[bool] = []
+    monkeypatch.setattr(Tracker, "growing", lambda self, value: growing.append(value))
+    chat = json.loads(open("sample_trajectories/openai_chat.json").read())
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps({"messages": chat}) + "\n" for _ in range(300)))  # 2 chunks of 256 lines
+    with pytest.raises(SystemExit) as exc:
+        main(["prune", str(path), "--model", "fake", "-q", "-o", str(tmp_path / "out.jsonl")])
+    assert exc.value.code == 0 and growing == [True, False]
+    work = seen[0].snapshot()
+    assert work.steps == work.steps_total == 900

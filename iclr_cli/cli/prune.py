@@ -55,7 +55,7 @@ def prune(
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
     from iclr_cli.formats.writeback import write_document
-    from iclr_cli.pipeline import Summary, as_written, build_engines, compress_document, open_inputs, track_steps
+    from iclr_cli.pipeline import Summary, as_written, build_engines, compress_document, open_inputs, track_steps, with_last
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
 
@@ -90,8 +90,8 @@ def prune(
         # Steps whose BottomK cannot depend on the scores (N = 1) are not scored: same output.
         settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
         with out.stream() as sink, out.tracker(f"pruning ({parsed.name})") as progress:
-            progress.growing(item.streams)
-            for doc in item.documents(skip_bad_lines=skip_bad_lines):
+            for doc, last in with_last(item.documents(skip_bad_lines=skip_bad_lines)):
+                progress.growing(not last)  # the totals are final once the last document is read
                 report_reading(out, doc, strict=strict)
                 if parsed.needs_scores and not warned:
                     warned = warn_one_block(out, doc.trajectories, splitter)  # before a long run, not after
@@ -102,5 +102,4 @@ def prune(
                 # Count what was written, not what compression asked for (Codex items dropped
                 # whole or kept unedited).
                 summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
-            progress.growing(False)
     print_summary(out, summary, tokenizer.name, parsed.name, splitter=splitter if parsed.needs_scores else None)

@@ -55,7 +55,7 @@ def score(
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
     from iclr_cli.formats.writeback import write_document
-    from iclr_cli.pipeline import IdRegistry, Summary, as_written, build_engines, compress_document, open_inputs, score_records, track_steps
+    from iclr_cli.pipeline import IdRegistry, Summary, as_written, build_engines, compress_document, open_inputs, score_records, track_steps, with_last
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
 
@@ -86,9 +86,9 @@ def score(
         settings = Settings(parsed, ratio=ratio, splitter=splitter)
         with out.stream() as sink, out.tracker("scoring") as progress:
             for n, item in enumerate(items, 1):
-                # totals are those of the input read so far while documents or inputs remain
-                progress.growing(item.streams or n < len(items))
-                for doc in item.documents(skip_bad_lines=skip_bad_lines):
+                for doc, last in with_last(item.documents(skip_bad_lines=skip_bad_lines)):
+                    # the totals are final once the last document of the last input is read
+                    progress.growing(not last or n < len(items))
                     ids.check(item.path, doc)
                     report_reading(out, doc, strict=strict)
                     if parsed.needs_scores and not warned:
@@ -102,5 +102,4 @@ def score(
                     # accounting: Codex items dropped whole or kept unedited count as written).
                     wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=OpaqueEdits(opaque.value))
                     summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
-                progress.growing(n < len(items))
     print_summary(out, summary, tokenizer.name, parsed.name, command="score", splitter=splitter if parsed.needs_scores else None)
