@@ -4,25 +4,24 @@ Two choices, both made for the user only when the user has not made them:
 
 - **Wait passively.** torch's CPU build (2.13, Linux) runs its intra-op pool, MKL and oneDNN
   on GNU OpenMP (``libgomp``, shipped in ``torch/lib``). Between two parallel regions an idle
-  libgomp thread spins for ``GOMP_SPINCOUNT`` (300,000 checks, a few ms) before it sleeps, and
-  a forward pass is a long series of short regions separated by Python: so the pool's threads
-  spin most of the time they are not computing, and take the cores that another process, the
-  ``serve`` event loop or another Ray actor needs. ``OMP_WAIT_POLICY=PASSIVE`` (OpenMP 5.2
-  spec, section 6.7) makes them sleep at once; GNU libgomp, LLVM ``libomp`` and Intel
-  ``libiomp5`` all honour it. The runtime reads its environment once, when the library is
-  loaded, that is on ``import torch``: :func:`choose_wait_policy` runs before that (the CLI's
-  entry point, :func:`~iclr_cli.scoring.factory.build_scorer`, and Ray workers through their
-  environment). A user who set ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME``
-  keeps that choice.
-- **No more threads than CPUs granted.** torch sizes its pool from the CPUs it sees, not from
-  the ``sched_setaffinity`` mask's complement of other jobs nor the cgroup's CPU quota (a
-  container limited to 2 CPUs on a 64-core host). :func:`available_cpus` is the smaller of
-  the affinity mask and the quota (cgroup v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us`` /
-  ``cpu.cfs_period_us``, the tightest of the process's cgroup and its ancestors), rounded
-  down; :func:`limit_torch` lowers torch's pool to it (never raises it: a pool the user or
-  Ray made smaller stays so). Ray actors sharing a node divide its CPUs
-  (:func:`actor_cpus`); ``serve`` keeps one CPU for its event loop when it has 4 or more
-  (:func:`serve_threads`).
+  libgomp thread spins for ``GOMP_SPINCOUNT`` checks (300,000, a few ms, when no wait policy
+  is set: GCC's libgomp manual) before it sleeps, and a forward pass is a long series of short
+  regions separated by Python: so the pool's threads spin most of the time they are not
+  computing, and take the cores that another process, the ``serve`` event loop or another Ray
+  actor needs. ``OMP_WAIT_POLICY=PASSIVE`` (the OpenMP specification's environment variable;
+  GNU libgomp, LLVM ``libomp`` and Intel ``libiomp5`` honour it) makes them sleep at once. The
+  runtime reads its environment once, when the library is loaded, that is on ``import torch``:
+  :func:`choose_wait_policy` runs before that (the CLI's entry point,
+  :func:`~iclr_cli.scoring.factory.build_scorer`, and Ray workers through their environment).
+  A user who set ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` keeps that choice.
+- **No more threads than CPUs granted.** libgomp counts the CPUs of the affinity mask; nothing
+  in torch counts the cgroup's CPU quota, so a container limited to 2 CPUs on a 64-core host
+  runs 64 threads on them. :func:`available_cpus` is the smaller of the affinity mask and the
+  quota (cgroup v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``, the tightest
+  of the process's cgroup and its ancestors), rounded down; :func:`limit_torch` lowers torch's
+  pool to it (never raises it: a pool the user or Ray made smaller stays so). Ray actors
+  sharing a node divide its CPUs (:func:`actor_cpus`); ``serve`` keeps one CPU for its event
+  loop when it has 4 or more (:func:`serve_threads`).
 
 Nothing here imports torch.
 """
