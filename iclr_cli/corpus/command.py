@@ -66,7 +66,7 @@ def run_dataset_command(command: str, args: DatasetArgs, files: list[str] | None
     result = run_dataset(job, options, target, out, rows_total=rows)
     print_summary(out, result.summary, result.tokenizer, settings.variant.name, command=command,
                   splitter=settings.splitter if settings.variant.needs_scores else None)
-    if args.engine == "ray" and result.workers is not None:
+    if args.engine == "ray" and result.workers is not None and result.new_shards:
         used = len(result.workers)
         if used < args.workers:
             out.warn(f"{used} of {args.workers} Ray workers got a shard: {result.new_rows} row(s) in {result.new_shards} shard(s) of up to "
