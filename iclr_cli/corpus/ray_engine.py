@@ -22,8 +22,8 @@ workers run at the driver's priority: Ray starts workers at nice 15 (``RAY_worke
 so that its own daemons stay responsive on a shared cluster, which on a busy laptop or CI
 machine starves the scoring. An existing cluster keeps its own setting.
 
-Progress (issue 22): a small actor (:class:`ProgressCounter`) adds up the steps and tokens
-the scorer actors plan and finish inside their shards; the driver's progress polls it.
+Progress (issue 22): the scorer actors report the steps and tokens inside their shards to a
+counter actor that the driver's progress polls (:mod:`iclr_cli.corpus.ray_progress`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from ray.data.datasource import Datasource, ReadTask
 
 import iclr_cli
 from iclr_cli.corpus.local import columns_needed
+from iclr_cli.corpus.ray_progress import Poller, ProgressCounter, RemoteProgress
 from iclr_cli.corpus.shard import WORKER, Job, ShardProcessor
 from iclr_cli.corpus.source import read_shards
 from iclr_cli.errors import IclrError
@@ -121,92 +122,13 @@ class ShardDatasource(Datasource):
         return "iclr-shards"
 
 
-class ProgressCounter:
-    """Steps and tokens the scorer actors planned and finished (a Ray actor reserving no CPU;
-    calls from one actor run in the order they were made, so a step never precedes its plan)."""
-
-    def __init__(self):
-        self.counts = [0, 0, 0, 0, 0]  # steps, steps_total, tokens, tokens_total, rows_planned
-
-    def plan(self, steps: int, tokens: int, rows: int = 0) -> None:
-        self.counts[1] += steps
-        self.counts[3] += tokens
-        self.counts[4] += rows
-
-    def step(self, tokens: int) -> None:
-        self.counts[0] += 1
-        self.counts[2] += tokens
-
-    def sync(self) -> None:
-        """Nothing: waiting on it means this caller's earlier messages are counted."""
-
-    def snapshot(self) -> list[int]:
-        return list(self.counts)
-
-
-class _RemoteProgress:
-    """What a :class:`ShardProcessor` in an actor reports to: forwards to the counter
-    without waiting (a step costs a message, not a round trip)."""
-
-    def __init__(self, counter):
-        self._counter = counter
-
-    def plan(self, steps: int, tokens: int, rows: int = 0) -> None:
-        self._counter.plan.remote(steps, tokens, rows)
-
-    def step(self, tokens: int) -> None:
-        self._counter.step.remote(tokens)
-
-    def sync(self) -> None:
-        """Wait until the counter has this actor's messages (before its shard goes back, so
-        the driver's last reading after the last shard holds every step)."""
-        ray.get(self._counter.sync.remote())
-
-
-class _Poller:
-    """A ``Tracker.poll`` reading the counter at most once per ``every_s`` (a terminal's bar
-    redraws twice a second), keeping the last counts when the counter cannot answer."""
-
-    def __init__(self, counter, every_s: float = 1.0):
-        from iclr_cli.render.progress import Work
-
-        self._counter, self._every = counter, every_s
-        self._at = float("-inf")
-        self._work = Work()
-
-    def __call__(self):
-        import time
-
-        if self._counter is not None and time.monotonic() - self._at >= self._every:
-            self._read()
-        return self._work
-
-    def _read(self) -> None:
-        import time
-
-        from iclr_cli.render.progress import Work
-
-        try:
-            steps, steps_total, tokens, tokens_total, rows = ray.get(self._counter.snapshot.remote(), timeout=10)
-            self._work = Work(steps, steps_total, tokens, tokens_total, rows_planned=rows)
-        except Exception:  # progress is best effort; the run reports its own errors
-            pass
-        self._at = time.monotonic()
-
-    def freeze(self) -> None:
-        """Read the counter a last time and keep those counts (the counter is going away)."""
-        if self._counter is not None:
-            self._read()
-            self._counter = None
-
-
 def _actor_class(job: Job) -> type:
     """The actor class of the scorer pool, with ``job`` bound in (not a constructor
     argument, which Ray would keep in the object store for restarts)."""
 
     class ShardActor:
         def __init__(self, counter=None):
-            self.progress = _RemoteProgress(counter) if counter is not None else None
+            self.progress = RemoteProgress(counter) if counter is not None else None
             self.processor = ShardProcessor(job, self.progress)
             self.worker = ray.get_runtime_context().get_actor_id() or str(os.getpid())
 
@@ -284,7 +206,7 @@ def run_ray(job: Job, skip: Collection[int], options: RayOptions, progress=None)
     counter = None
     if progress is not None:
         counter = ray.remote(num_cpus=0)(ProgressCounter).remote()
-        progress.poll = _Poller(counter)
+        progress.poll = Poller(counter)
     context = ray.data.DataContext.get_current()
     saved = (context.execution_options.preserve_order, context.enable_progress_bars, context.target_max_block_size)
     try:
