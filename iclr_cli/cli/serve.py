@@ -97,6 +97,10 @@ def serve(
     sock = listen(host, port)  # before loading anything big: a busy port fails at once
     try:
         app, state = build(options)
+        # The event loop shares the CPUs with the scorer's intra-op pool (issue 21).
+        from iclr_cli.scoring.threads import available_cpus, limit_torch, serve_threads
+
+        limit_torch(serve_threads(available_cpus()))
         shown = "[" + host + "]" if ":" in host else host
         output.info(f"iclr serve: point agents at http://{shown}:{port}/v1 (upstream {redact(upstream)}, variant {variant}, proxy {state.tokenizer.name}); stats at /stats")
         handled = "compressed in place" if not kind.sealed else "signed and encrypted reasoning left sealed" + (", earlier turns' dropped" if options.sealed != "keep" else "")

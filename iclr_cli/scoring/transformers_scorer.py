@@ -59,6 +59,7 @@ import torch
 
 from iclr_cli.errors import UsageError
 from iclr_cli.scoring import budget as budgets
+from iclr_cli.scoring import threads
 from iclr_cli.scoring.base import (
     CONTEXTS,
     DEFAULT_CONTEXT,
@@ -177,7 +178,7 @@ class TransformersScorer:
         self._base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
         self._device = next(model.parameters()).device
         if self._device.type == "cpu":
-            _limit_threads()
+            threads.limit_torch()
             _fix_mmap_threshold()
         # transformers 5.2x renamed the forward's ``past_key_values`` to ``cache``.
         params = inspect.signature(self._base.forward).parameters
@@ -415,20 +416,6 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
-
-
-def _limit_threads() -> None:
-    """Use no more intra-op threads than the CPUs this process may run on.
-
-    torch counts the host's cores; in a container or under ``taskset`` that oversubscribes
-    the CPUs actually granted and slows every matmul down.
-    """
-    try:
-        allowed = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return
-    if torch.get_num_threads() > allowed:
-        torch.set_num_threads(allowed)
 
 
 def _fix_mmap_threshold(threshold: int = 1 << 20) -> None:
