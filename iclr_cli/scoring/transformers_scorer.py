@@ -406,6 +406,34 @@ class TransformersScorer:
         self._streams.clear()
         self._modes.clear()
 
+    def forget(self, stream: str) -> None:
+        """Drop ``stream``'s cache and planned mode (``iclr serve``: the conversation was
+        evicted). Not thread-safe: call it from the thread that scores."""
+        self._streams.take(stream)
+        self._modes.pop(stream, None)
+
+    def cache_info(self) -> dict[str, int | None]:
+        """The stream caches kept between calls, as plain numbers (safe to read while another
+        thread scores): ``streams`` held, ``tokens`` and ``bytes`` of key/value capacity they
+        hold, the budget (``budget_tokens``, ``budget_bytes``: ``cache_tokens``), ``evictions``
+        (least recently used states removed to make room), ``not_kept`` (states that found
+        no room), and the work so far: ``forward_tokens`` run through the model and
+        ``reused_tokens`` taken from kept states. Bytes are ``None`` for a model whose caches
+        the scorer cannot manage."""
+        per_token = self._shape.bytes_per_token if self._shape is not None else None
+        held = self._streams.held
+        return {
+            "streams": len(self._streams),
+            "tokens": held,
+            "bytes": held * per_token if per_token else None,
+            "budget_tokens": self.cache_tokens,
+            "budget_bytes": self.cache_tokens * per_token if per_token else None,
+            "evictions": self._streams.evictions,
+            "not_kept": self._streams.not_kept,
+            "forward_tokens": self.stats.forward_tokens,
+            "reused_tokens": self.stats.reused_tokens,
+        }
+
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
