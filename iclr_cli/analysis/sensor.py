@@ -41,7 +41,8 @@ import torch
 from iclr_cli.errors import UsageError
 from iclr_cli.scoring.entropy import logit_transform
 from iclr_cli.scoring.kv import KVStore, buffer_cache, probe
-from iclr_cli.scoring.transformers_scorer import _common_prefix, _fix_mmap_threshold, _limit_threads
+from iclr_cli.scoring import threads
+from iclr_cli.scoring.transformers_scorer import _common_prefix, _fix_mmap_threshold
 
 DEFAULT_FORWARD_CHUNK = 1024
 _ENCODE_MEMO = 4096
@@ -135,7 +136,7 @@ class Sensor:
         self.transform = logit_transform(model.config)
         self.device = next(model.parameters()).device
         if self.device.type == "cpu":
-            _limit_threads()
+            threads.limit_torch()
             _fix_mmap_threshold()
         params = inspect.signature(self.base.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"

@@ -56,6 +56,9 @@ def build_sensor(model: str, max_tokens: int, overflow: str, dtype: str, device:
         raise UsageError("iclr analyze reads hidden states, which --model fake does not have; use smollm2 (default) or a model folder")
     config = ScorerConfig(model=model, max_tokens=max_tokens, overflow=overflow, dtype=dtype, device=device)
     warn_precision(out, config)
+    from iclr_cli.scoring.threads import choose_wait_policy
+
+    choose_wait_policy()  # before torch loads (the CLI's entry point has done it already)
     from iclr_cli.analysis.sensor import Sensor
     from iclr_cli.scoring.loading import load_model
 
