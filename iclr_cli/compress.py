@@ -101,7 +101,7 @@ class _Pending:
     splits: list[Split]
     candidates: list[tuple[int, int]]  # (part index, block index within the part)
     request: ScoreRequest | None
-    protected: frozenset[int] = frozenset()  # candidate indices iclr-ext never removes
+    earlier: tuple[str, ...] = ()  # iclr-ext: P and the history, to find what is not externalized
 
 
 def count_tokens(tokenizer: Tokenizer, parts: Sequence[Part]) -> int:
@@ -131,17 +131,15 @@ def _prepare(traj_id: str, prompt: Sequence[str], history: Sequence[str], step: 
             step=rendered.text,
             spans=tuple(offsets[c] for c in cands),
         )
-    protected: frozenset[int] = frozenset()
-    if settings.variant.kind == "iclr-ext" and request is not None:
-        keep = unexternalized((*prompt, *history), step, splits)
-        protected = frozenset(i for i, c in enumerate(cands) if c in keep)
-    return _Pending(step, splits, cands, request, protected)
+    earlier = (*prompt, *history) if settings.variant.kind == "iclr-ext" and request is not None else ()
+    return _Pending(step, splits, cands, request, earlier)
 
 
 def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, settings: Settings, tokenizer: Tokenizer) -> tuple[Step, StepReport]:
     step, splits, cands = pending.step, pending.splits, pending.candidates
     variant = settings.variant
     selected: frozenset[int] = frozenset()
+    protected: frozenset[int] = frozenset()
     scores: list = [None] * len(cands)
     skipped = result.skipped if result else None
     # Every variant says what happens to candidate blocks; Split.edit applies it and refuses
@@ -151,7 +149,13 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
     if variant.needs_scores and result is not None and not skipped:
         scores = list(result.blocks)
         entropies = [s.entropy_bits for s in scores]
-        selected = bottom_k_protected(entropies, pending.protected, settings.ratio) if variant.kind == "iclr-ext" else bottom_k(entropies, settings.ratio)
+        if variant.kind == "iclr-ext":
+            # Found only once the step was scored: a preview or a request made ahead needs none.
+            keep = unexternalized(pending.earlier, step, splits)
+            protected = frozenset(i for i, c in enumerate(cands) if c in keep)
+            selected = bottom_k_protected(entropies, protected, settings.ratio)
+        else:
+            selected = bottom_k(entropies, settings.ratio)
         for i in selected:
             pi, bi = cands[i]
             changes[pi][bi] = SKIP
@@ -173,7 +177,7 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
             selected=i in selected,
             n_tokens=scores[i].n_tokens if scores[i] is not None else None,
             entropy_bits=scores[i].entropy_bits if scores[i] is not None else None,
-            protected=i in pending.protected,
+            protected=i in protected,
         )
         for i, (pi, bi) in enumerate(cands)
     )
