@@ -106,7 +106,7 @@ def probe(
     label: aopt.LabelSource = None,
     output: opt.Output = None,
     layers: aopt.Layers = None,
-    group_by: aopt.GroupBy = "auto",
+    group_by: aopt.GroupBy = aopt.AUTO,
     outer_folds: Annotated[int, typer.Option("--outer-folds", min=2, help="Most outer folds (held-out tasks); fewer when there are fewer tasks.")] = 5,
     inner_folds: Annotated[int, typer.Option("--inner-folds", min=2, help="Most inner folds (on the training tasks) that choose layer, pooling, standardisation, PCA and C.")] = 3,
     seed: opt.Seed = 0,
@@ -154,7 +154,7 @@ def probe(
     with interruptible(out, lambda: "interrupted before the probe finished"):
         sources = aopt.read_sources(paths, dataset, dataset_split, column, id_column, task_column, fmt, skip_bad_lines, out)
         for src in sources:
-            src.group(group_by)  # a bad --group-by fails before the model loads
+            src.group(group_by.value)  # a trajectory without a task fails before the model loads
         labels, label_source = aopt.labels_for(sources, labels_file, label, horizon,
                                                (judge_model, judge_base_url, judge_api_key_env, judge_cache), out)
         if not labels:
@@ -165,7 +165,7 @@ def probe(
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         with out.progress("reading boundaries", total=len(labels), unit="boundaries") as advance:
-            found = feats.extract(sensor, sources, set(labels), layers=chosen, group_by=group_by, on_boundary=advance)
+            found = feats.extract(sensor, sources, set(labels), layers=chosen, group_by=group_by.value, on_boundary=advance)
         y = [labels[k].value for k in found.keys]
         with out.progress("nested evaluation", unit="outer folds") as advance:
             try:
@@ -173,7 +173,7 @@ def probe(
                                           on_fold=lambda _f: advance())
             except ValueError as exc:
                 raise UsageError(f"cannot evaluate a probe on these boundaries: {exc}") from None
-    report = analysis_view.probe_report(found, y, result, label_source, sensor.name, group_by)
+    report = analysis_view.probe_report(found, y, result, label_source, sensor.name, group_by.value)
     out.write_bytes(analysis_view.json_bytes(report))
     analysis_view.probe_table(out, report)
 
@@ -185,7 +185,7 @@ def externalization(
     label: aopt.LabelSource = None,
     output: opt.Output = None,
     probe_report: Annotated[Optional[str], typer.Option("--probe", help="The JSON of 'iclr analyze probe -o': adds the mean held-out probe score by G.", show_default=False)] = None,
-    group_by: aopt.GroupBy = "auto",
+    group_by: aopt.GroupBy = aopt.AUTO,
     horizon: aopt.Horizon = 5,
     judge_model: aopt.JudgeModel = None,
     judge_base_url: aopt.JudgeUrl = None,
@@ -219,7 +219,7 @@ def externalization(
     out = Output(output, quiet=quiet, force=force)
     with interruptible(out, lambda: "interrupted before the records were written"):
         sources = aopt.read_sources(paths, dataset, dataset_split, column, id_column, task_column, fmt, skip_bad_lines, out)
-        groups = {s.trajectory.id: s.group(group_by) for s in sources}
+        groups = {s.trajectory.id: s.group(group_by.value) for s in sources}
         records = ext.trace_all(sources)
         joined = None
         if labels_file is not None or label is not None:
@@ -228,4 +228,4 @@ def externalization(
             scores = analysis_view.read_probe_scores(probe_report) if probe_report else None
             joined = ext.join(records, labels, groups, scores)
         out.write_records(records)
-    analysis_view.externalization_table(out, records, joined, label_source if joined else None, group_by)
+    analysis_view.externalization_table(out, records, joined, label_source if joined else None, group_by.value)

@@ -6,15 +6,21 @@ from typing import Annotated, Optional
 
 import typer
 
+from iclr_cli.analysis.inputs import GROUPINGS
 from iclr_cli.cli import dataset_options as dopt
+from iclr_cli.cli.options import choices
 from iclr_cli.render.output import Output
+
+LabelChoice = choices("LabelChoice", ("heuristic", "judge"))
+GroupByChoice = choices("GroupByChoice", GROUPINGS)
+AUTO = GroupByChoice("auto")
 
 Paths = Annotated[Optional[list[str]], typer.Argument(help="Trajectory files or folders (every file in a format iclr reads; a replay --out folder reads each run's trajectory.json); none with --dataset.", show_default=False)]
 Layers = Annotated[Optional[str], typer.Option("--layers", help="Decoder layers to read: 'all' (default) or a list such as 4,12,20,-1 (0-based; negative from the end).", show_default=False)]
-GroupBy = Annotated[str, typer.Option("--group-by", help="Task unit of the nested split and of per-task tables: auto (the trajectory's task where known, else its file), file, trajectory, task.")]
+GroupBy = Annotated[GroupByChoice, typer.Option("--group-by", help="Task unit of the nested split and of per-task tables: auto (the trajectory's task where known, else its file), file, trajectory, task.")]
 TaskColumn = Annotated[Optional[str], typer.Option("--task-column", help="With --dataset: the column naming each row's task (for --group-by auto/task).", rich_help_panel="Datasets", show_default=False)]
 LabelsFile = Annotated[Optional[str], typer.Option("--labels", help="Labels you wrote: JSONL, one {\"trajectory\", \"step\", \"label\": 0|1} per boundary ('step' is the completed step, as in 'iclr score').", show_default=False)]
-LabelSource = Annotated[Optional[str], typer.Option("--label", help="Computed labels instead of --labels: 'heuristic' (documented rules on the later trajectory) or 'judge' (an OpenAI-compatible model, --judge-*).", show_default=False)]
+LabelSource = Annotated[Optional[LabelChoice], typer.Option("--label", help="Computed labels instead of --labels: 'heuristic' (documented rules on the later trajectory) or 'judge' (an OpenAI-compatible model, --judge-*).", show_default=False)]
 Horizon = Annotated[int, typer.Option("--horizon", min=1, help="Later steps the heuristic and the judge look at after each boundary.")]
 JudgeModel = Annotated[Optional[str], typer.Option("--judge-model", help="--label judge: the model name sent to the endpoint.", rich_help_panel="Judge", show_default=False)]
 JudgeUrl = Annotated[Optional[str], typer.Option("--judge-base-url", help="--label judge: the OpenAI-compatible endpoint (e.g. http://127.0.0.1:8080/v1).", rich_help_panel="Judge", show_default=False)]
@@ -76,6 +82,7 @@ def labels_for(sources, labels_file, label, horizon, judge, out: Output):
     from iclr_cli.analysis import labels as lab
     from iclr_cli.errors import UsageError
 
+    label = label.value if label is not None else None
     if (labels_file is None) == (label is None):
         raise UsageError("give labels: --labels FILE.jsonl, --label heuristic or --label judge (one of them)")
     trajectories = [s.trajectory for s in sources]
