@@ -64,12 +64,12 @@ def test_hand_computed_three_steps_delete_all(tmp_path, capsys):
 
 def test_table_says_static_estimate_and_each_rows_source(tmp_path, capsys):
     path = write(tmp_path / "chat3.json", CHAT3)
-    code, out, err = run_cli(capsys, "savings", str(path), "--variant", "delete-all", "--model", "fake")
-    assert code == 0 and out == ""
-    assert "static estimate" in err.splitlines()[0]
-    row = next(line for line in err.splitlines() if "chat3.json" in line)
+    code, out, err = run_cli(capsys, "savings", str(path), "--variant", "delete-all", "--model", "fake", "--quiet")
+    assert code == 0 and err == ""  # the table is the result: stdout, even with --quiet
+    assert "static estimate" in out.splitlines()[0]
+    row = next(line for line in out.splitlines() if "chat3.json" in line)
     assert "98" in row and "87 (-11.2%)" in row and "proxy" in row
-    assert "trajectory amplification" in err and "iclr replay" in err
+    assert "trajectory amplification" in out and "iclr replay" in out
 
 
 # --- token sources -----------------------------------------------------------------------
@@ -252,7 +252,7 @@ def test_folder_skips_unknown_files_with_one_line(tmp_path, capsys):
     (tmp_path / "a" / "b" / "broken.jsonl").write_text('{"role": "user", "content": "x"\n')
     code, out, err = run_cli(capsys, "savings", str(tmp_path / "a"), "--variant", "delete-all", "--model", "fake")
     assert code == 0
-    lines = [line for line in err.splitlines() if line.startswith("skipped")]
+    lines = [line for line in out.splitlines() if line.startswith("skipped")]
     assert len(lines) == 1 and lines[0].startswith("skipped 3 files not read as a session")
     report, _ = savings_json(capsys, str(tmp_path / "a"), "--variant", "delete-all")
     assert report["files"] == {"candidates": 4, "read": 0, "cached": 1, "filtered": 0, "skipped": 3}
@@ -339,8 +339,8 @@ def test_ctrl_c_prints_the_table_so_far_and_exits_130(tmp_path, capsys, monkeypa
     monkeypatch.setattr(run, "compress_trajectories", interrupt_second)
     code, out, err = run_cli(capsys, "savings", str(tmp_path / "f"), "--variant", "delete-all", "--model", "fake")
     assert code == 130
-    assert "interrupted: 1 of 3 files" in err
-    assert "chat0.json" in err and "chat1.json" not in err
+    assert "interrupted: 1 of 3 files" in out
+    assert "chat0.json" in out and "chat1.json" not in out
     assert err.rstrip().splitlines()[-1].startswith("iclr: interrupted after 1 of 3 files")
     # the finished file was cached: the same command goes on from there
     calls.clear()
@@ -379,3 +379,19 @@ def test_variants_are_checked(tmp_path, capsys):
     assert code == 2 and "replay" in err
     none, _ = savings_json(capsys, str(path), "--variant", "none")
     assert none["summary"]["input_tokens_with_writeback"] == none["summary"]["input_tokens"]
+
+
+def test_prune_summary_has_the_static_resent_row(tmp_path, capsys):
+    path = write(tmp_path / "chat3.json", CHAT3)
+    code, _, err = run_cli(capsys, "prune", str(path), "--variant", "delete-all", "--model", "fake", "-o", str(tmp_path / "out.json"))
+    assert code == 0
+    row = next(line for line in err.splitlines() if "input tokens re-sent, static" in line)
+    assert "98 -> 87 (-11.2%)" in row
+
+
+def test_prune_summary_names_sealed_reasoning(tmp_path, capsys):
+    path = write_lines(tmp_path / "session.jsonl", claude_session(signature="c2lnbmF0dXJl"))
+    code, _, err = run_cli(capsys, "prune", str(path), "--variant", "delete-all", "--model", "fake", "-o", str(tmp_path / "out.jsonl"))
+    assert code == 0
+    row = next(line for line in err.splitlines() if "input tokens re-sent, static" in line)
+    assert "(0%)" in row and "sealed reasoning not counted" in row

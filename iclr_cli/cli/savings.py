@@ -12,7 +12,7 @@ from iclr_cli.cli import options as opt
 def savings(
     paths: Annotated[list[str], typer.Argument(help="Session files or folders (searched recursively).", show_default=False)],
     variant: Annotated[str, typer.Option("--variant", "-v", help="iclr (default), step-only, delete-all (the upper bound; tokenizer only), random-R, none.")] = "iclr",
-    as_json: Annotated[bool, typer.Option("--json", "-j", help="Print the estimate as JSON data (stdout) instead of a table.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", "-j", help="Print the estimate as JSON data instead of the table (both go to stdout).")] = False,
     since: Annotated[Optional[str], typer.Option("--since", help="Only sessions last active on or after this day (YYYYMMDD or YYYY-MM-DD, UTC).", show_default=False)] = None,
     until: Annotated[Optional[str], typer.Option("--until", help="Only sessions last active on or before this day.", show_default=False)] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache of sessions already estimated.")] = False,
@@ -87,9 +87,13 @@ def savings(
 
         out.write_bytes(orjson.dumps(savings_view.to_json(run, complete=not interrupted), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     else:
-        out.table(savings_view.title(run, interrupted=interrupted), savings_view.COLUMNS, savings_view.table_rows(run))
-        for line in savings_view.notes(run):
-            out.info(line)
+        import sys
+
+        from iclr_cli.render.diff_view import make_console
+        from iclr_cli.render.output import FULL_WIDTH
+
+        # Off a terminal (a pipe, a file) the table keeps its full width instead of 80 columns.
+        savings_view.paint(make_console(width=width or (None if sys.stdout.isatty() else FULL_WIDTH)), run, interrupted=interrupted)
     if interrupted:
         done = run.files_read + run.files_cached
         raise Interrupted(f"interrupted after {done} of {run.candidates} files: the {'JSON' if as_json else 'table'} covers those, and the same command goes on from there (they are cached)")

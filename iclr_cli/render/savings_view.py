@@ -1,4 +1,7 @@
-"""``iclr savings`` as a table on stderr or as JSON data.
+"""``iclr savings`` (and ``iclr report FILE``) as a table on stdout or as JSON data.
+
+The table is the command's result, so it goes to stdout (as ``iclr report``'s does), full
+width off a terminal; progress and warnings stay on stderr.
 
 The JSON follows the shape of ccusage's session report (``type``; ``data``, one record per
 session with its first and last activity; ``summary``, the totals), with this project's
@@ -104,6 +107,25 @@ def notes(run: SavingsRun) -> list[str]:
     if run.unrecognised or run.warnings:
         lines.append(f"the format readers reported {run.unrecognised} unrecognised text(s) and {run.warnings} warning(s): 'iclr score FILE' shows them")
     return lines
+
+
+def paint(console, run: SavingsRun, *, interrupted: bool = False) -> None:
+    """Print the table and its notes on ``console`` (a rich console, e.g. stdout's)."""
+    from rich.table import Table
+
+    from iclr_cli.render.diff_view import emit
+
+    def draw(c) -> None:
+        table = Table(title=title(run, interrupted=interrupted), title_justify="left")
+        for i, name in enumerate(COLUMNS):
+            table.add_column(name, justify="left" if i == 0 else "right")
+        for row in table_rows(run):
+            table.add_row(*row)
+        c.print(table)
+        for line in notes(run):
+            c.print(line, markup=False, soft_wrap=True)
+
+    emit(console, draw, pager=False)
 
 
 def _totals_record(t: Totals) -> dict:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from iclr_cli.compress import CompressionResult
 from iclr_cli.context import render_part
-from iclr_cli.savings.estimate import StepTokens
+from iclr_cli.savings.estimate import StepTokens, Totals, estimate_session
 from iclr_cli.token_accounting import CountTokens, account
 from iclr_cli.trajectory import Part, WriteBack
 
@@ -82,3 +82,13 @@ def _rendered(parts: Sequence[Part], count: CountTokens) -> int:
     """Proxy tokens of ``parts`` rendered as the scorer renders them (each part counted alone,
     as the scorer tokenizes segments one by one)."""
     return sum(count(render_part(p)) for p in parts)
+
+
+def static_totals(results: Sequence[CompressionResult], count: CountTokens) -> Totals:
+    """The static estimate of ``results`` summed over their sessions (``prune``'s summary row
+    "input tokens re-sent, static"), each session with the requests its source recorded."""
+    total = Totals()
+    for result in results:
+        measured = measure(result, count)
+        total = total + Totals.of(estimate_session(measured.prompt, measured.steps, result.original.requests).requests)
+    return total
