@@ -395,3 +395,29 @@ def test_prune_summary_names_sealed_reasoning(tmp_path, capsys):
     assert code == 0
     row = next(line for line in err.splitlines() if "input tokens re-sent, static" in line)
     assert "(0%)" in row and "sealed reasoning not counted" in row
+
+
+def test_report_html_for_a_file_plots_input_per_request_recorded_and_with_writeback(tmp_path, capsys):
+    pytest.importorskip("plotly")
+    path = write(tmp_path / "chat3.json", CHAT3)
+    page = tmp_path / "report.html"
+    code, out, err = run_cli(capsys, "report", str(path), "--variant", "delete-all", "--model", "fake", "--html", str(page))
+    assert code == 0, err
+    assert "87 (-11.2%)" in out  # the savings table on stdout
+    text = page.read_text()
+    assert 'id="section-plot-savings"' in text and "static estimate" in text
+
+    from iclr_cli.compress import Settings
+    from iclr_cli.pipeline import ScorerConfig
+    from iclr_cli.policies import parse_variant
+    from iclr_cli.render.report_html import savings_figures
+    from iclr_cli.savings.cache import SavingsCache
+    from iclr_cli.savings.run import Options, SavingsRun
+
+    run = SavingsRun(Options(Settings(parse_variant("delete-all"), score_all=False), ScorerConfig(model="fake")), SavingsCache(None))
+    run.run(run.discover([str(path)]))
+    [(div, _, fig)] = savings_figures(run.sessions)
+    recorded, after = fig.data
+    assert div == "plot-savings"
+    assert list(recorded.y) == [12, 32, 54] and list(after.y) == [12, 29, 46]
+    assert recorded.name.endswith("as recorded") and after.line.dash == "dash"

@@ -73,9 +73,10 @@ def savings(
     interrupted = False
     try:
         warn_precision(out, config)
-        with out.throughput(f"savings ({parsed.name})", ("files", "tokens")) as tick:
+        candidates = run.discover(paths)
+        with out.throughput(f"savings ({parsed.name}, {len(candidates)} files)", ("files", "reasoning tokens")) as tick:
             run.advance = tick
-            run.run(paths)
+            run.run(candidates)
     except KeyboardInterrupt:
         interrupted = True
     finally:

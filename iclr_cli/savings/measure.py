@@ -49,16 +49,16 @@ def sealed_kind(part: Part) -> str | None:
 
 @dataclass(frozen=True)
 class Measured:
-    """One compressed session in proxy tokens: P, each step, the sealed kinds it holds, and
-    every token read (P plus all steps, for progress)."""
+    """One compressed session in proxy tokens: P, each step, and the sealed kinds it holds."""
 
     prompt: int
     steps: tuple[StepTokens, ...]
     sealed: tuple[str, ...]
 
     @property
-    def tokens(self) -> int:
-        return self.prompt + sum(s.rendered for s in self.steps)
+    def reasoning(self) -> int:
+        """Reasoning tokens as generated, over every step."""
+        return sum(s.generated for s in self.steps)
 
 
 def measure(result: CompressionResult, count: CountTokens) -> Measured:
@@ -79,8 +79,8 @@ def measure(result: CompressionResult, count: CountTokens) -> Measured:
 
 
 def _rendered(parts: Sequence[Part], count: CountTokens) -> int:
-    """Proxy tokens of ``parts`` rendered as the scorer renders them (each part counted alone,
-    as the scorer tokenizes segments one by one)."""
+    """Proxy tokens of ``parts`` rendered as the scorer renders them, each part counted alone
+    (a whole-text count may differ by a token at a part's edge)."""
     return sum(count(render_part(p)) for p in parts)
 
 

@@ -38,9 +38,10 @@ _FIELDS = ("step", "input", "reasoning", "saved", "cache_read", "cache_saved", "
 class SessionResult:
     """One session's estimate, with what the table and the JSON show of it.
 
-    ``tokens``: proxy tokens read (P and every step); ``tokenizer``: the proxy whose tokens
-    were counted; ``note``: why the recorded usage was not used, if it was not; ``activity``:
-    the file's dates (never cached: an mtime may change while the content does not).
+    ``reasoning``: reasoning tokens as generated (proxy tokens; progress counts them);
+    ``tokenizer``: the proxy whose tokens were counted; ``note``: why the recorded usage was
+    not used, if it was not; ``activity``: the file's dates (never cached: an mtime may change
+    while the content does not).
     """
 
     file: str
@@ -49,7 +50,7 @@ class SessionResult:
     model: str | None
     estimate: SessionEstimate
     sealed: tuple[str, ...]
-    tokens: int
+    reasoning: int
     tokenizer: str
     note: str | None = None
     activity: Activity | None = None
@@ -71,7 +72,7 @@ class SessionResult:
         """A JSON-able dict of everything but the file name and activity."""
         return {
             "id": self.id, "format": self.format, "model": self.model, "sealed": list(self.sealed),
-            "tokens": self.tokens, "tokenizer": self.tokenizer, "note": self.note,
+            "reasoning": self.reasoning, "tokenizer": self.tokenizer, "note": self.note,
             "ratio": self.estimate.ratio, "basis": self.estimate.basis,
             "requests": [[getattr(r, f) for f in _FIELDS] for r in self.estimate.requests],
         }
@@ -80,7 +81,7 @@ class SessionResult:
     def from_cache(cls, value: dict, file: str, when: Activity | None) -> SessionResult:
         requests = tuple(RequestEstimate(**dict(zip(_FIELDS, row))) for row in value["requests"])
         return cls(file, value["id"], value["format"], value["model"], SessionEstimate(requests, value["ratio"], value["basis"]),
-                   tuple(value["sealed"]), value["tokens"], value["tokenizer"], value["note"], when)
+                   tuple(value["sealed"]), value["reasoning"], value["tokenizer"], value["note"], when)
 
 
 @dataclass(frozen=True)
@@ -142,16 +143,25 @@ class SavingsRun:
     candidates: int = 0
     _engines: tuple | None = None
 
-    def run(self, paths: Sequence[str]) -> None:
-        """Estimate every session under ``paths``.
+    def discover(self, paths: Sequence[str]) -> list[Candidate]:
+        """The files under ``paths`` to read (:func:`~iclr_cli.savings.sources.discover`);
+        the replay run files left out are noted as skipped.
 
         Raises:
-            InputError: for a missing path, or a file named on the command line that cannot
-                be read as a trajectory format.
+            InputError: for a path that does not exist.
         """
         candidates, skipped = discover(paths)
         self.skipped.extend(skipped)
         self.candidates = len(candidates)
+        return candidates
+
+    def run(self, candidates: Sequence[Candidate]) -> None:
+        """Estimate every session of ``candidates`` (from :meth:`discover`).
+
+        Raises:
+            InputError: for a file named on the command line that cannot be read as a
+                trajectory format.
+        """
         batch: list[_Loaded] = []
         for cand in candidates:
             loaded = self._load(cand)
@@ -192,7 +202,7 @@ class SavingsRun:
             found = [SessionResult.from_cache(v, cand.path, when) for v in stored]
             self.sessions.extend(found)
             self.files_cached += 1
-            self.advance(1, sum(s.tokens for s in found))
+            self.advance(1, sum(s.reasoning for s in found))
             return None
         try:
             adapter = registry.get(self.options.fmt) if self.options.fmt else registry.detect(data, cand.path)
@@ -219,7 +229,9 @@ class SavingsRun:
     def _finish(self, batch: list[_Loaded]) -> None:
         scorer, tokenizer = self.engines()
         trajectories = [t for item in batch for t in item.trajectories]
-        results = iter(compress_trajectories(trajectories, self.options.settings, scorer, tokenizer))
+        # progress as steps finish, so one long batch is not silent
+        results = iter(compress_trajectories(trajectories, self.options.settings, scorer, tokenizer,
+                                             on_step=lambda report: self.advance(0, report.tokens.generated)))
         count = token_counter(tokenizer)
         for item in batch:
             found = []
@@ -228,11 +240,11 @@ class SavingsRun:
                 estimate = estimate_session(measured.prompt, measured.steps, traj.requests)
                 model = traj.meta.get("model")
                 found.append(SessionResult(item.candidate.path, traj.id, item.format, model if isinstance(model, str) else None,
-                                           estimate, measured.sealed, measured.tokens, tokenizer.name, item.note, item.when))
+                                           estimate, measured.sealed, measured.reasoning, tokenizer.name, item.note, item.when))
             self.cache.put(item.key, [s.to_cache() for s in found])
             self.sessions.extend(found)
             self.files_read += 1
-            self.advance(1, sum(s.tokens for s in found))
+            self.advance(1, 0)  # its reasoning tokens went by step by step
         reset = getattr(scorer, "reset", None)
         if reset is not None:
             reset()  # a finished batch's trajectories never come back: free their caches
