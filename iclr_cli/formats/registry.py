@@ -31,6 +31,7 @@ _ADAPTER_MODULES: list[str] = [
     # Gemini contents have a "role" as chat messages do, but typed "parts" and never a
     # "content" key: checked before the two message formats so they are never read as one
     "gemini",
+    "openai_responses",
     # after the specific sniffs above: a Claude-run SWE-agent / OpenHands log may hold
     # Anthropic-style blocks, while those markers never occur in a Messages transcript
     "anthropic",

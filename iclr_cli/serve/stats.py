@@ -1,7 +1,8 @@
 """What the proxy did, for ``/stats`` (JSON) and ``/metrics`` (Prometheus text).
 
 Per conversation and in total: requests, upstream errors, steps compressed, scorer failures,
-the reasoning-token accounting of the compressed steps (the one definition of
+reasoning blocks left sealed (by reason: signed or encrypted for the upstream, redacted), requests
+whose history lives on the server (in total only, by the field that says so), the reasoning-token accounting of the compressed steps (the one definition of
 :mod:`iclr_cli.token_accounting`, in the proxy tokenizer's tokens, with the field names of
 replay's ``results.jsonl``: ``reasoning_tokens_generated``, ``reasoning_tokens_removed`` =
 deleted, ``reasoning_tokens_kept``, ``skip_markers``, ``skip_marker_tokens``), the upstream's own usage (input, output and cache-read tokens, as replay reads them:
@@ -16,6 +17,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from iclr_cli.replay.accounting import Usage
@@ -41,6 +43,8 @@ class Counts:
     steps_compressed: int = 0
     scorer_failures: int = 0
     unrecognised: int = 0
+    sealed: dict = field(default_factory=dict)  # why -> reasoning blocks left sealed
+    server_history: dict = field(default_factory=dict)  # why -> requests passed through
     reasoning: ReasoningTokens = ReasoningTokens()
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -63,6 +67,10 @@ class Counts:
             "steps_compressed": self.steps_compressed,
             "scorer_failures": self.scorer_failures,
             "unrecognised": self.unrecognised,
+            "sealed_blocks": sum(self.sealed.values()),
+            "sealed": dict(sorted(self.sealed.items())),
+            "server_history_requests": sum(self.server_history.values()),
+            "server_history": dict(sorted(self.server_history.items())),
             "reasoning_tokens_generated": self.reasoning.generated,
             "reasoning_tokens_removed": self.reasoning.deleted,
             "reasoning_tokens_kept": self.reasoning.kept,
@@ -90,6 +98,7 @@ class Metrics:
         self.requests = Counter("iclr_serve_requests", "Chat-completions requests, by how they ended", ["outcome"], registry=r)
         self.steps = Counter("iclr_serve_steps_compressed", "Completed steps compressed (once each)", registry=r)
         self.scorer_failures = Counter("iclr_serve_scorer_failures", "Steps forwarded uncompressed because scoring failed", registry=r)
+        self.sealed = Counter("iclr_serve_sealed_blocks", "Reasoning blocks of completed steps left sealed (signed or encrypted for the upstream)", registry=r)
         self.reasoning = Counter("iclr_serve_reasoning_tokens", "Reasoning tokens of compressed steps (proxy tokenizer)", ["kind"], registry=r)
         self.upstream_tokens = Counter("iclr_serve_upstream_tokens", "Tokens the upstream reported in usage", ["kind"], registry=r)
         self.added = Histogram(
@@ -116,22 +125,33 @@ class Stats:
         self.metrics = Metrics()
         self.lock = threading.Lock()
 
-    def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool, unrecognised: int = 0) -> None:
+    def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool, unrecognised: int = 0, sealed: Sequence[str] = ()) -> None:
         """Record one step compressed once; ``tokens`` is its accounting
         (:func:`iclr_cli.token_accounting.account` of the texts as generated and as sent);
-        ``unrecognised`` counts the step's texts read neither as reasoning nor as action."""
+        ``unrecognised`` counts the step's texts read neither as reasoning nor as action;
+        ``sealed`` gives, per reasoning block left sealed, why (``/stats`` counts them by reason)."""
         with self.lock:
             for c in (conv, self.total):
                 c.steps_compressed += 1
                 c.reasoning = c.reasoning + tokens
                 c.scorer_failures += failed
                 c.unrecognised += unrecognised
+                for why in sealed:
+                    c.sealed[why] = c.sealed.get(why, 0) + 1
         self.metrics.steps.inc()
         self.metrics.reasoning.labels("generated").inc(tokens.generated)
         self.metrics.reasoning.labels("removed").inc(tokens.deleted)
         self.metrics.reasoning.labels("skip_marker").inc(tokens.marker_tokens)
         if failed:
             self.metrics.scorer_failures.inc()
+        if sealed:
+            self.metrics.sealed.inc(len(sealed))
+
+    def held(self, why: str) -> None:
+        """Record a request whose history lives on the server (``why``: the field that says
+        so): forwarded as sent, nothing of it compressed."""
+        with self.lock:
+            self.total.server_history[why] = self.total.server_history.get(why, 0) + 1
 
     def request(self, conv: Counts | None, added_s: float, usage: Usage | None, outcome: str) -> None:
         """Record one finished request (``outcome``: ``ok`` or ``upstream_error``)."""
