@@ -117,9 +117,11 @@ def test_signed_thinking_is_sealed_not_saved(tmp_path, capsys):
     path = write_lines(tmp_path / "session.jsonl", claude_session(signature="c2lnbmF0dXJl"))
     report, err = savings_json(capsys, str(path), "--variant", "delete-all")
     [s] = report["data"]
-    assert s["sealed"] == ["signed"] and s["sealed_tokens"] > 0
+    assert s["sealed"] == ["anthropic"] and s["sealed_tokens"] > 0
     assert s["input_tokens_with_writeback"] == s["input_tokens"]
-    assert "signature" in report["sealed_rules"]["signed"]
+    # the rule of the provider table (iclr_cli.providers), with the provider's docs
+    rule = report["sealed_rules"]["anthropic"]
+    assert "signature" in rule and "https://platform.claude.com/docs" in rule
 
 
 def codex_lines():
@@ -200,6 +202,20 @@ def test_openai_traffic_log_line_is_the_one_request_it_logged(tmp_path, capsys):
     assert (s["requests"], s["input_tokens"], s["cache_read_tokens"]) == (1, 162, 64)
     assert (s["ratio"], s["ratio_basis"]) == (3.0, "prompt")
     assert s["input_tokens_with_writeback"] == 162 - 24
+
+
+def test_openai_responses_request_response_pair(tmp_path):
+    pair = {"request": {"model": "gpt-5", "instructions": "Be brief", "input": [
+                {"role": "user", "content": "Fix"},
+                {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Look.\n\nThen act."}]},
+                {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "shell", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "ok"}]},
+            "response": {"object": "response", "output": [
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Fixed"}]}],
+                "usage": {"input_tokens": 900, "input_tokens_details": {"cached_tokens": 512}, "output_tokens": 30}}}
+    _, doc = registry.load(str(write_lines(tmp_path / "responses.jsonl", [pair])))
+    [traj] = doc.trajectories
+    assert [(r.step, r.usage.input_tokens, r.usage.cache_read_tokens) for r in traj.requests] == [(1, 900, 512)]
 
 
 def test_anthropic_messages_with_usage(tmp_path):

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from iclr_cli.savings.estimate import Totals, change_percent
-from iclr_cli.savings.measure import SEALED_RULES
+from iclr_cli.savings.measure import sealed_rule
 from iclr_cli.savings.run import SavingsRun, SessionResult
 
 COLUMNS = ["session", "requests", "input", "of which reasoning", "with write-back", "cache read", "with write-back", "sealed", "tokens from", "last activity"]
@@ -85,7 +85,7 @@ def notes(run: SavingsRun) -> list[str]:
     lines = [STATIC_NOTE]
     kinds = sorted({k for s in run.sessions for k in s.sealed})
     for kind in kinds:
-        lines.append(f"sealed ({kind}), not taken off the input: {SEALED_RULES[kind]}")
+        lines.append(f"sealed ({kind}), not taken off the input. {sealed_rule(kind)}")
     tokenizers = sorted({s.tokenizer for s in run.sessions})
     if tokenizers:
         lines.append(
@@ -176,5 +176,5 @@ def to_json(run: SavingsRun, *, complete: bool = True) -> dict:
         "files": {"candidates": run.candidates, "read": run.files_read, "cached": run.files_cached,
                   "filtered": run.filtered, "skipped": len(run.skipped)},
         "skipped": [{"file": k.path, "reason": k.reason} for k in run.skipped],
-        "sealed_rules": {k: SEALED_RULES[k] for k in sorted({k for s in run.sessions for k in s.sealed})},
+        "sealed_rules": {k: sealed_rule(k) for k in sorted({k for s in run.sessions for k in s.sealed})},
     }

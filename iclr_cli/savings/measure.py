@@ -16,35 +16,34 @@ from iclr_cli.savings.estimate import StepTokens, Totals, estimate_session
 from iclr_cli.token_accounting import CountTokens, account
 from iclr_cli.trajectory import Part, WriteBack
 
-SEALED_RULES: dict[str, str] = {
-    "signed": (
-        "Anthropic: a thinking block goes back with its signature, unmodified, or the request is "
-        "rejected; earlier turns' thinking is dropped from the context by the API itself "
-        "(docs.anthropic.com/en/docs/build-with-claude/extended-thinking, 'Preserving thinking blocks')"
-    ),
-    "encrypted": (
-        "OpenAI: a reasoning item goes back whole as its encrypted_content; its summary text is not "
-        "what the model reads, and an edited item cannot be replayed "
-        "(platform.openai.com/docs/guides/reasoning, 'Encrypted reasoning items')"
-    ),
-}
-"""Why sealed reasoning cannot be compressed on its provider, by the kind :func:`sealed_kind` names."""
-
-
 def sealed_kind(part: Part) -> str | None:
-    """``signed``, ``encrypted`` or ``None`` (reasoning written back in place): the provider rule
-    that keeps ``part`` from being edited (:data:`SEALED_RULES`).
+    """The provider whose rule keeps ``part`` from being edited there (a sealed kind of
+    :mod:`iclr_cli.providers`: ``anthropic`` or ``openai``), or ``None`` for reasoning written
+    back in place.
 
-    Derived from the part's write-back kind (METHOD.md, "Provider rules"): ``SIGNED`` is
-    Anthropic thinking with a signature, ``OPAQUE`` an OpenAI reasoning item with
-    ``encrypted_content``. ``READ_ONLY`` reasoning (redacted) is never scored or counted, so it
-    has no kind here. This is the one place to point at a per-provider rule table.
+    Read from the part's write-back kind (METHOD.md, "Provider rules"): ``SIGNED`` is thinking
+    with an Anthropic signature, ``OPAQUE`` a reasoning item with OpenAI ``encrypted_content``.
+    ``READ_ONLY`` reasoning (redacted) is never scored or counted, so it has no kind here.
     """
     if part.write_back is WriteBack.SIGNED:
-        return "signed"
+        return "anthropic"
     if part.write_back is WriteBack.OPAQUE:
-        return "encrypted"
+        return "openai"
     return None
+
+
+def sealed_rule(kind: str) -> str:
+    """The rule of a sealed ``kind`` (:func:`sealed_kind`), from :data:`iclr_cli.providers.KINDS`:
+    what the provider's docs say, where, and what they allow a client to leave out."""
+    from iclr_cli.providers import get
+
+    rule = get(kind)
+    text = f"{rule.title}: {rule.rule}"
+    if rule.docs:
+        text += f" ({', '.join(rule.docs)})"
+    if rule.legal_drop:
+        text += f" What the docs allow to leave out instead: {rule.legal_drop}."
+    return text
 
 
 @dataclass(frozen=True)
