@@ -187,6 +187,7 @@ class SavingsRun:
 
         try:
             data = read_input(cand.path)
+            log = read_input(cand.requests_log) if cand.requests_log else None
         except InputError as exc:
             self._skip(cand, exc)
             return None
@@ -195,7 +196,6 @@ class SavingsRun:
         if (self.options.since and day < self.options.since) or (self.options.until and day > self.options.until):
             self.filtered += 1
             return None
-        log = read_input(cand.requests_log) if cand.requests_log else None
         key = cache_key(data, log, self.options.key())
         stored = self.cache.get(key)
         if stored is not None:
