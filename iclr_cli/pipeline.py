@@ -279,7 +279,7 @@ class Summary(TokenViews):
     unrecognised: int = 0
     not_as_asked: NotAsAsked = field(default_factory=lambda: NotAsAsked())
     contexts: Counter = field(default_factory=Counter)  # scored steps per context mode
-    resent: Totals | None = None  # prune: the static estimate of the input re-sent (iclr savings)
+    resent: Totals = field(default_factory=Totals)  # prune: the static estimate of the input re-sent (iclr savings)
 
     def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
         """Add the reports of ``results`` (and the unrecognised count of ``doc``)."""

@@ -89,7 +89,7 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
         ("reasoning blocks", summary.blocks),
         (selected, summary.removed),
         *summary_rows(summary.tokens, tokenizer_name),
-        *([resent_row(summary.resent)] if summary.resent is not None else []),
+        *([resent_row(summary.resent)] if summary.resent.requests else []),
         ("steps windowed", summary.windowed),
         *([("context (scored steps)", ", ".join(f"{mode} {n}" for mode, n in sorted(summary.contexts.items())))]
           if summary.contexts else []),

@@ -59,7 +59,6 @@ def prune(
     from iclr_cli.pipeline import Summary, as_written, build_engines, compress_document, open_inputs
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
-    from iclr_cli.savings.estimate import Totals
     from iclr_cli.savings.measure import static_totals
     from iclr_cli.token_accounting import token_counter
 
@@ -102,5 +101,5 @@ def prune(
                 # whole or kept unedited).
                 summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
                 # ...but the input re-sent as 'iclr savings' estimates it: sealed reasoning apart
-                summary.resent = (summary.resent or Totals()) + static_totals(results, token_counter(tokenizer))
+                summary.resent = summary.resent + static_totals(results, token_counter(tokenizer))
     print_summary(out, summary, tokenizer.name, parsed.name)
