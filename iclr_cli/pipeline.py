@@ -85,11 +85,14 @@ def check_splitter(split: str) -> str:
 
 @dataclass
 class Input:
-    """One input file: its bytes and the adapter that reads them."""
+    """One input file: its bytes and the adapter that reads them. ``chosen`` says why that
+    adapter was chosen when another one could read the file too (``None`` otherwise, and
+    with ``--format``): the command prints it with the summary (issue 17 section 2)."""
 
     path: str
     adapter: FormatAdapter
     data: bytes
+    chosen: str | None = None
 
     def documents(self, *, skip_bad_lines: bool, chunk_size: int = 256) -> Iterator[Document]:
         """The file's documents: several chunks for adapters that stream (one trajectory per
@@ -124,8 +127,11 @@ def open_inputs(paths: Sequence[str], fmt: str | None) -> list[Input]:
     inputs = []
     for path in paths:
         data = read_input(path)
-        adapter = registry.get(fmt) if fmt else registry.detect(data, path)
-        inputs.append(Input(path, adapter, data))
+        if fmt:
+            inputs.append(Input(path, registry.get(fmt), data))
+        else:
+            found = registry.detect_why(data, path)
+            inputs.append(Input(path, found.adapter, data, found.note(path)))
     return inputs
 
 

@@ -29,6 +29,8 @@ def convert(
 
     out = Output(output, quiet=quiet, force=force)
     [item] = open_inputs([input], fmt)
+    if item.chosen:
+        out.info(item.chosen)
     trajectories = steps = 0
     with out.stream() as sink:
         for doc in item.documents(skip_bad_lines=skip_bad_lines):

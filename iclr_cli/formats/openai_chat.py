@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from iclr_cli.formats.openai_messages import read_at
-from iclr_cli.formats.reading import Where, base_name, field_name, load_chunks
+from iclr_cli.formats.reading import Where, base_name, dig, field_name, load_chunks
+from iclr_cli.formats.sniff import PLAIN, STRUCTURE, Head, Match, census, chat_lists, is_messages, openai_evidence
 from iclr_cli.formats.usage import openai_usage
 from iclr_cli.formats.writeback import WriteBackAdapter, get
 from iclr_cli.trajectory import Request, Trajectory
@@ -102,9 +103,27 @@ class OpenAIChatAdapter(WriteBackAdapter):
     name = "openai"
     description = "OpenAI chat messages (JSON list, {messages, tools}, JSONL, tau-bench traj, request/response logs)"
 
-    def sniff(self, head: bytes) -> bool:
-        stripped = head.lstrip()
-        return stripped[:1] in (b"[", b"{") and b'"role"' in head
+    def sniff(self, head: Head | bytes) -> Match | None:
+        """A match for message lists where this adapter reads them, scored by what only
+        OpenAI-compatible messages have (``tool_calls``, role ``tool``, reasoning fields,
+        ``image_url`` parts, Mistral thinking chunks) against what they never have
+        (Anthropic or Converse blocks, Gemini ``parts``); plain messages match at
+        :data:`~iclr_cli.formats.sniff.PLAIN`."""
+        head = Head.of(head)
+        lists = chat_lists(head)
+        for rec in head.objects:
+            if is_messages(rec.get("traj")):
+                lists.append(rec["traj"])
+            if isinstance(reply := dig(rec, "response", "choices", 0, "message"), dict):
+                lists.append([reply])
+        if not lists:
+            return None
+        pro, con = openai_evidence(census(lists))
+        if not pro and not con:
+            return Match(PLAIN, "chat messages with 'role' and 'content'")
+        if not pro or len(con) >= len(pro):
+            return None
+        return Match(STRUCTURE + len(pro) - len(con), "; ".join(pro))
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False):
         return next(iter(self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None)))

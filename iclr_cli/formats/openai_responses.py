@@ -38,6 +38,7 @@ from dataclasses import replace
 from iclr_cli.formats.openai_messages import render_tools
 from iclr_cli.formats.reading import Where, base_name, load_chunks, text_of
 from iclr_cli.formats.responses_items import MODEL_ITEMS, OUTPUT_ITEMS, is_model_item, item_type, read_items
+from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.usage import openai_usage
 from iclr_cli.formats.writeback import WriteBackAdapter
 from iclr_cli.trajectory import Part, Request, Trajectory
@@ -149,12 +150,16 @@ class OpenAIResponsesAdapter(WriteBackAdapter):
     name = "openai-responses"
     description = "OpenAI Responses items: to_input_list(), request input, response output, request/response logs"
 
-    def sniff(self, head: bytes) -> bool:
-        """A JSON document or JSONL holding a Responses-only item type, a reasoning item with
-        its ``summary``, or a ``response`` object."""
-        if head.lstrip()[:1] not in (b"[", b"{"):
-            return False
-        return _SNIFF.search(head) is not None or (_REASONING_ITEM.search(head) is not None and b'"summary"' in head)
+    def sniff(self, head: Head | bytes) -> Match | None:
+        """A match for a JSON document or JSONL holding a Responses-only item type, a reasoning
+        item with its ``summary``, or a ``response`` object (:mod:`iclr_cli.formats.sniff`:
+        above the chat-message families, below the agent logs' markers)."""
+        raw = Head.of(head).raw
+        if raw.lstrip()[:1] not in (b"[", b"{"):
+            return None
+        if _SNIFF.search(raw) is not None or (_REASONING_ITEM.search(raw) is not None and b'"summary"' in raw):
+            return Match(MARKER - 1, "OpenAI Responses items (function_call, input_text / output_text parts, reasoning summaries) or a response object")
+        return None
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False):
         return next(iter(self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None)))
