@@ -437,3 +437,33 @@ def test_report_html_for_a_file_plots_input_per_request_recorded_and_with_writeb
     assert div == "plot-savings"
     assert list(recorded.y) == [12, 32, 54] and list(after.y) == [12, 29, 46]
     assert recorded.name.endswith("as recorded") and after.line.dash == "dash"
+
+
+@pytest.mark.parametrize(("rows", "calls"), [(None, [3]), (1, [1, 1, 1]), (2, [2, 1])])
+def test_files_are_batched_as_wide_as_the_scorer_forwards(tmp_path, capsys, monkeypatch, rows, calls):
+    import iclr_cli.savings.run as run
+    from iclr_cli.scoring.fake import FakeScorer
+
+    for i in range(3):
+        chat = [dict(m) for m in CHAT3]
+        chat[1]["content"] = f"Task {i}"
+        write(tmp_path / "f" / f"chat{i}.json", chat)
+
+    def engines(variant, config):
+        scorer = FakeScorer()
+        if rows is not None:
+            scorer.batch_size = rows  # a real scorer's rows per forward (1 on a CPU)
+        return scorer, scorer.tokenizer
+
+    seen = []
+    real = run.compress_trajectories
+
+    def spy(trajectories, *args, **kwargs):
+        seen.append(len(trajectories))
+        return real(trajectories, *args, **kwargs)
+
+    monkeypatch.setattr(run, "build_engines", engines)
+    monkeypatch.setattr(run, "compress_trajectories", spy)
+    report, _ = savings_json(capsys, str(tmp_path / "f"), "--no-cache")
+    assert seen == calls
+    assert len(report["data"]) == 3

@@ -1,9 +1,11 @@
 """Files -> trajectories -> batched online compression -> one estimate per session.
 
 The trajectories of several files go through :func:`iclr_cli.compress.compress_trajectories`
-together (step t of all of them in one scorer call), in batches of at most
-:data:`BATCH_TRAJECTORIES` trajectories or :data:`BATCH_BYTES` of input, never two with the
-same id in one batch (ids key the scorer's per-trajectory caches). Each file's sessions are
+together (step t of all of them in one scorer call), in batches of as many trajectories as the
+scorer forwards at once (its ``batch_size``: 64 rows on a GPU; 1 on a CPU, where wider batches
+measured slower and every trajectory in a batch keeps its key/value cache, so there a batch is
+one file), at most :data:`BATCH_TRAJECTORIES` trajectories or :data:`BATCH_BYTES` of input, and
+never two with the same id (ids key the scorer's per-trajectory caches). A file is never split. Each file's sessions are
 stored in the cache (:mod:`iclr_cli.savings.cache`) as soon as its batch is done, so an
 interrupted run keeps what it finished and the next run starts from there.
 """
@@ -167,7 +169,7 @@ class SavingsRun:
             loaded = self._load(cand)
             if loaded is None:
                 continue
-            if batch and not _fits(batch, loaded):
+            if batch and not _fits(batch, loaded, self._batch_limit()):
                 self._finish(batch)
                 batch = []
             batch.append(loaded)
@@ -219,6 +221,12 @@ class SavingsRun:
             return None
         return _Loaded(cand, when, key, adapter.name, trajectories, len(data), note)
 
+    def _batch_limit(self) -> int:
+        """Most trajectories per batch: the scorer's rows per forward, else :data:`BATCH_TRAJECTORIES`."""
+        scorer, _ = self.engines()
+        rows = getattr(scorer, "batch_size", None)
+        return min(rows, BATCH_TRAJECTORIES) if isinstance(rows, int) and rows > 0 else BATCH_TRAJECTORIES
+
     def engines(self):
         """``(scorer or None, tokenizer)``, built on first use (a run served from the cache
         loads no model)."""
@@ -257,13 +265,13 @@ class SavingsRun:
         return total
 
 
-def _fits(batch: Sequence[_Loaded], item: _Loaded) -> bool:
+def _fits(batch: Sequence[_Loaded], item: _Loaded, limit: int) -> bool:
     ids = {t.id for b in batch for t in b.trajectories}
     if any(t.id in ids for t in item.trajectories) or len({t.id for t in item.trajectories}) < len(item.trajectories):
         return False
     size = sum(b.size for b in batch) + item.size
     count = sum(len(b.trajectories) for b in batch) + len(item.trajectories)
-    return size <= BATCH_BYTES and count <= BATCH_TRAJECTORIES
+    return size <= BATCH_BYTES and count <= limit
 
 
 def _with_replay_requests(trajectories: list[Trajectory], data: bytes, log: str) -> tuple[list[Trajectory], str | None]:
