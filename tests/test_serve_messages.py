@@ -243,3 +243,26 @@ def test_inline_think_is_sealed_too_on_a_sealed_upstream():
     assert sum(state.stats.total.sealed.values()) == 1
     plain = send(make_state(), MessagesDialect(), messages)["messages"][1]["content"][0]["text"]
     assert plain.startswith("<think>") and plain.endswith("</think>Running ls.") and plain.count("[SKIP]") == 3
+
+
+def test_restart_with_state_dir_sends_identical_messages_bytes(tmp_path):
+    from iclr_cli.scoring.fake import RegexTokenizer
+
+    class Broken:
+        """A scorer that always fails: after the restart nothing may need scoring."""
+
+        name, max_tokens, overflow, tokenizer = "fake", 42_000, "window", RegexTokenizer()
+
+        def score(self, requests):
+            raise RuntimeError("not loaded")
+
+    history = conversation(2)
+    sent = []
+    for scorer in (None, Broken()):
+        extra = {"scorer": scorer, "tokenizer": scorer.tokenizer} if scorer else {}
+        with scripted_upstream([anthropic_reply([text("ok")])] * 3) as up, proxy(up.url, state_dir=str(tmp_path), **extra) as (url, state):
+            for n in (1, 3, 5):
+                httpx.post(url + "/messages", json={"model": "m", "max_tokens": 5, "messages": history[:n]}, timeout=20)
+            sent.append(list(up.raw))
+            assert state.stats.total.scorer_failures == 0
+    assert sent[0] == sent[1] and b"[SKIP]" in sent[0][2]

@@ -132,3 +132,14 @@ def test_a_client_that_drops_reasoning_items_is_the_same_conversation():
     send(state, dialect, with_rs)
     send(state, dialect, without)
     assert len(state.conversations()) == 1
+
+
+def test_custom_tool_calls_and_unknown_items_pass_through_unchanged():
+    custom = [{"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "apply_patch", "input": "*** Begin Patch\n*** End Patch"},
+              {"type": "custom_tool_call_output", "call_id": "call_c", "output": "Done!"},
+              {"type": "future_item", "id": "fi_1", "payload": {"x": 1}}]
+    items = [USER, reasoning_item(REASONING, "rs_0"), *custom, *step_items(1), output(1)]
+    state = make_state()
+    sent = send(state, ResponsesDialect(), items)
+    assert sent[2:5] == custom and "[SKIP]" in sent[1]["content"][0]["text"]
+    assert state.stats.total.unrecognised == 1  # the unknown item, said once

@@ -250,7 +250,7 @@ def test_batching_scorer_gathers_concurrent_requests():
     assert entered.wait(10)
     for t in threads[1:]:
         t.start()
-    while batching._queue.qsize() < 3:
+    while batching.queued < 3:
         threading.Event().wait(0.005)
     release.set()
     for t in threads:

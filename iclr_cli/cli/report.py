@@ -138,8 +138,8 @@ def _report_file(path, html, as_json, variant, model, max_tokens, width, force, 
     run = SavingsRun(Options(Settings(parsed, score_all=False), ScorerConfig(model=model, max_tokens=max_tokens)), cache)
     try:
         candidates = run.discover([path])
-        with out.throughput(f"report ({parsed.name})", ("files", "reasoning tokens")) as tick:
-            run.advance = tick
+        with out.tracker(f"report ({parsed.name})") as progress:
+            run.progress = progress
             run.run(candidates)
     finally:
         cache.close()

@@ -74,8 +74,8 @@ def savings(
     try:
         warn_precision(out, config)
         candidates = run.discover(paths)
-        with out.throughput(f"savings ({parsed.name}, {len(candidates)} files)", ("files", "reasoning tokens")) as tick:
-            run.advance = tick
+        with out.tracker(f"savings ({parsed.name}, {len(candidates)} files)") as progress:
+            run.progress = progress
             run.run(candidates)
     except KeyboardInterrupt:
         interrupted = True

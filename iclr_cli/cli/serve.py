@@ -29,6 +29,9 @@ def serve(
     device: opt.Device = None,
     batch_size: opt.BatchSize = 8,
     block_split: opt.BlockSplit = opt.PARAGRAPH,
+    cache_tokens: Annotated[Optional[int], typer.Option("--cache-tokens", min=1, help="Key/value tokens the proxy model keeps over all live conversations' scorer state, least recently used evicted first (default: from free memory).", show_default=False)] = None,
+    no_prefix_cache: Annotated[bool, typer.Option("--no-prefix-cache", help="Score every step from scratch instead of keeping each conversation's scorer state (verification, benchmarks).")] = False,
+    eager_scoring: Annotated[bool, typer.Option("--eager-scoring/--no-eager-scoring", help="Score a reply's reasoning as soon as it was relayed, while the agent runs its tool, so the next request finds it done.")] = True,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the upstream key; it replaces the client's Authorization header (default: the client's header is forwarded).")] = None,
     state_dir: Annotated[Optional[str], typer.Option("--state-dir", help="Keep conversation state in DIR/serve.sqlite3 so a restart sends the same bytes (default: memory only).")] = None,
     max_conversations: Annotated[int, typer.Option("--max-conversations", min=1, help="Conversations kept (least recently used evicted).")] = 1000,
@@ -88,6 +91,9 @@ def serve(
         restore_reasoning=restore_reasoning,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         request_timeout=request_timeout,
+        prefix_cache=not no_prefix_cache,
+        cache_tokens=cache_tokens,
+        eager_scoring=eager_scoring,
         upstream_kind=upstream_kind.value if upstream_kind is not None else None,
         sealed=sealed.value,
     )
@@ -97,6 +103,10 @@ def serve(
     sock = listen(host, port)  # before loading anything big: a busy port fails at once
     try:
         app, state = build(options)
+        # The event loop shares the CPUs with the scorer's intra-op pool (issue 21).
+        from iclr_cli.scoring.threads import available_cpus, limit_torch, serve_threads
+
+        limit_torch(serve_threads(available_cpus()))
         shown = "[" + host + "]" if ":" in host else host
         output.info(f"iclr serve: point agents at http://{shown}:{port}/v1 (upstream {redact(upstream)}, variant {variant}, proxy {state.tokenizer.name}); stats at /stats")
         handled = "compressed in place" if not kind.sealed else "signed and encrypted reasoning left sealed" + (", earlier turns' dropped" if options.sealed != "keep" else "")

@@ -31,23 +31,22 @@ the server records none: its prompt is not in the file.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 
 from iclr_cli.formats.openai_messages import render_tools
 from iclr_cli.formats.reading import Where, base_name, load_chunks, text_of
 from iclr_cli.formats.responses_items import MODEL_ITEMS, OUTPUT_ITEMS, is_model_item, item_type, read_items
-from iclr_cli.formats.sniff import MARKER, Head, Match
+from iclr_cli.formats.sniff import STRUCTURE, Head, Match, describe
 from iclr_cli.formats.usage import openai_usage
 from iclr_cli.formats.writeback import WriteBackAdapter
 from iclr_cli.trajectory import Part, Request, Trajectory
 
 NOT_FOUND = "no Responses items found (expected an item list, a request with 'input', a response with 'output', or {request, response})"
-# A Responses-only item type (a reasoning item always has a 'summary'), or a response object.
-_SNIFF = re.compile(rb'"type"\s*:\s*"(?:function_call|function_call_output|custom_tool_call|custom_tool_call_output|input_text|output_text)"|"object"\s*:\s*"response"')
-_REASONING_ITEM = re.compile(rb'"type"\s*:\s*"reasoning"')
 _TYPED = MODEL_ITEMS | OUTPUT_ITEMS | {"item_reference"}
+"""Item types only a Responses item list holds (elements with a ``type`` and no ``role``)."""
+_PARTS = frozenset({"input_text", "output_text"})
+"""Content-part types only Responses messages have (chat uses ``text``)."""
 
 
 def _is_item_list(value: object) -> bool:
@@ -151,15 +150,30 @@ class OpenAIResponsesAdapter(WriteBackAdapter):
     description = "OpenAI Responses items: to_input_list(), request input, response output, request/response logs"
 
     def sniff(self, head: Head | bytes) -> Match | None:
-        """A match for a JSON document or JSONL holding a Responses-only item type, a reasoning
-        item with its ``summary``, or a ``response`` object (:mod:`iclr_cli.formats.sniff`:
-        above the chat-message families, below the agent logs' markers)."""
-        raw = Head.of(head).raw
-        if raw.lstrip()[:1] not in (b"[", b"{"):
+        """A match for item lists (a record, a request's ``input``, a response's ``output``)
+        holding item types or content parts only the Responses API has, one point per kind
+        seen and per log shape (request, response)."""
+        types: set[str] = set()
+        parts: set[str] = set()
+        shapes: list[str] = []
+        for rec in Head.of(head).records:
+            lists = [rec] if isinstance(rec, list) else []
+            if isinstance(rec, dict):
+                for holder, key, shape in ((rec, "input", "a request's 'input'"), (rec, "output", "a response's 'output'"), (rec.get("request"), "input", "request/response pairs"), (rec.get("response"), "output", "request/response pairs")):
+                    if isinstance(holder, dict) and isinstance(holder.get(key), list) and (key == "input" or holder.get("object") == "response" or holder is rec.get("response")):
+                        lists.append(holder[key])
+                        if shape not in shapes:
+                            shapes.append(shape)
+            for item in (item for items in lists for item in items if isinstance(item, dict)):
+                if "role" not in item and item.get("type") in _TYPED:
+                    types.add(item["type"])
+                content = item.get("content")
+                if isinstance(content, list):
+                    parts.update(p["type"] for p in content if isinstance(p, dict) and p.get("type") in _PARTS)
+        if not types and not parts:
             return None
-        if _SNIFF.search(raw) is not None or (_REASONING_ITEM.search(raw) is not None and b'"summary"' in raw):
-            return Match(MARKER - 1, "OpenAI Responses items (function_call, input_text / output_text parts, reasoning summaries) or a response object")
-        return None
+        seen = ([f"Responses items {describe(types)}"] if types else []) + ([f"content parts {describe(parts)}"] if parts else [])
+        return Match(STRUCTURE + len(types) + len(parts) + len(shapes), "; ".join(seen + [f"in {s}" for s in shapes]))
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False):
         return next(iter(self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None)))

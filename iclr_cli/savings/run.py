@@ -13,7 +13,7 @@ interrupted run keeps what it finished and the next run starts from there.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -22,7 +22,7 @@ import orjson
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.pipeline import Input, ScorerConfig, build_engines
+from iclr_cli.pipeline import Input, ScorerConfig, build_engines, track_steps
 from iclr_cli.savings.cache import SavingsCache, cache_key
 from iclr_cli.savings.estimate import RequestEstimate, SessionEstimate, Totals, estimate_session
 from iclr_cli.savings.measure import measure
@@ -40,7 +40,7 @@ _FIELDS = ("step", "input", "reasoning", "saved", "cache_read", "cache_saved", "
 class SessionResult:
     """One session's estimate, with what the table and the JSON show of it.
 
-    ``reasoning``: reasoning tokens as generated (proxy tokens; progress counts them);
+    ``reasoning``: reasoning tokens as generated (proxy tokens);
     ``tokenizer``: the proxy whose tokens were counted; ``note``: why the recorded usage was
     not used, if it was not; ``activity``: the file's dates (never cached: an mtime may change
     while the content does not).
@@ -130,11 +130,13 @@ class SavingsRun:
     ``files_read``: files estimated now; ``files_cached``: files whose sessions came from the
     cache; ``filtered``: files outside ``--since`` / ``--until``; ``unrecognised`` /
     ``warnings``: what the adapters reported, counted (``iclr score FILE`` shows them).
+    ``progress``: a :class:`~iclr_cli.render.progress.Tracker` (or anything with its ``plan``,
+    ``step`` and ``growing``) that each batch's steps and tokens are reported to, or ``None``.
     """
 
     options: Options
     cache: SavingsCache
-    advance: Callable[[int, int], None] = lambda files, tokens: None
+    progress: object | None = None
     sessions: list[SessionResult] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     files_read: int = 0
@@ -165,6 +167,7 @@ class SavingsRun:
                 trajectory format.
         """
         batch: list[_Loaded] = []
+        self._growing(True)
         for cand in candidates:
             loaded = self._load(cand)
             if loaded is None:
@@ -173,8 +176,13 @@ class SavingsRun:
                 self._finish(batch)
                 batch = []
             batch.append(loaded)
+        self._growing(False)  # the last batch's work is all there is left
         if batch:
             self._finish(batch)
+
+    def _growing(self, value: bool) -> None:
+        if self.progress is not None:
+            self.progress.growing(value)  # type: ignore[attr-defined]
 
     def _skip(self, cand: Candidate, error: InputError) -> None:
         if cand.explicit:
@@ -204,7 +212,6 @@ class SavingsRun:
             found = [SessionResult.from_cache(v, cand.path, when) for v in stored]
             self.sessions.extend(found)
             self.files_cached += 1
-            self.advance(1, sum(s.reasoning for s in found))
             return None
         try:
             adapter = registry.get(self.options.fmt) if self.options.fmt else registry.detect(data, cand.path)
@@ -237,9 +244,8 @@ class SavingsRun:
     def _finish(self, batch: list[_Loaded]) -> None:
         scorer, tokenizer = self.engines()
         trajectories = [t for item in batch for t in item.trajectories]
-        # progress as steps finish, so one long batch is not silent
-        results = iter(compress_trajectories(trajectories, self.options.settings, scorer, tokenizer,
-                                             on_step=lambda report: self.advance(0, report.tokens.generated)))
+        on_step = track_steps(self.progress, trajectories, tokenizer) if self.progress is not None else None
+        results = iter(compress_trajectories(trajectories, self.options.settings, scorer, tokenizer, on_step=on_step))
         count = token_counter(tokenizer)
         for item in batch:
             found = []
@@ -252,7 +258,6 @@ class SavingsRun:
             self.cache.put(item.key, [s.to_cache() for s in found])
             self.sessions.extend(found)
             self.files_read += 1
-            self.advance(1, 0)  # its reasoning tokens went by step by step
         reset = getattr(scorer, "reset", None)
         if reset is not None:
             reset()  # a finished batch's trajectories never come back: free their caches

@@ -7,6 +7,8 @@
   the event loop), then the request goes upstream; a streamed answer (SSE) is relayed chunk by
   chunk as it arrives (each event as the upstream sent it), anything else whole. Status, body
   and headers come back unchanged.
+  Once the answer has been sent, the reply's step is scored ahead
+  (:meth:`~iclr_cli.serve.state.ServeState.prefetch`, :mod:`iclr_cli.serve.eager`).
 - ``GET /healthz``, ``GET /stats`` (JSON, :mod:`iclr_cli.serve.stats`), ``GET /metrics``
   (Prometheus text).
 - Any other ``/v1/...`` path (``/v1/models``, ``/v1/messages/count_tokens`` among them) is
@@ -136,17 +138,21 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
         except httpx.HTTPError as exc:
             return None, _error(dialect, 502, f"iclr serve: the upstream {redact(config.upstream.base_url)} is unreachable ({type(exc).__name__})", "upstream_error", "upstream_unreachable")
 
-    async def relay(resp, finish):
+    async def relay(resp, finish, after=None):
         """The upstream answer to the client: SSE chunk by chunk, anything else whole.
-        ``finish(body or None, streamed)`` runs once the whole answer went through."""
+        ``finish(body or None, streamed)`` runs once the whole answer went through;
+        ``after()``, if given, once the response has been sent."""
+        from starlette.background import BackgroundTask
+
         headers = response_headers(resp.headers)
+        background = BackgroundTask(after) if after is not None else None
         if not is_event_stream(resp.headers):
             try:
                 content = await resp.aread()
             finally:
                 await resp.aclose()
             await finish(content, False)
-            return Response(content, status_code=resp.status_code, headers=headers)
+            return Response(content, status_code=resp.status_code, headers=headers, background=background)
 
         async def chunks():
             kept: bytearray | None = bytearray()
@@ -162,7 +168,7 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
                     await resp.aclose()
                     await finish(None if kept is None else bytes(kept), True)
 
-        return StreamingResponse(chunks(), status_code=resp.status_code, headers=headers)
+        return StreamingResponse(chunks(), status_code=resp.status_code, headers=headers, background=background)
 
     def compressing(dialect: Dialect, path: str):
         """The handler of one compressing route: the dialect's write-back, then upstream."""
@@ -189,6 +195,8 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
                 state.stats.request(conv.counts if conv else None, added, None, "upstream_error")
                 return failure
 
+            recorded: list = []
+
             async def finish(content: bytes | None, streamed: bool) -> None:
                 ok = 200 <= resp.status_code < 300
                 target, usage = conv, None
@@ -197,11 +205,20 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
                         reply = dialect.read_reply(content, streamed)
                         usage = reply.usage
                         target = await in_thread(state.record_reply, rewrite.conversation, rewrite.request, reply, dialect)
+                        recorded.append((target, reply))
                     except Exception as exc:
                         log.warning("reply not recorded (%s: %s)", type(exc).__name__, exc)
                 state.stats.request(target.counts if target else None, added, usage, "ok" if ok else "upstream_error")
 
-            return await relay(resp, finish)
+            async def score_ahead() -> None:
+                # the reply has reached the client: its step is scored while the agent runs its tool
+                if recorded:
+                    try:
+                        await in_thread(state.prefetch, recorded[0][0], rewrite.request, recorded[0][1], dialect)
+                    except Exception as exc:  # the next request scores the step itself
+                        log.warning("step not scored ahead (%s: %s)", type(exc).__name__, exc)
+
+            return await relay(resp, finish, score_ahead if state.scores_ahead else None)
 
         return handle
 
@@ -231,6 +248,8 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
             "conversations_held": len(convs),
             "scorer_batches": getattr(scorer, "batches", None),
             "largest_scorer_batch": getattr(scorer, "largest_batch", None),
+            "scorer_state": scorer.cache_info() if hasattr(scorer, "cache_info") else None,
+            "eager_scoring": state.stats.eager.to_record(),
             "total": state.stats.total.to_record(),
             "conversations": {c.id: c.counts.to_record() for c in reversed(convs)},
         }

@@ -23,6 +23,10 @@ class ServeOptions:
 
     ``api_key`` is the value of ``--api-key-env`` (never shown: ``repr`` leaves it out).
     ``batch_wait_ms`` is how long the scorer thread waits for more steps once one is queued.
+    ``prefix_cache``: keep each live conversation's scorer state (keys and values) between
+    requests, within ``cache_tokens`` over all conversations (``None``: from free memory).
+    ``eager_scoring``: score a reply's step once it was relayed, while the agent runs its tool
+    (:mod:`iclr_cli.serve.eager`).
     ``upstream_kind`` names a row of :data:`iclr_cli.providers.KINDS` (``None``: guessed from
     the upstream URL); ``sealed`` is ``keep`` or ``drop-previous-turns`` (what that row's
     provider documents as legal to leave out).
@@ -46,6 +50,9 @@ class ServeOptions:
     max_body_bytes: int = 32 * 1024 * 1024
     request_timeout: float = 600.0
     batch_wait_ms: float = 2.0
+    prefix_cache: bool = True
+    cache_tokens: int | None = None
+    eager_scoring: bool = True
     upstream_kind: str | None = None
     sealed: str = "keep"
 
@@ -105,6 +112,7 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
     from iclr_cli.pipeline import ScorerConfig, build_engines, check_splitter
     from iclr_cli.serve.app import AppConfig, create_app
     from iclr_cli.serve.batching import BatchingScorer
+    from iclr_cli.serve.eager import EagerScorer
     from iclr_cli.serve.messages import MessagesDialect
     from iclr_cli.serve.responses import ResponsesDialect
     from iclr_cli.serve.state import ServeState
@@ -119,7 +127,8 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         raise UsageError(f"--upstream must be an http:// or https:// URL, not {options.upstream!r}")
     check_splitter(options.split)
     kind, _ = upstream_kind(options)
-    config = ScorerConfig(options.proxy_model, options.max_tokens, options.overflow, options.dtype, False, options.batch_size, options.device)
+    config = ScorerConfig(options.proxy_model, options.max_tokens, options.overflow, options.dtype, options.prefix_cache,
+                          options.batch_size, options.device, cache_tokens=options.cache_tokens)
     if tokenizer is None:
         built, tokenizer = build_engines(variant, config)
         scorer = scorer if scorer is not None else built
@@ -129,13 +138,17 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
             raise UsageError(f"variant {variant.name} needs a proxy scorer")
         batching = BatchingScorer(scorer, max_batch=max(options.batch_size, 1) * 4, wait_s=options.batch_wait_ms / 1000)
     stats = Stats()
+    serving = batching
     if batching is not None:
         batching.on_batch = stats.metrics.batch.observe
+        stats.metrics.watch_scorer(batching.cache_info)
+        if options.eager_scoring:
+            serving = EagerScorer(batching, stats, max_pending=options.max_conversations)
     scorer_name = scorer.name if scorer is not None else tokenizer.name
     store = SqliteStore(options.state_dir, _settings_record(options, scorer_name, kind.name)) if options.state_dir else MemoryStore()
     state = ServeState(
         Settings(variant, ratio=options.ratio, seed=options.seed, splitter=options.split),
-        batching,
+        serving,
         tokenizer,
         store=store,
         stats=stats,
@@ -158,6 +171,8 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         ("reasoning_tokenizer", tokenizer.name),
         ("state_dir", options.state_dir),
         ("max_conversations", options.max_conversations),
+        ("prefix_cache", options.prefix_cache),
+        ("eager_scoring", options.eager_scoring and serving is not batching),
     )
     app_config = AppConfig(
         UpstreamConfig(options.upstream, options.api_key, options.request_timeout),

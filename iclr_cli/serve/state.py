@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from iclr_cli.compress import Settings, compress_step
+from iclr_cli.compress import Settings, compress_step, score_request
 from iclr_cli.errors import IclrError
 from iclr_cli.scoring.base import Scorer, Tokenizer
 from iclr_cli.serve.chat import CHAT
@@ -138,15 +138,23 @@ class ServeState:
             self._evict()
         return conv
 
+    @property
+    def scores_ahead(self) -> bool:
+        """True when the scorer scores a reply's step once it was relayed (:meth:`prefetch`)."""
+        return getattr(self.scorer, "prefetch", None) is not None
+
     def find(self, conv_id: str | None) -> Conversation | None:
         """The conversation ``conv_id`` if held, without marking it used."""
         with self._lock:
             return self._convs.get(conv_id) if conv_id else None
 
     def _evict(self) -> None:
+        forget = getattr(self.scorer, "forget", None)  # its scorer state goes with it
         while len(self._convs) > self.max_conversations:
             old, _ = self._convs.popitem(last=False)
             self.store.delete(old)
+            if forget is not None:
+                forget(old)
         self.stats.metrics.conversations.set(len(self._convs))
 
     # -- requests --------------------------------------------------------------------------
@@ -241,3 +249,41 @@ class ServeState:
                     conv.reasoning[call_id] = (name, text)
                 self.store.save_reasoning(conv.id, call_id, name, text)
         return conv
+
+    def prefetch(self, conv: Conversation | None, request: Request | None, reply: Reply, dialect: Dialect = CHAT) -> bool:
+        """Score the step of ``reply`` ahead, while the agent runs its tool
+        (:mod:`iclr_cli.serve.eager`): the scorer request that the next request will send for
+        it, built from ``request`` continued by ``reply`` (whose step is then the last one) with
+        the earlier steps as compressed, is queued behind the requests clients wait for.
+
+        Returns False when nothing was queued: the scorer does not score ahead, the variant
+        needs no scores, the reply was not read, an earlier step is not compressed (the next
+        request will compress it first), or the step has nothing to score.
+        """
+        ahead = getattr(self.scorer, "prefetch", None)
+        if ahead is None or conv is None or request is None or not reply.items:
+            return False
+        continued = dialect.continued(request, reply)
+        # Under the conversation's lock, queueing included: a next request either finds the
+        # result kept or has compressed the step already (then nothing is queued).
+        with conv.lock:
+            sent = dialect.restore(continued, conv.reasoning) if self.restore_reasoning else continued
+            try:
+                transcript = dialect.read(sent, conv.id)
+            except (IclrError, KeyError, TypeError, AttributeError, ValueError):
+                return False
+            read = transcript.trajectory
+            if not read.steps:
+                return False
+            last = len(read.steps) - 1
+            keys = step_keys(conv.id, dialect, sent, transcript.ends)
+            if keys[last] in conv.steps:
+                return False
+            done = []
+            for step, key in zip(read.steps[:last], keys):
+                stored = conv.steps.get(key)
+                if stored is None:
+                    return False
+                done.append(step.with_reasoning(stored.texts))
+            scored = score_request(conv.id, read.prompt, done, read.steps[last], self.settings)
+            return scored is not None and ahead(scored)
