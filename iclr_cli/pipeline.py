@@ -19,6 +19,7 @@ from iclr_cli.jsonio import read_input
 from iclr_cli.formats.base import Document, FormatAdapter
 from iclr_cli.policies import Variant
 from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, Overflow, Scorer, Tokenizer
+from iclr_cli.savings.estimate import Totals
 from iclr_cli.scoring.loading import DTYPES
 from iclr_cli.token_accounting import CountTokens, ReasoningTokens, TokenViews, account, token_counter
 from iclr_cli.trajectory import Step, Trajectory
@@ -362,6 +363,7 @@ class Summary(TokenViews):
     contexts: Counter = field(default_factory=Counter)  # scored steps per context mode
     scored: int = 0  # steps the proxy scored (``prune`` skips those whose selection cannot change)
     one_block: int = 0  # steps with reasoning in a single candidate block: N = 1, nothing removable
+    resent: Totals = field(default_factory=Totals)  # prune: the static estimate of the input re-sent (iclr savings)
 
     def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
         """Add the reports of ``results`` (and the unrecognised count of ``doc``)."""
