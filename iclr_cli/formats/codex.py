@@ -66,6 +66,7 @@ from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, base_name, read_lines, text_of
+from iclr_cli.formats.responses_items import call_text, output_text
 from iclr_cli.formats.think import outside_think, think_elements
 from iclr_cli.formats.usage import openai_usage
 from iclr_cli.formats.writeback import Draft, Path, Site, WriteBackAdapter, freeze
@@ -100,25 +101,6 @@ def _echo(value) -> tuple[str, str] | None:
         if where and isinstance(payload.get("text"), str):
             return where, payload["text"]
     return None
-
-
-def _call_text(item: dict) -> tuple[str, str]:
-    kind = item.get("type")
-    if kind == "function_call":
-        return f"tool_call:{item.get('name', '?')}", str(item.get("arguments", ""))
-    if kind == "custom_tool_call":
-        return f"tool_call:{item.get('name', '?')}", str(item.get("input", ""))
-    if kind == "local_shell_call":
-        return "tool_call:local_shell", str(item.get("action", ""))
-    return f"tool_call:{kind}", str(item.get("action", ""))
-
-
-def _output_text(output) -> str:
-    if isinstance(output, str):
-        return output
-    if isinstance(output, dict) and isinstance(output.get("content"), str):
-        return output["content"]
-    return text_of(output)
 
 
 def _identity(item: dict) -> str:
@@ -221,7 +203,7 @@ class _Reader:
             self.steps[-1].extend(self.model_parts(item, where))
             return
         if kind in _OUTPUT_ITEMS:
-            self.observation(_output_text(item.get("output")), "tool_result")
+            self.observation(output_text(item.get("output")), "tool_result")
         elif kind == "message":
             self.observation(text_of(item.get("content")), str(item.get("role", "user")))
         elif kind not in _BOOKKEEPING:
@@ -244,7 +226,7 @@ class _Reader:
             return drafts
         if kind == "message":
             return _assistant_message(item, where)
-        label, text = _call_text(item)
+        label, text = call_text(item)
         return [Part("action", text, label=label)]
 
     def join_echoes(self, drafts: list[Draft], rec: int) -> None:
