@@ -13,7 +13,7 @@ import html
 from collections.abc import Sequence
 
 from iclr_cli.errors import IclrError
-from iclr_cli.render.report_html import _CSS
+from iclr_cli.render.report_html import _CSS, figure_sections
 
 
 def patch_figures(summary: Sequence, records: Sequence[dict]) -> list[tuple[str, str, object | str]]:
@@ -69,14 +69,6 @@ def render_page(title: str, intro: str, columns: Sequence[str], rows: Sequence[S
         f"<p>{html.escape(intro)}</p>",
         f"<section id=\"summary\"><table class=\"summary\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>",
     ]
-    js_included = False
-    for div_id, heading, fig in figures:
-        parts.append(f"<section id=\"section-{div_id}\"><h2>{html.escape(heading)}</h2>")
-        if isinstance(fig, str):
-            parts.append(f"<p class=\"note\">{html.escape(fig)}</p>")
-        else:
-            parts.append(fig.to_html(full_html=False, include_plotlyjs=not js_included, div_id=div_id, config={"displaylogo": False}))  # type: ignore[attr-defined]
-            js_included = True
-        parts.append("</section>")
+    parts.extend(figure_sections(figures))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

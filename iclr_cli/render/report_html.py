@@ -216,6 +216,15 @@ def render_page(title: str, heading: str, table: str, figures: Sequence[tuple[st
         *(f"<p class=\"note\">{html.escape(n)}</p>" for n in notes),
         "</section>",
     ]
+    parts.extend(figure_sections(figures))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def figure_sections(figures: Sequence[tuple[str, str, object | str]]) -> list[str]:
+    """One ``<section>`` per ``(div_id, heading, figure)``: a plotly figure (plotly.js inlined
+    in the first one only, so the page works offline) or, for a string, a note in its place."""
+    parts: list[str] = []
     js_included = False
     for div_id, heading, fig in figures:
         parts.append(f"<section id=\"section-{div_id}\"><h2>{html.escape(heading)}</h2>")
@@ -225,5 +234,4 @@ def render_page(title: str, heading: str, table: str, figures: Sequence[tuple[st
             parts.append(fig.to_html(full_html=False, include_plotlyjs=not js_included, div_id=div_id, config={"displaylogo": False}))  # type: ignore[attr-defined]
             js_included = True
         parts.append("</section>")
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return parts
