@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from iclr_cli.compress import Settings, compress_step
-from iclr_cli.errors import IclrError
+from iclr_cli.errors import IclrError, InputError
 from iclr_cli.formats.base import Unrecognised
 from iclr_cli.formats.openai_messages import REASONING_FIELDS, read_messages, write_messages
 from iclr_cli.scoring.base import Scorer, Tokenizer
@@ -166,7 +166,11 @@ class ServeState:
             except (IclrError, KeyError, TypeError, AttributeError, ValueError) as exc:
                 log.warning("conversation %s: request not read as chat messages (%s); forwarded unchanged", conv_id, type(exc).__name__)
                 return Rewrite(raw, conv_id)
-            out, compressed = self._write_back(conv, sent, tools, read)
+            try:
+                out, compressed = self._write_back(conv, sent, tools, read)
+            except InputError as exc:  # a copy of the reasoning the reader does not edit: never half-edit
+                log.warning("conversation %s: %s; forwarded unchanged", conv_id, exc)
+                return Rewrite(raw, conv_id)
         if out is messages or all(a is b for a, b in zip(out, messages)):
             return Rewrite(raw, conv_id, compressed)
         return Rewrite(orjson.dumps({**body, "messages": out}), conv_id, compressed)
