@@ -14,7 +14,8 @@ import re
 import stat
 import sys
 import tempfile
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -136,14 +137,33 @@ def _temp_beside(target: Path) -> tuple[int, str]:
     return fd, tmp
 
 
+_OBJECT_HOOK: ContextVar[Callable | None] = ContextVar("iclr_json_object_hook", default=None)
+
+
+@contextlib.contextmanager
+def objects_as(hook: Callable[[list], dict]) -> Iterator[None]:
+    """While the block runs (in this thread or task), :func:`loads` builds every JSON object
+    with ``hook(pairs)`` (the stdlib parser's ``object_pairs_hook``): ``convert`` reads its
+    input with objects that record which keys the adapter asked for."""
+    token = _OBJECT_HOOK.set(hook)
+    try:
+        yield
+    finally:
+        _OBJECT_HOOK.reset(token)
+
+
 def loads(data: bytes | str):
     """Parse one JSON value. orjson first; the stdlib parser as fallback because it accepts
-    lone UTF-16 surrogates (``"\\ud800"``) that real transcripts contain and orjson rejects.
+    lone UTF-16 surrogates (``"\\ud800"``) that real transcripts contain and orjson rejects
+    (and under :func:`objects_as`, which needs its object hook).
 
     Raises:
         ValueError: when neither parser accepts the text (message from the stdlib parser,
         which names the column).
     """
+    hook = _OBJECT_HOOK.get()
+    if hook is not None:
+        return json.loads(data.decode("utf-8", errors="surrogatepass") if isinstance(data, bytes) else data, object_pairs_hook=hook)
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:

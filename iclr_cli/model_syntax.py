@@ -254,6 +254,13 @@ def tool_call_syntaxes(text: str) -> list[str]:
 FOREIGN_REASONING = re.compile("|".join(d.regex() for d in REASONING_DELIMITERS if not d.read))
 """Reasoning delimiters this project does not read (``read`` False) in one expression."""
 
+_ROWS = [(re.compile(d.regex()), d) for d in REASONING_DELIMITERS]
+
+
+def delimiter_of(tag: str) -> ReasoningDelimiter | None:
+    """The row of :data:`REASONING_DELIMITERS` whose start or end ``tag`` is, or None."""
+    return next((d for rx, d in _ROWS if rx.fullmatch(tag)), None)
+
 # The harmony tokens that frame any gpt-oss message, and the think tags: a block quoting one
 # must not be edited token by token (see iclr_cli.blocks.holds_delimiter).
 _HARMONY_TOKENS = r"<\|(?:start|channel|message|end|return|call|constrain)\|>"

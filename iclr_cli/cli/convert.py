@@ -23,14 +23,14 @@ def convert(
     Output is JSONL, one trajectory per line. A refused conversion exits 2 with the first
     reason found (trajectory, step, part) and leaves the -o file untouched.
     """
-    from iclr_cli.formats.convert import convert_document
+    from iclr_cli.formats.convert import convert_document, reading_tracked
     from iclr_cli.pipeline import open_inputs
     from iclr_cli.render.output import Output
 
     out = Output(output, quiet=quiet, force=force)
     [item] = open_inputs([input], fmt)
     trajectories = steps = 0
-    with out.stream() as sink:
+    with out.stream() as sink, reading_tracked():
         for doc in item.documents(skip_bad_lines=skip_bad_lines):
             for w in doc.warnings:
                 out.warn(w)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from iclr_cli.formats.think import code_spans, think_elements
 from iclr_cli.formats.writeback import register_site_kind
-from iclr_cli.model_syntax import FOREIGN_REASONING
+from iclr_cli.model_syntax import FOREIGN_REASONING, delimiter_of
 
 _HARMONY = re.compile(
     r"(?:<\|start\|>(?P<role>[^<]*))?<\|channel\|>(?P<header>[^<]*?)(?:<\|constrain\|>[^<]*)?<\|message\|>"
@@ -103,14 +103,20 @@ def read(text: str) -> list[Piece]:
 
 
 def foreign_markup(text: str) -> list[str]:
-    """Reasoning-like tags in visible ``text`` outside code spans (distinct, in order of
-    first appearance): markup the reader did not take as reasoning."""
+    """Reasoning-like tags in visible ``text`` outside code spans, in order of first
+    appearance, one per delimiter (``<thinking>...</thinking>`` gives ``<thinking>``): markup
+    the reader did not take as reasoning."""
     found = list(_FOREIGN.finditer(text))
     if found and "`" in text:
         spans = code_spans(text)
         found = [m for m in found if not any(s <= m.start() < e for s, e in spans)]
-    found = [m.group(0) for m in found]
-    return list(dict.fromkeys(found))
+    first: dict[object, str] = {}
+    for m in found:
+        tag = m.group(0)
+        row = delimiter_of(tag)
+        # Unpaired tags of a syntax this project reads (a stray </think>) are named one by one.
+        first.setdefault(row if row is not None and not row.read else tag.lower(), tag)
+    return list(first.values())
 
 
 def foreign_notes(text: str) -> list[str]:
