@@ -7,6 +7,7 @@ leaves a partial file (and never touches the input).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import os
@@ -28,21 +29,97 @@ BOM = b"\xef\xbb\xbf"
 
 
 def read_input(path: str) -> bytes:
-    """Read a whole input file, or standard input for ``-``.
+    """Read a whole input file, or standard input for ``-``, as UTF-8 bytes: a UTF-16 or
+    UTF-32 file with a byte order mark is decoded (:func:`read_input_encoded`).
 
     Raises:
-        InputError: when the file does not exist or cannot be read.
+        InputError: when the file does not exist, cannot be read, or is not valid text in
+        the encoding its byte order mark names.
+    """
+    return read_input_encoded(path)[0]
+
+
+def read_input_encoded(path: str) -> tuple[bytes, TextEncoding | None]:
+    """The input as UTF-8 bytes, and the encoding it was stored in when that is UTF-16 or
+    UTF-32 with a byte order mark (None for UTF-8), so outputs can be written the same way.
+
+    Raises:
+        InputError: as :func:`read_input`.
     """
     if path == "-":
-        return sys.stdin.buffer.read()
-    try:
-        return Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, not a trajectory file") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            raise InputError(path, "no such file") from None
+        except IsADirectoryError:
+            raise InputError(path, "is a directory, not a trajectory file") from None
+        except OSError as exc:
+            raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    return decode_input(data, path)
+
+
+@dataclass(frozen=True)
+class TextEncoding:
+    """A file's encoding other than UTF-8: Python ``codec`` name and the byte order mark
+    (``bom``) it starts with. PowerShell and Windows editors write UTF-16 with a BOM."""
+
+    codec: str
+    bom: bytes
+
+    def encode(self, utf8: bytes) -> bytes:
+        """``utf8`` (no BOM) in this encoding, without the BOM (:func:`output_encoder` adds it once)."""
+        return utf8.decode("utf-8", errors="surrogatepass").encode(self.codec, errors="surrogatepass")
+
+
+# UTF-32 LE first: its BOM starts with the UTF-16 LE one (FF FE).
+_BOMS = (
+    TextEncoding("utf-32-le", codecs.BOM_UTF32_LE),
+    TextEncoding("utf-32-be", codecs.BOM_UTF32_BE),
+    TextEncoding("utf-16-le", codecs.BOM_UTF16_LE),
+    TextEncoding("utf-16-be", codecs.BOM_UTF16_BE),
+)
+
+
+def decode_input(data: bytes, source: str) -> tuple[bytes, TextEncoding | None]:
+    """``data`` as UTF-8 (BOM removed) when it starts with a UTF-16 or UTF-32 byte order mark,
+    with that encoding; other data as it is, with None. Lone surrogates pass through both
+    ways, as JSON text may hold them.
+
+    Raises:
+        InputError: when the text after the mark is not valid in its encoding.
+    """
+    for enc in _BOMS:
+        if data.startswith(enc.bom):
+            try:
+                text = data[len(enc.bom) :].decode(enc.codec, errors="surrogatepass")
+            except UnicodeDecodeError as exc:
+                where = exc.start + len(enc.bom)
+                raise InputError(source, f"starts with a {enc.codec.upper()} byte order mark but is not valid {enc.codec.upper()} text ({exc.reason} at byte {where})") from None
+            return text.encode("utf-8", errors="surrogatepass"), enc
+    return data, None
+
+
+def output_encoder(encoding: TextEncoding | None) -> Callable[[bytes], bytes]:
+    """A function that turns successive UTF-8 output chunks into ``encoding``, the byte order
+    mark before the first non-empty one (identity for None): an input's outputs are written
+    in the input's own encoding."""
+    if encoding is None:
+        return lambda chunk: chunk
+    started = False
+
+    def encode(chunk: bytes) -> bytes:
+        nonlocal started
+        if not chunk:
+            return chunk
+        out = encoding.encode(chunk)
+        if not started:
+            started = True
+            out = encoding.bom + out
+        return out
+
+    return encode
 
 
 def output_path(path: str, *, force: bool = False) -> Path:

@@ -15,7 +15,7 @@ from iclr_cli.blocks import SPLITTERS
 from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories
 from iclr_cli.errors import UsageError
 from iclr_cli.formats import registry
-from iclr_cli.jsonio import read_input
+from iclr_cli.jsonio import TextEncoding, output_encoder, read_input_encoded
 from iclr_cli.formats.base import Document, FormatAdapter
 from iclr_cli.policies import Variant
 from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, Overflow, Scorer, Tokenizer
@@ -84,11 +84,18 @@ def check_splitter(split: str) -> str:
 
 @dataclass
 class Input:
-    """One input file: its bytes and the adapter that reads them."""
+    """One input file: its bytes (UTF-8), the adapter that reads them, and the encoding the
+    file was stored in when it is UTF-16 or UTF-32 with a byte order mark."""
 
     path: str
     adapter: FormatAdapter
     data: bytes
+    encoding: TextEncoding | None = None
+
+    def output_encoder(self):
+        """``chunk -> bytes`` for outputs written in this file's format: the file's own
+        encoding and byte order mark (:func:`iclr_cli.jsonio.output_encoder`)."""
+        return output_encoder(self.encoding)
 
     def documents(self, *, skip_bad_lines: bool, chunk_size: int = 256) -> Iterator[Document]:
         """The file's documents: several chunks for adapters that stream (one trajectory per
@@ -122,9 +129,9 @@ def open_inputs(paths: Sequence[str], fmt: str | None) -> list[Input]:
         raise UsageError("standard input ('-') can be read only once")
     inputs = []
     for path in paths:
-        data = read_input(path)
+        data, encoding = read_input_encoded(path)
         adapter = registry.get(fmt) if fmt else registry.detect(data, path)
-        inputs.append(Input(path, adapter, data))
+        inputs.append(Input(path, adapter, data, encoding))
     return inputs
 
 

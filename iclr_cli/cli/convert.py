@@ -30,11 +30,12 @@ def convert(
     out = Output(output, quiet=quiet, force=force)
     [item] = open_inputs([input], fmt)
     trajectories = steps = 0
+    encode = item.output_encoder()  # written in the input's encoding (UTF-16/32 with its BOM)
     with out.stream() as sink, reading_tracked():
         for doc in item.documents(skip_bad_lines=skip_bad_lines):
             for w in doc.warnings:
                 out.warn(w)
-            sink.write(convert_document(doc, to.value))
+            sink.write(encode(convert_document(doc, to.value)))
             trajectories += len(doc.trajectories)
             steps += sum(len(t.steps) for t in doc.trajectories)
     out.info(f"converted {trajectories} trajectories ({steps} steps) from {item.adapter.name} to {to}")
