@@ -181,8 +181,9 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
     Fields: ``trajectory``, ``step`` (0-based assistant turn), ``block`` (0-based), ``n_blocks``,
     ``n_tokens`` (proxy tokens), ``entropy_bits`` (mean bits per token), ``selected`` (the
     variant replaces it with ``[SKIP]``), ``text``, plus ``part``, ``source``, ``variant``,
-    ``windowed``, ``history_kept``, ``context_tokens``, and ``context`` (``fresh`` or ``sliding``)
-    when the scorer has context modes. A step that was not scored yields one
+    ``windowed``, ``history_kept``, ``context_tokens``, ``context`` (``fresh`` or ``sliding``)
+    when the scorer has context modes, and ``history_tail_tokens`` when the oldest kept
+    history segment was cut (only its most recent tokens fit). A step that was not scored yields one
     record with ``skipped`` (the reason) and ``n_blocks`` instead of block records.
     """
     for result in results:
@@ -216,6 +217,7 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
                     "history_kept": report.history_kept,
                     "context_tokens": report.context_tokens,
                     **({"context": report.context} if report.context else {}),
+                    **({"history_tail_tokens": report.history_tail} if report.history_tail else {}),
                 }
 
 
