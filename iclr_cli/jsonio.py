@@ -229,7 +229,7 @@ def objects_as(hook: Callable[[list], dict]) -> Iterator[None]:
         _OBJECT_HOOK.reset(token)
 
 
-def loads(data: bytes | str):
+def loads(data: bytes | memoryview | str):
     """Parse one JSON value. orjson first; the stdlib parser as fallback because it accepts
     lone UTF-16 surrogates (``"\\ud800"``) that real transcripts contain and orjson rejects
     (and under :func:`objects_as`, which needs its object hook).
@@ -240,12 +240,15 @@ def loads(data: bytes | str):
     """
     hook = _OBJECT_HOOK.get()
     if hook is not None:
-        return json.loads(data.decode("utf-8", errors="surrogatepass") if isinstance(data, bytes) else data, object_pairs_hook=hook)
+        return json.loads(_text(data), object_pairs_hook=hook)
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        text = data.decode("utf-8", errors="surrogatepass") if isinstance(data, bytes) else data
-        return json.loads(text)
+        return json.loads(_text(data))
+
+
+def _text(data: bytes | memoryview | str) -> str:
+    return data if isinstance(data, str) else bytes(data).decode("utf-8", errors="surrogatepass")
 
 
 def dumps_like(value, original: bytes) -> bytes:
@@ -266,17 +269,21 @@ def _has_non_ascii(data: bytes) -> bool:
     return any(b >= 0x80 for b in data)
 
 
+_BLANK = re.compile(rb"\s*")
+
+
 @dataclass(frozen=True)
 class JsonLine:
     """One line of a JSONL file.
 
-    ``number`` is 1-based; ``raw`` is the line's bytes without its line end; ``end`` is the
-    line end as found (``b"\\n"``, ``b"\\r\\n"`` or ``b""`` on a last line without one);
-    ``value`` is the parsed JSON, or ``None`` for a blank line.
+    ``number`` is 1-based; ``raw`` is the line's bytes without its line end (a
+    ``memoryview`` into the file's bytes when read by :func:`iter_jsonl`: bytes-like, not a
+    copy); ``end`` is the line end as found (``b"\\n"``, ``b"\\r\\n"`` or ``b""`` on a last line
+    without one); ``value`` is the parsed JSON, or ``None`` for a blank line.
     """
 
     number: int
-    raw: bytes
+    raw: bytes | memoryview
     end: bytes
     value: object
     problem: str | None = None
@@ -294,23 +301,26 @@ def iter_jsonl(data: bytes, source: str, *, skip_bad_lines: bool = False, warnin
     start = 0
     number = 0
     size = len(data)
+    view = memoryview(data)
     while start < size:
         number += 1
         nl = data.find(b"\n", start)
-        if nl == -1:
-            line, end, start = data[start:], b"", size
-        else:
-            line, end, start = data[start:nl], b"\n", nl + 1
-        if line.endswith(b"\r"):
-            line, end = line[:-1], b"\r" + end
-        body = line[len(BOM) :] if number == 1 and line.startswith(BOM) else line
-        if not body.strip():
+        stop, end = (size, b"") if nl == -1 else (nl, b"\n")
+        if stop > start and data[stop - 1 : stop] == b"\r":
+            stop, end = stop - 1, b"\r" + end
+        # A view, not a copy: a 100 MB session is not held twice (the file's bytes are kept).
+        line = view[start:stop]
+        lead = len(BOM) if number == 1 and data.startswith(BOM, start, stop) else 0
+        body = line[lead:]
+        blank = _BLANK.fullmatch(data, start + lead, stop) is not None
+        start = stop + len(end)
+        if blank:
             yield JsonLine(number, line, end, None)
             continue
         try:
             value = loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
-            problem = _describe_bad_line(body, exc)
+            problem = _describe_bad_line(bytes(body), exc)
             if not skip_bad_lines:
                 raise InputError(source, problem + " (use --skip-bad-lines to skip such lines)", line=number) from None
             if warnings is not None:
@@ -329,8 +339,9 @@ def dump_lines(lines: Sequence[JsonLine], edited: Mapping[int, object], drops: C
         if rec in drops:
             continue
         if rec in edited:
-            bom = BOM if line.raw.startswith(BOM) else b""
-            out.append(bom + dumps_like(edited[rec], line.raw[len(bom) :]))
+            raw = bytes(line.raw)
+            bom = BOM if raw.startswith(BOM) else b""
+            out.append(bom + dumps_like(edited[rec], raw[len(bom) :]))
         else:
             out.append(line.raw)
         out.append(line.end)

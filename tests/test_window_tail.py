@@ -81,6 +81,9 @@ def test_long_texts_tokenized_in_pieces_give_the_same_tokens(tok):
     assert [i for p in pieces for i in tok.ids(p)] == ids
     assert sum(len(tok.ids(p)) for p in pieces) == len(ids) == tk.count_ids(tok, text)
     assert list(tk.encode_ids(tok, text)) == ids
+    minified = json.dumps([{"id": i, "name": f"{WORDS[i % len(WORDS)]}{i}", "v": [i, i / 3]} for i in range(800)], separators=(",", ":"))
+    parts = list(tk.pieces(tok, minified, size=3000))  # one line, few spaces: cut after any token
+    assert len(parts) > 5 and [i for p in parts for i in tok.ids(p)] == tok.encode(minified)[0]
 
 
 def _session(huge: str):

@@ -219,13 +219,26 @@ class Records:
         return dump_lines(self.lines, edited, drops)
 
 
-@dataclass(frozen=True)
 class WriteResult:
     """What write-back produced: the output ``data``, and ``written``: the trajectories with
-    each reasoning part's text as it went to the output (same shape as the input)."""
+    each reasoning part's text as it went to the output (same shape as the input).
 
-    data: bytes
-    written: tuple[Trajectory, ...]
+    ``data`` may be given as a function that makes the bytes: they are made on first use,
+    so a caller that needs only ``written`` (``score``'s summary) never builds a copy of the
+    whole file (a 100 MB session).
+    """
+
+    __slots__ = ("_data", "written")
+
+    def __init__(self, data: bytes | Callable[[], bytes], written: tuple[Trajectory, ...]):
+        self._data = data
+        self.written = written
+
+    @property
+    def data(self) -> bytes:
+        if callable(self._data):
+            self._data = self._data()
+        return self._data
 
 
 @dataclass(frozen=True)
@@ -384,7 +397,7 @@ def write_back(records: Records, doc: Document, trajectories: Sequence[Trajector
         raise copy_error(doc.source, exc, records.lines[exc.path[0]].number if records.lines is not None else None) from None
     if records.lines is None and 0 in applied.dropped:
         raise ValueError("cannot drop the whole JSON document")
-    return WriteResult(records.dump(applied.edited, applied.dropped), applied.written)
+    return WriteResult(lambda: records.dump(applied.edited, applied.dropped), applied.written)
 
 
 def copy_error(source: str, exc: UnregisteredCopy, line: int | None, *, record: tuple = ()) -> InputError:

@@ -103,21 +103,28 @@ def _boundary(tokenizer, text: str, cut: int) -> bool:
     return any(start == cut - lo for start, _ in tokenizer.encode(text[lo : cut + _PROBE])[1])
 
 
+def _cut(tokenizer, text: str, lo: int, hi: int) -> int | None:
+    """A place in ``text[lo:hi]`` where a token starts: after a line break, else after a
+    space, else any of the last 64 characters (minified JSON has no line break), latest first."""
+    for sep in ("\n", " "):
+        at, tries = hi, 0
+        while tries < 16:
+            at = text.rfind(sep, lo, at)
+            if at < 0:
+                break
+            if _boundary(tokenizer, text, at + 1):
+                return at + 1
+            tries += 1
+    return next((c for c in range(hi - 1, max(lo, hi - 64), -1) if _boundary(tokenizer, text, c)), None)
+
+
 def pieces(tokenizer, text: str, size: int = PIECE_CHARS) -> Iterator[str]:
-    """``text`` in pieces of about ``size`` characters, cut only after a line break where a
-    token starts, so the pieces' tokens are the whole text's tokens (one piece when no such
-    place is found)."""
+    """``text`` in pieces of about ``size`` characters, cut only where a token of the whole
+    text starts (checked by tokenizing the text around the cut), so the pieces' tokens are the
+    whole text's tokens; one piece when no such place is found."""
     start = 0
     while len(text) - start > size:
-        cut = None
-        hi = start + size
-        while cut is None:
-            nl = text.rfind("\n", start + size // 2, hi)
-            if nl < 0:
-                break
-            if _boundary(tokenizer, text, nl + 1):
-                cut = nl + 1
-            hi = nl
+        cut = _cut(tokenizer, text, start + size // 2, start + size)
         if cut is None:
             break
         yield text[start:cut]
