@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import ctypes
 import inspect
-from array import array
 import os
 import platform
 import sys
@@ -74,8 +73,8 @@ from iclr_cli.scoring.entropy import DEFAULT_CHUNK, logit_transform
 from iclr_cli.scoring.kv import probe
 from iclr_cli.scoring.sliding import SlidingJob, SlidingWindow
 from iclr_cli.scoring.streams import FreshJob, StreamCache
-from iclr_cli.scoring.tokenizer import count_ids, encode_ids
-from iclr_cli.scoring.window import Layout, lay_out, lay_out_whole, tail_ids
+from iclr_cli.scoring.segments import SegmentTokens
+from iclr_cli.scoring.window import Layout, lay_out, lay_out_whole
 
 DEFAULT_FORWARD_CHUNK = 1024
 # auto keeps the more faithful sliding window unless fresh forwards less than 1/AUTO_MARGIN
@@ -204,9 +203,7 @@ class TransformersScorer:
                               forward_chunk=forward_chunk, batch_size=self.batch_size, batch_tokens=self.batch_tokens)
         self._streams = StreamCache(self.max_streams, self.cache_tokens)
         self._memo: dict[str, tuple[list[int], list[tuple[int, int]]]] = {}
-        self._tails: dict[str, list[int]] = {}  # history segment -> its last max_tokens ids (fresh)
-        self._wholes: dict[str, array] = {}  # P / history segment -> all its ids (sliding)
-        self._counts: dict[str, int] = {}  # segment -> its token count (auto's plan)
+        self._segments = SegmentTokens(tokenizer, self.max_tokens, _ENCODE_MEMO)
         self._call = 0
         self._modes: dict[str, str] = {}  # stream -> mode chosen by plan_contexts (auto)
 
@@ -242,37 +239,6 @@ class TransformersScorer:
         self._memo[text] = hit  # re-inserted: the dict's order is least recently used first
         return hit
 
-    @staticmethod
-    def _remember(memo: dict, text: str, value):
-        memo.pop(text, None)
-        if len(memo) >= _ENCODE_MEMO:
-            del memo[next(iter(memo))]
-        memo[text] = value  # re-inserted: least recently used first
-        return value
-
-    def _tail(self, text: str) -> list[int]:
-        """The ids a history segment contributes to a fresh window: its last ``max_tokens``
-        (:func:`~iclr_cli.scoring.window.tail_ids`; a huge tool output is never tokenized whole)."""
-        hit = self._tails.get(text)
-        if hit is None:
-            hit = tail_ids(text, self.tokenizer.encode, self.max_tokens)
-        return self._remember(self._tails, text, hit)
-
-    def _whole(self, text: str) -> array:
-        """All ids of a P or history segment (``--context sliding``), tokenized in pieces
-        (:func:`~iclr_cli.scoring.tokenizer.encode_ids`) and kept as a compact array."""
-        hit = self._wholes.get(text)
-        if hit is None:
-            hit = array("i", encode_ids(self.tokenizer, text))
-        return self._remember(self._wholes, text, hit)
-
-    def _count(self, text: str) -> int:
-        """Tokens of ``text`` (``auto``'s cost estimate), without keeping its ids."""
-        hit = self._counts.get(text)
-        if hit is None:
-            hit = len(self._wholes[text]) if text in self._wholes else count_ids(self.tokenizer, text)
-        return self._remember(self._counts, text, hit)
-
     def mode(self, stream: str) -> str:
         """The context mode requests of ``stream`` are scored in: ``fresh`` or ``sliding``."""
         if self.context != "auto":
@@ -296,14 +262,14 @@ class TransformersScorer:
             self._modes.pop(stream, None)
             fresh, prev, last = 0, (), None
             for req in requests:
-                lay = lay_out(req, self._encode, self.max_tokens, self.overflow, history=self._tail)
+                lay = lay_out(req, self._encode, self.max_tokens, self.overflow, history=self._segments.tail)
                 if lay.plan.skipped:
                     continue
                 fresh += len(lay.ids) - (_common_prefix(prev, lay.ids) if self.prefix_cache else 0)
                 prev, last = lay.ids, req
             sliding = 0
             if last is not None:  # counted, not laid out: a huge segment's ids are never held
-                sliding = sum(map(self._count, (*last.prompt, *last.history))) + len(self._encode(last.step)[0])
+                sliding = sum(map(self._segments.count, (*last.prompt, *last.history))) + len(self._encode(last.step)[0])
             self._modes[stream] = "fresh" if fresh * AUTO_MARGIN < sliding else "sliding"
         return {stream: self._modes[stream] for stream in previews}
 
@@ -311,8 +277,8 @@ class TransformersScorer:
         bos = self.tokenizer.bos_id
         if req.prompt or req.history or bos is None:
             if self.mode(req.stream) == "sliding":
-                return lay_out_whole(req, self._encode, self.max_tokens, self.overflow, ids=self._whole)
-            return lay_out(req, self._encode, self.max_tokens, self.overflow, history=self._tail)
+                return lay_out_whole(req, self._encode, self.max_tokens, self.overflow, ids=self._segments.whole)
+            return lay_out(req, self._encode, self.max_tokens, self.overflow, history=self._segments.tail)
         layout = lay_out(req, self._encode, self.max_tokens - 1, self.overflow)
         if layout.plan.skipped:
             return layout
@@ -332,14 +298,14 @@ class TransformersScorer:
     def _meta(self, req: ScoreRequest, lay: Layout) -> _Meta:
         if self.mode(req.stream) != "sliding" or not (req.prompt or req.history):
             return _Meta(lay.plan.windowed, len(req.history) - lay.plan.first_history, len(lay.ids), lay.plan.history_tail or None)
-        prompt = sum(len(self._whole(seg)) for seg in req.prompt)
+        prompt = sum(len(self._segments.whole(seg)) for seg in req.prompt)
         window = SlidingWindow.for_prompt(prompt, self.max_tokens)
         last = len(lay.ids) - 1 - window.sink
         step_start = len(lay.ids) - len(self._encode(req.step)[0]) - window.sink
         seen_from = window.sink + window.start(max(0, step_start))
         end, kept = prompt, 0
         for seg in req.history:
-            end += len(self._whole(seg))
+            end += len(self._segments.whole(seg))
             kept += end > seen_from
         return _Meta(len(lay.ids) > self.max_tokens, kept, window.sink + last + 1 - window.start(max(0, last)))
 
@@ -407,7 +373,7 @@ class TransformersScorer:
         state = self._streams.take(req.stream) if self.prefix_cache else None
         if self.mode(req.stream) == "fresh":
             return FreshJob(state, lay.ids, rows, self._shape, _common_prefix, keep=self.prefix_cache, most=self.max_tokens)
-        prompt = sum(len(self._whole(seg)) for seg in req.prompt)
+        prompt = sum(len(self._segments.whole(seg)) for seg in req.prompt)
         window = SlidingWindow.for_prompt(prompt, self.max_tokens)
         step_start = len(lay.ids) - len(self._encode(req.step)[0])
         return SlidingJob(state, lay.ids, rows, window, step_start, self._shape, self._rotary, _common_prefix)
@@ -440,11 +406,12 @@ class TransformersScorer:
                            context=self.mode(req.stream) if req.prompt or req.history else None)
 
     def reset(self) -> None:
-        """Forget every cached stream (frees their key/value memory) and every planned mode."""
+        """Forget every cached stream (frees their key/value memory), every planned mode and
+        the memoised tokens of segments."""
         self._streams.clear()
         self._modes.clear()
-        for memo in (self._memo, self._tails, self._wholes, self._counts):
-            memo.clear()
+        self._memo.clear()
+        self._segments.clear()
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
