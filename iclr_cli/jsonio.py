@@ -254,7 +254,8 @@ def _text(data: bytes | memoryview | str) -> str:
 def dumps_like(value, original: bytes) -> bytes:
     """Serialise ``value`` in the style of ``original`` (compact or spaced separators,
     ``\\uXXXX`` escapes or raw UTF-8), without a trailing newline."""
-    spaced = b'": ' in original or b'", "' in original
+    structure = _STRINGS.sub(b'""', original)  # a tool call's arguments hold '": ' of their own
+    spaced = b'": ' in structure or b', "' in structure
     escaped = not _has_non_ascii(original) and b"\\u" in original
     if not spaced and not escaped:
         try:
@@ -263,6 +264,9 @@ def dumps_like(value, original: bytes) -> bytes:
             pass
     separators = (", ", ": ") if spaced else (",", ":")
     return json.dumps(value, ensure_ascii=escaped, separators=separators).encode("utf-8", errors="surrogatepass")
+
+
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 def _has_non_ascii(data: bytes) -> bool:

@@ -85,11 +85,15 @@ def check_splitter(split: str) -> str:
 @dataclass
 class Input:
     """One input file: its bytes (UTF-8), the adapter that reads them, and the encoding the
-    file was stored in when it is UTF-16 or UTF-32 with a byte order mark."""
+    file was stored in when it is UTF-16 or UTF-32 with a byte order mark. ``chosen`` says
+    why that adapter was chosen when another one could read the file too (``None``
+    otherwise, and with ``--format``): the command prints it with the summary (issue 17
+    section 2)."""
 
     path: str
     adapter: FormatAdapter
     data: bytes
+    chosen: str | None = None
     encoding: TextEncoding | None = None
 
     def output_encoder(self):
@@ -130,8 +134,11 @@ def open_inputs(paths: Sequence[str], fmt: str | None) -> list[Input]:
     inputs = []
     for path in paths:
         data, encoding = read_input_encoded(path)
-        adapter = registry.get(fmt) if fmt else registry.detect(data, path)
-        inputs.append(Input(path, adapter, data, encoding))
+        if fmt:
+            inputs.append(Input(path, registry.get(fmt), data, encoding=encoding))
+        else:
+            found = registry.detect_why(data, path)
+            inputs.append(Input(path, found.adapter, data, found.note(path), encoding))
     return inputs
 
 

@@ -21,9 +21,9 @@ CASES = SHARED / "cases"
 _THINK_BODY = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 
 
-def field_case(name: str) -> Path:
-    """``../shared/cases/turn2/<name>``; the test is skipped when it is absent."""
-    path = CASES / "turn2" / name
+def field_case(name: str, turn: str = "turn2") -> Path:
+    """``../shared/cases/<turn>/<name>``; the test is skipped when it is absent."""
+    path = CASES / turn / name
     if not path.is_file():
         pytest.skip(f"field case not available at {path}")
     return path

@@ -22,11 +22,17 @@ KEYS = st.sampled_from([
     # Gemini and pi
     "contents", "thought", "thoughtSignature", "functionCall", "functionResponse", "inlineData", "candidates",
     "systemInstruction", "parentId", "stopReason", "thinkingSignature", "toolCallId", "api", "version", "cwd",
+    # Bedrock Converse, LiteLLM spend logs, LangChain, Gemini CLI
+    "reasoningContent", "reasoningText", "redactedContent", "toolUse", "toolUseId", "toolResult", "input", "output",
+    "modelId", "system", "request_id", "call_type", "proxy_server_request", "data", "lc", "kwargs",
+    "additional_kwargs", "response_metadata", "projectHash", "thoughts", "description", "subject", "toolCalls",
+    "result", "$set", "$rewindTo",
 ])
 VALUES = st.recursive(
     SCALARS | st.sampled_from(["assistant", "user", "tool", "thinking", "tool_use", "tool_result", "reasoning",
                                "response_item", "function_call", "agent", "iclr.trajectory/1", "a\n\nb",
-                               "model", "session", "toolResult", "toolCall", "aborted", "compaction", "openai-responses"]),
+                               "model", "session", "toolResult", "toolCall", "aborted", "compaction", "openai-responses",
+                               "gemini", "human", "ai", "constructor", "acompletion", "AIMessage"]),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=5),
     max_leaves=25,
 )

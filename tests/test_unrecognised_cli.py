@@ -56,3 +56,20 @@ def test_a_file_that_sniffs_but_holds_no_step_is_an_input_error(capsys, tmp_path
     path.write_bytes(b'{"type": "session_meta", "payload": {"id": "s"}}\n')
     code, _, err = run_cli(capsys, "score", str(path), "--model", "fake")
     assert code == 2 and "read as codex" in err and "holds no assistant turn" in err
+
+
+def test_foreign_parts_and_text_fields_in_openai_messages_are_reported(capsys, tmp_path):
+    """Issue 17 section 2: a Converse or Anthropic block read with --format openai, and an
+    assistant field carrying text, are named with line and field; --strict refuses."""
+    record = {"messages": [
+        {"role": "user", "content": [{"text": "q"}, {"type": "tool_result", "tool_use_id": "t", "content": "r"}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t", "name": "f", "input": {}}}], "x_plan": {"steps": ["look", "fix"]}, "x_latency_ms": 12},
+    ]}
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(json.dumps(LINES[0]).encode() + b"\n" + json.dumps(record).encode() + b"\n")
+    code, _, err = run_cli(capsys, "score", str(path), "--format", "openai", "--model", "fake", "-o", str(tmp_path / "o"))
+    assert code == 0, err
+    fields = re.findall(r"m\.jsonl:2: field '([^']+)'", err)
+    assert fields == ["messages[0].content[1]", "messages[1].content[0]", "messages[1].x_plan"]
+    code, _, err = run_cli(capsys, "score", str(path), "--format", "openai", "--model", "fake", "--strict", "-o", str(tmp_path / "o"), "--force")
+    assert code == 2 and "--strict" in err

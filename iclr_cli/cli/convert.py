@@ -29,6 +29,8 @@ def convert(
 
     out = Output(output, quiet=quiet, force=force)
     [item] = open_inputs([input], fmt)
+    if item.chosen:
+        out.info(item.chosen)
     trajectories = steps = 0
     encode = item.output_encoder()  # written in the input's encoding (UTF-16/32 with its BOM)
     with out.stream() as sink, reading_tracked():

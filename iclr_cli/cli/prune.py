@@ -84,6 +84,8 @@ def prune(
 
     with interruptible(out, done):
         [item] = open_inputs([input], fmt)
+        if item.chosen:
+            out.info(item.chosen)
         warn_precision(out, config)
         scorer, tokenizer = build_engines(parsed, config)
         # Steps whose BottomK cannot depend on the scores (N = 1) are not scored: same output.

@@ -80,6 +80,9 @@ def score(
 
     with interruptible(out, done):
         items = open_inputs(inputs, fmt)
+        for item in items:
+            if item.chosen:
+                out.info(item.chosen)
         warn_precision(out, config)
         scorer, tokenizer = build_engines(parsed, config)
         settings = Settings(parsed, ratio=ratio, splitter=splitter)

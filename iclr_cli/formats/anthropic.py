@@ -47,23 +47,19 @@ Write-back goes through :mod:`iclr_cli.formats.writeback` (the one engine):
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 
 from iclr_cli.formats import media
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.reading import Where, base_name, load_chunks
 from iclr_cli.formats.markup import foreign_notes
+from iclr_cli.formats.sniff import ANTHROPIC_BLOCKS, STRUCTURE, Head, Match, census, chat_lists, describe, openai_evidence
 from iclr_cli.formats.think import outside_think, think_elements
 from iclr_cli.formats.writeback import Path, Site, TextRef, WriteBackAdapter
 from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
 
 REDACTED_TEXT = "[redacted thinking]"
 """Text of the READ_ONLY part that stands for a ``redacted_thinking`` block in the render."""
-
-# A typed block only Anthropic-style content has. An escaped quote inside a JSON string
-# (``\\"type\\"``) cannot match, so tool arguments that mention these words do not count.
-_SNIFF = re.compile(rb'"type"\s*:\s*"(?:thinking|redacted_thinking|tool_use|tool_result)"')
 
 _TOOL_CALLS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _RESULTS = frozenset(
@@ -283,10 +279,20 @@ class AnthropicAdapter(WriteBackAdapter):
     name = "anthropic"
     description = "Anthropic Messages (JSON list, {system, messages}, JSONL) with thinking / tool_use / tool_result blocks"
 
-    def sniff(self, head: bytes) -> bool:
-        """A JSON document or JSONL with ``role`` keys and at least one Anthropic-only block
-        type (``thinking``, ``redacted_thinking``, ``tool_use``, ``tool_result``)."""
-        return head.lstrip()[:1] in (b"[", b"{") and b'"role"' in head and _SNIFF.search(head) is not None
+    def sniff(self, head: Head | bytes) -> Match | None:
+        """A match for message lists (a list, or ``messages``) whose content holds
+        Anthropic-only block types (``thinking`` with string text, ``redacted_thinking``,
+        ``tool_use``, ``tool_result``), scored against what Messages never have
+        (``tool_calls``, role ``tool``, message-level reasoning fields, Mistral thinking
+        chunks, Converse blocks)."""
+        found = census(chat_lists(Head.of(head)))
+        blocks = ANTHROPIC_BLOCKS & found.all_part_types
+        if not found.thinking_strings:
+            blocks -= {"thinking"}  # Mistral's thinking chunk holds a list: OpenAI chat
+        con = openai_evidence(found)[0]
+        if not blocks or len(con) >= len(blocks):
+            return None
+        return Match(STRUCTURE + len(blocks) - len(con), f"Anthropic content blocks {describe(blocks)}")
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
         [doc] = self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from iclr_cli.formats.sniff import Head, Match
 from iclr_cli.trajectory import Trajectory
 
 
@@ -80,8 +81,10 @@ class FormatAdapter(Protocol):
     name: str
     description: str
 
-    def sniff(self, head: bytes) -> bool:
-        """True when ``head`` (the first 64 KiB of a file, BOM stripped) looks like this format."""
+    def sniff(self, head: Head | bytes) -> Match | None:
+        """What in ``head`` (the first 64 KiB of a file, parsed once: :class:`Head`; raw bytes
+        are parsed on the spot) shows this format, as a scored :class:`Match`, or None
+        (:mod:`iclr_cli.formats.sniff`)."""
         ...
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:

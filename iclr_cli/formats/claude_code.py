@@ -44,6 +44,7 @@ from collections.abc import Hashable
 
 from iclr_cli.formats.anthropic import assistant_parts, note_message_fields, user_parts
 from iclr_cli.formats.base import Document
+from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, base_name, read_lines
 from iclr_cli.formats.writeback import Records, WriteBackAdapter
 from iclr_cli.jsonio import BAD_LINE, loads
@@ -73,10 +74,16 @@ class ClaudeCodeAdapter(WriteBackAdapter):
     # line (a hook's output shown in the UI).
     not_carried = frozenset({("toolUseResult",), ("data",), ("content",)})
 
-    def sniff(self, head: bytes) -> bool:
-        """True when the first JSON lines are objects whose ``type`` is a Claude Code event
+    def sniff(self, head: Head | bytes) -> Match | None:
+        """A match when the first JSON lines are objects whose ``type`` is a Claude Code event
         type and one of them has a session key (``sessionId``, ``uuid``, ``parentUuid``,
         ``message``). A first line longer than the head is judged by its keys alone."""
+        if self._looks(Head.of(head).raw):
+            return Match(MARKER, "Claude Code session events (type user/assistant with sessionId/uuid)")
+        return None
+
+    @staticmethod
+    def _looks(head: bytes) -> bool:
         parsed = []
         for raw in head.split(b"\n")[:-1] if b"\n" in head else []:
             if not raw.strip():

@@ -57,6 +57,7 @@ import re
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
+from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, base_name, read_lines, text_of
 from iclr_cli.formats.markup import foreign_notes
 from iclr_cli.formats.think import outside_think, think_elements
@@ -124,8 +125,12 @@ class CodexAdapter(WriteBackAdapter):
     name = "codex"
     description = "OpenAI Codex CLI rollout JSONL (session_meta, response_item, event_msg)"
 
-    def sniff(self, head: bytes) -> bool:
-        return head.lstrip()[:1] == b"{" and _SNIFF.search(head) is not None
+    def sniff(self, head: Head | bytes) -> Match | None:
+        """A match for lines typed ``session_meta``, ``response_item`` or ``turn_context``."""
+        raw = Head.of(head).raw
+        if raw.lstrip()[:1] == b"{" and _SNIFF.search(raw) is not None:
+            return Match(MARKER, "Codex rollout lines (session_meta, response_item)")
+        return None
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
         warnings: list[str] = []

@@ -51,6 +51,7 @@ from iclr_cli.errors import InputError
 from iclr_cli.formats import media
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.reading import Where, base_name, load_chunks
+from iclr_cli.formats.sniff import STRUCTURE, Head, Match
 from iclr_cli.formats.writeback import Path, Site, TextRef, WriteBackAdapter, get
 from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
 
@@ -261,13 +262,23 @@ class GeminiAdapter(WriteBackAdapter):
     name = "gemini"
     description = "Gemini native contents (generateContent requests, chat histories, request/response logs; JSON or JSONL)"
 
-    def sniff(self, head: bytes) -> bool:
-        """A JSON document or JSONL with ``"parts": [`` and either a Gemini-only key
-        (``contents``, ``thoughtSignature``, ``functionCall``, ``role: "model"``, ...) or no
-        ``content`` key at all (OpenAI and Anthropic messages always have one)."""
-        if head.lstrip()[:1] not in (b"[", b"{") or not _PARTS.search(head):
-            return False
-        return _GEMINI.search(head) is not None or _OPENAI_CONTENT.search(head) is None
+    def sniff(self, head: Head | bytes) -> Match | None:
+        """A match for a JSON document or JSONL holding contents with ``"parts"`` lists (where
+        this adapter reads them) and either Gemini-only keys (``contents``, ``thoughtSignature``, ``functionCall``, ``role: "model"``, ...;
+        one point each) or no ``content`` key at all (OpenAI and Anthropic messages always
+        have one)."""
+        head = Head.of(head)
+        raw = head.raw
+        if raw.lstrip()[:1] not in (b"[", b"{") or not _PARTS.search(raw):
+            return None
+        if head.records and not any(_conversation(rec) is not None for rec in head.records):
+            return None  # "parts" lists, but not where a Gemini conversation keeps them
+        keys = {re.sub(r"\s*:\s*$", "", m.group(0).decode()) for m in _GEMINI.finditer(raw)}
+        if keys:
+            return Match(STRUCTURE + len(keys), f"contents with typed 'parts' and {', '.join(sorted(keys))}")
+        if _OPENAI_CONTENT.search(raw) is None:
+            return Match(STRUCTURE, "contents with typed 'parts' and no 'content' key")
+        return None
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
         [doc] = self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None)

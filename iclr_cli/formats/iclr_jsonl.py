@@ -27,6 +27,7 @@ from dataclasses import asdict, replace
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document, OpaqueEdits
+from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, load_chunks
 from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, WriteResult
 from iclr_cli.trajectory import Media, Part, Step, Trajectory, WriteBack
@@ -129,8 +130,12 @@ class IclrJsonlAdapter(WriteBackAdapter):
     name = "iclr"
     description = f"canonical iclr JSONL ({SCHEMA}), one trajectory per line; see docs/FORMAT.md"
 
-    def sniff(self, head: bytes) -> bool:
-        return head.lstrip()[:1] == b"{" and _SNIFF.search(head) is not None
+    def sniff(self, head: Head | bytes) -> Match | None:
+        """A match for lines whose ``schema`` is ``iclr.trajectory/...``."""
+        raw = Head.of(head).raw
+        if raw.lstrip()[:1] == b"{" and _SNIFF.search(raw) is not None:
+            return Match(MARKER, "'schema': 'iclr.trajectory/1'")
+        return None
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
         [doc] = self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None)

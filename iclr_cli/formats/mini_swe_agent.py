@@ -36,6 +36,7 @@ import re
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
+from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.chat_reasoning import message_reasoning
 from iclr_cli.formats.reading import Where, base_name, dig, field_name, parse_document, text_of, whole
 from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, locate
@@ -62,10 +63,15 @@ class MiniSweAgentAdapter(WriteBackAdapter):
     # ``info`` (configuration and its templates, exit status).
     not_carried = frozenset({("info",)})
 
-    def sniff(self, head: bytes) -> bool:
-        if _FORMAT.search(head):
-            return True
-        return head.lstrip()[:1] in (b"[", b"{") and b'"role"' in head and any(m in head for m in _MARKERS)
+    def sniff(self, head: Head | bytes) -> Match | None:
+        """A match for ``trajectory_format: mini-swe-agent-*``, or a message list holding its
+        prompt markers (``mswea_bash_command``, ...)."""
+        raw = Head.of(head).raw
+        if _FORMAT.search(raw):
+            return Match(MARKER, "'trajectory_format': 'mini-swe-agent-1.1'")
+        if raw.lstrip()[:1] in (b"[", b"{") and b'"role"' in raw and any(m in raw for m in _MARKERS):
+            return Match(MARKER, "mini-swe-agent prompt markers (mswea_bash_command) in a message list")
+        return None
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
         doc = parse_document(data, source)

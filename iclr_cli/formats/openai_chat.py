@@ -19,7 +19,8 @@ re-serialised (in the input's own layout), every other record comes back byte fo
 from __future__ import annotations
 
 from iclr_cli.formats.openai_messages import read_at
-from iclr_cli.formats.reading import Where, base_name, field_name, load_chunks
+from iclr_cli.formats.reading import Where, base_name, dig, field_name, load_chunks
+from iclr_cli.formats.sniff import PLAIN, STRUCTURE, Head, Match, census, chat_lists, is_messages, openai_evidence
 from iclr_cli.formats.writeback import WriteBackAdapter, get
 from iclr_cli.trajectory import Trajectory
 
@@ -96,9 +97,27 @@ class OpenAIChatAdapter(WriteBackAdapter):
     # (formats/convert/carried.py): tau-bench's ``info`` (the task given to the simulated user).
     not_carried = frozenset({("info",)})
 
-    def sniff(self, head: bytes) -> bool:
-        stripped = head.lstrip()
-        return stripped[:1] in (b"[", b"{") and b'"role"' in head
+    def sniff(self, head: Head | bytes) -> Match | None:
+        """A match for message lists where this adapter reads them, scored by what only
+        OpenAI-compatible messages have (``tool_calls``, role ``tool``, reasoning fields,
+        ``image_url`` parts, Mistral thinking chunks) against what they never have
+        (Anthropic or Converse blocks, Gemini ``parts``); plain messages match at
+        :data:`~iclr_cli.formats.sniff.PLAIN`."""
+        head = Head.of(head)
+        lists = chat_lists(head)
+        for rec in head.objects:
+            if is_messages(rec.get("traj")):
+                lists.append(rec["traj"])
+            if isinstance(reply := dig(rec, "response", "choices", 0, "message"), dict):
+                lists.append([reply])
+        if not lists:
+            return None
+        pro, con = openai_evidence(census(lists))
+        if not pro and not con:
+            return Match(PLAIN, "chat messages with 'role' and 'content'")
+        if not pro or len(con) >= len(pro):
+            return None
+        return Match(STRUCTURE + len(pro) - len(con), "; ".join(pro))
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False):
         return next(iter(self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None)))

@@ -194,6 +194,7 @@ def read_at(
         call_id = msg.get("tool_call_id") if isinstance(msg.get("tool_call_id"), str) else None
         content = msg.get("content")
         if isinstance(content, list):  # text and image parts, in order (images are kept for convert)
+            _check_parts(content, i, role, reader)
             found = media.mixed_parts(content, kind, label, read_media=media.openai_media, call_id=call_id)
         else:
             found = [Part(kind, text_of(content), label=label, call_id=call_id)]
@@ -212,6 +213,23 @@ def read_at(
         unrecognised=tuple(reader.unrecognised),
         sealed=tuple(reader.sealed),
     )
+
+
+_INPUT_PARTS = {"text", "input_text", "output_text", *_NON_TEXT_PARTS}
+
+
+def _check_parts(content: list, i: int, role: str, reader: _Reader) -> None:
+    """Report content parts of a user, system or tool message that are no OpenAI chat part
+    (an Anthropic ``tool_result`` block, a Converse ``{"toolResult"}``): they are kept as JSON
+    text, not read as what they are."""
+    for k, item in enumerate(content):
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind in _INPUT_PARTS or (kind is None and set(item) == {"text"}):
+            continue
+        what = f"of type {kind!r}" if kind is not None else f"without a 'type' (keys {', '.join(sorted(map(str, item)))})"
+        reader.report(i, ("content", k), f"{role} content part {what}: not an OpenAI chat content part; kept as JSON text")
 
 
 def _check_types(msg: Mapping, i: int, reader: _Reader) -> None:
@@ -248,9 +266,21 @@ def _assistant(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
     if isinstance(fc, dict):
         parts.append(Part("action", str(fc.get("arguments", "")), label=f"tool_call:{fc.get('name', '?')}"))
     for key, value in msg.items():
-        if key not in _KNOWN_FIELDS and _REASONING_NAME.search(key) and value not in (None, "", [], {}):
+        if key not in _KNOWN_FIELDS and (_has_text(value) or (_REASONING_NAME.search(key) and value not in (None, "", [], {}))):
             reader.report(i, (key,), f"assistant field {key!r} is not part of the OpenAI chat format: not scored or pruned")
     return parts
+
+
+def _has_text(value: object) -> bool:
+    """True when ``value`` holds a non-blank string anywhere (an unknown field carrying
+    words, rather than a vendor's numbers or flags)."""
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, dict):
+        return any(_has_text(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_text(v) for v in value)
+    return False
 
 
 def _content(text: str, i: int, keys: tuple, reader: _Reader) -> list[Part]:
@@ -287,8 +317,9 @@ def _content_item(item, i: int, keys: tuple, reader: _Reader) -> list[Part]:
             ]
     if kind == "refusal" and isinstance(item.get("refusal"), str):
         return [Part("action", item["refusal"], label="refusal")]
-    if kind not in _NON_TEXT_PARTS and any(isinstance(v, str) and v.strip() for k, v in item.items() if k != "type"):
-        reader.report(i, keys, f"assistant content part of type {kind!r}: not scored or pruned")
+    if kind not in _NON_TEXT_PARTS and any(v not in (None, "", [], {}) for k, v in item.items() if k != "type"):
+        what = f"of type {kind!r}" if kind is not None else f"without a 'type' (keys {', '.join(sorted(map(str, item)))})"
+        reader.report(i, keys, f"assistant content part {what}: not an OpenAI chat content part; not scored or pruned")
     return []
 
 

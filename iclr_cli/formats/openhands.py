@@ -43,6 +43,7 @@ from collections import defaultdict
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
+from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.chat_reasoning import message_reasoning
 from iclr_cli.formats.reading import Where, base_name, dig, document_error, field_name, read_lines, spread_document, text_of, try_document, whole
 from iclr_cli.formats.think import outside_think, think_elements
@@ -143,10 +144,15 @@ class OpenHandsAdapter(WriteBackAdapter):
     not_carried = frozenset({("message",), ("extras", "diff"), ("extras", "formatted_output_and_error"),
                              ("extras", "metadata"), ("args", "translated_ipython_code")})
 
-    def sniff(self, head: bytes) -> bool:
-        if head.lstrip()[:1] not in (b"[", b"{"):
-            return False
-        return _V1_KINDS.search(head) is not None or (_V0_SOURCE.search(head) is not None and _V0_EVENT.search(head) is not None)
+    def sniff(self, head: Head | bytes) -> Match | None:
+        """A match for V1 ``kind`` events, or V0 events with ``source`` and ``action`` /
+        ``observation``."""
+        raw = Head.of(head).raw
+        if raw.lstrip()[:1] not in (b"[", b"{"):
+            return None
+        if _V1_KINDS.search(raw) is not None or (_V0_SOURCE.search(raw) is not None and _V0_EVENT.search(raw) is not None):
+            return Match(MARKER, "OpenHands events (source with action/observation, or kind)")
+        return None
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
         warnings: list[str] = []

@@ -52,6 +52,7 @@ import json
 from iclr_cli.errors import InputError
 from iclr_cli.formats import media
 from iclr_cli.formats.base import Document, Unrecognised
+from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import base_name, read_lines, sealed_warnings
 from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter
 from iclr_cli.jsonio import BAD_LINE, loads
@@ -225,11 +226,17 @@ class PiAdapter(WriteBackAdapter):
     name = "pi"
     description = "pi coding-agent session JSONL (~/.pi/agent/sessions/*/*.jsonl; session, message, compaction entries)"
 
-    def sniff(self, head: bytes) -> bool:
-        """True when the first JSON line is a pi ``session`` header (``type: "session"`` with
+    def sniff(self, head: Head | bytes) -> Match | None:
+        """A match when the first JSON line is a pi ``session`` header (``type: "session"`` with
         ``cwd`` or ``version``), or the first lines are pi entries holding a ``message``
         whose role is a pi role (``toolResult``, ``bashExecution``) or an assistant with
         ``stopReason``."""
+        if self._looks(Head.of(head).raw):
+            return Match(MARKER, "pi session entries (a 'session' header, or messages with pi roles)")
+        return None
+
+    @staticmethod
+    def _looks(head: bytes) -> bool:
         parsed = []
         for raw in head.split(b"\n")[:-1] if b"\n" in head else [head]:
             if not raw.strip():

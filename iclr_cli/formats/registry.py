@@ -1,17 +1,20 @@
-"""Find the adapter for a file: by ``--format`` name, or by sniffing its first bytes.
+"""Find the adapter for a file: by ``--format`` name, or by its structure.
 
-Adapters are listed most specific first: the first whose ``sniff`` accepts the head wins.
+Every adapter's ``sniff`` judges the same parsed head (:class:`iclr_cli.formats.sniff.Head`)
+and answers with a scored :class:`~iclr_cli.formats.sniff.Match`; the highest score wins and
+ties go to the adapter listed first. Adding a format is one line in ``_ADAPTER_MODULES`` plus
+the module's own ``ADAPTER`` with its ``sniff`` (issue 17 section 2).
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 
 from iclr_cli.errors import InputError, UsageError
 from iclr_cli.formats.base import Document, FormatAdapter
+from iclr_cli.formats.sniff import HEAD_BYTES, Head, Match
 from iclr_cli.jsonio import BOM, loads, read_input
-
-HEAD_BYTES = 64 * 1024
 
 
 def adapters() -> list[FormatAdapter]:
@@ -19,7 +22,9 @@ def adapters() -> list[FormatAdapter]:
     return [importlib.import_module(f"iclr_cli.formats.{name}").ADAPTER for name in _ADAPTER_MODULES]
 
 
-# Most specific first. A module listed here exposes ``ADAPTER``.
+# A module listed here exposes ``ADAPTER``. The order breaks ties between equal scores only
+# (and is the order ``iclr formats`` lists): the specific agent logs first, then the chat
+# message families, OpenAI chat last.
 _ADAPTER_MODULES: list[str] = [
     "claude_code",
     "pi",
@@ -28,11 +33,11 @@ _ADAPTER_MODULES: list[str] = [
     "mini_swe_agent",
     "swe_agent",
     "openhands",
-    # Gemini contents have a "role" as chat messages do, but typed "parts" and never a
-    # "content" key: checked before the two message formats so they are never read as one
+    "gemini_cli",
+    "litellm_spend",
+    "langchain",
     "gemini",
-    # after the specific sniffs above: a Claude-run SWE-agent / OpenHands log may hold
-    # Anthropic-style blocks, while those markers never occur in a Messages transcript
+    "bedrock",
     "anthropic",
     "openai_chat",
 ]
@@ -55,8 +60,33 @@ def get(name: str) -> FormatAdapter:
     raise UsageError(f"unknown format {name!r}; known formats: {', '.join(names())}")
 
 
+@dataclass(frozen=True)
+class Detection:
+    """The adapter chosen for a file, with its :class:`Match`, and the other adapters whose
+    sniff matched too (best first)."""
+
+    adapter: FormatAdapter
+    match: Match
+    others: tuple[tuple[FormatAdapter, Match], ...] = ()
+
+    def note(self, source: str) -> str | None:
+        """One line for the summary when another adapter could read the file: which was
+        chosen and why, what else matched, and how to choose it; None otherwise."""
+        if not self.others:
+            return None
+        also = "; ".join(f"{a.name} ({m.reason})" for a, m in self.others)
+        first = self.others[0][0].name
+        return f"{source}: read as {self.adapter.name} ({self.match.reason}); also readable as {also}. Use --format {first} to read it that way"
+
+
 def detect(data: bytes, source: str) -> FormatAdapter:
-    """The first adapter whose ``sniff`` accepts the head of ``data``.
+    """The adapter for ``data`` (see :func:`detect_why`)."""
+    return detect_why(data, source).adapter
+
+
+def detect_why(data: bytes, source: str) -> Detection:
+    """The adapter whose ``sniff`` gives the head of ``data`` the highest score (the first
+    listed on a tie), with every other match.
 
     Raises:
         InputError: when the file is empty or no adapter recognises it; the message lists
@@ -67,11 +97,14 @@ def detect(data: bytes, source: str) -> FormatAdapter:
         head = head[len(BOM) :]
     if not head.strip():
         raise InputError(source, "file is empty")
-    head = _parseable_head(head)
+    parsed = Head.of(_parseable_head(head))
     tried = adapters()
-    for adapter in tried:
-        if adapter.sniff(head):
-            return adapter
+    found = [(adapter, m) for adapter in tried if (m := adapter.sniff(parsed))]
+    if found:
+        best = max(range(len(found)), key=lambda k: (found[k][1].score, -k))
+        adapter, match = found[best]
+        others = sorted((f for k, f in enumerate(found) if k != best), key=lambda f: -f[1].score)
+        return Detection(adapter, match, tuple(others))
     width = max(len(a.name) for a in tried)
     listing = "\n".join(f"  {a.name:<{width}}  {a.description}" for a in tried)
     raise InputError(source, f"not a trajectory format iclr reads: none of the {len(tried)} formats tried matched:\n{listing}\nUse --format NAME to read it as one of them.")

@@ -31,6 +31,7 @@ import re
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
+from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.chat_reasoning import message_reasoning
 from iclr_cli.formats.reading import Where, base_name, field_name, parse_document, text_of, whole
 from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, locate
@@ -73,8 +74,12 @@ class SweAgentAdapter(WriteBackAdapter):
     # the assistant message that history entry holds (the trajectory's action is read).
     not_carried = frozenset({("trajectory", "state"), ("info",), ("replay_config",), ("history", "action")})
 
-    def sniff(self, head: bytes) -> bool:
-        return head.lstrip()[:1] == b"{" and _SNIFF_TRAJ.search(head) is not None and _SNIFF_HIST.search(head) is not None
+    def sniff(self, head: Head | bytes) -> Match | None:
+        """A match for an object with a ``trajectory`` list and ``history`` / step keys."""
+        raw = Head.of(head).raw
+        if raw.lstrip()[:1] == b"{" and _SNIFF_TRAJ.search(raw) is not None and _SNIFF_HIST.search(raw) is not None:
+            return Match(MARKER, "a 'trajectory' list of thought/action/observation steps")
+        return None
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
         doc = parse_document(data, source)

@@ -82,12 +82,29 @@ class TextRef:
         strip_keys: ``(path to a dict, key)`` pairs removed when the part is edited
             (signatures).
         remove_when_empty: path of the list element removed when the new text is ``""``.
+        also_empty: the same element in copies of its list elsewhere (:func:`merge_refs`).
     """
 
     sites: tuple[Site, ...]
     drop: tuple[Path, ...] = ()
     strip_keys: tuple[tuple[Path, str], ...] = field(default=())
     remove_when_empty: Path | None = None
+    also_empty: tuple[Path, ...] = ()
+
+
+def merge_refs(primary: TextRef, copy: TextRef) -> TextRef:
+    """One reasoning text held in two places (a request logged twice, a message and its
+    copy): ``copy``'s sites, drop paths, stripped keys and emptied element join
+    ``primary``'s, so an edit goes to both alike. ``primary``'s first site stays the copy
+    the text as written is read from."""
+    empty = tuple(p for p in (*copy.also_empty, copy.remove_when_empty) if p is not None)
+    return TextRef(
+        (*primary.sites, *(s for s in copy.sites if s not in primary.sites)),
+        drop=(*primary.drop, *copy.drop),
+        strip_keys=(*primary.strip_keys, *copy.strip_keys),
+        remove_when_empty=primary.remove_when_empty,
+        also_empty=(*primary.also_empty, *empty),
+    )
 
 
 @dataclass
@@ -316,8 +333,9 @@ def apply_edits(values: Sequence[object], originals: Sequence[Trajectory], traje
         for (rec, *keys), key in ref.strip_keys:
             if not gone((rec, *keys)):
                 get(root(rec), keys).pop(key, None)  # type: ignore[union-attr]
-        if new == "" and ref.remove_when_empty is not None and not gone(ref.remove_when_empty):
-            removals.setdefault(ref.remove_when_empty[:-1], (set(), set()))[1].add(ref.remove_when_empty[-1])
+        for element in (ref.remove_when_empty, *ref.also_empty) if new == "" else ():
+            if element is not None and not gone(element):
+                removals.setdefault(element[:-1], (set(), set()))[1].add(element[-1])
     for path in drops:
         if len(path) > 1 and not gone(path[:-1]):
             removals.setdefault(path[:-1], (set(), set()))[0].add(path[-1])
