@@ -74,6 +74,14 @@ def test_registered_copies_other_parts_short_texts_and_unedited_parts_pass():
     assert out == {**value, "a": "", "b": "", "s": ""}
 
 
+def test_an_answer_that_repeats_the_reasoning_is_the_answer_not_a_copy():
+    value = {"reasoning": THOUGHT, "answer": THOUGHT, "raw": THOUGHT}
+    records = whole(json.dumps(value).encode(), value)
+    parts = [part(THOUGHT, (0, "reasoning")), Part("action", THOUGHT, label="assistant")]
+    doc = doc_of(records, parts)
+    assert json.loads(write_back(records, doc, edited(doc, [""])).data) == {"reasoning": "", "answer": THOUGHT, "raw": THOUGHT}
+
+
 def test_a_copy_dropped_with_an_opaque_item_does_not_count():
     value = {"items": [{"summary": THOUGHT, "encrypted_content": "gAAA"}], "echo": THOUGHT}
     records = whole(json.dumps(value).encode(), value)

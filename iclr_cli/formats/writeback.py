@@ -29,7 +29,9 @@ rules"):
   original text of the part may survive only in strings that are sites of some reasoning
   part. A *copy* is any other string of the same record (a JSONL line; the whole document
   for a JSON file; one message for :func:`apply_edits` on a message list) that contains the
-  original text, verbatim or JSON-escaped (a request stored as a JSON string). Texts shorter
+  original text, verbatim or JSON-escaped (a request stored as a JSON string), unless the
+  string is the text of a part read as something else (an answer that repeats the reasoning
+  word for word is the answer). Texts shorter
   than :data:`MIN_COPY_CHARS` characters (stripped) are not checked: they recur by chance
   ("Done."). A copy means the adapter did not register every place the reasoning sits, and
   writing one copy would leave the record half-edited: :func:`apply_edits` raises
@@ -339,7 +341,7 @@ def apply_edits(values: Sequence[object], originals: Sequence[Trajectory], traje
     for path in drops:
         if len(path) > 1 and not gone(path[:-1]):
             removals.setdefault(path[:-1], (set(), set()))[0].add(path[-1])
-    _refuse_copies(edited, plans, _site_paths(originals), gone)
+    _refuse_copies(edited, plans, _site_paths(originals), gone, _read_texts(originals))
     for (rec, *keys), (dropped, emptied) in removals.items():
         container = get(root(rec), keys)
         if isinstance(container, list) and emptied and len(dropped | emptied) >= len(container):
@@ -357,6 +359,14 @@ def _site_paths(originals: Sequence[Trajectory]) -> set[Path]:
             if isinstance(part.ref, TextRef) for site in part.ref.sites}
 
 
+def _read_texts(originals: Sequence[Trajectory]) -> set[str]:
+    """Texts the adapter read as something other than reasoning (prompts, actions,
+    observations): a string equal to one of them is that part's source, not a copy (an
+    answer that happens to repeat the reasoning word for word)."""
+    return {part.text for traj in originals for part in traj.prompt if part.text} | {
+        part.text for traj in originals for step in traj.steps for part in step.parts if part.kind != "reasoning" and part.text}
+
+
 def _strings(value: object, path: Path) -> Iterator[tuple[Path, str]]:
     if isinstance(value, str):
         yield path, value
@@ -368,10 +378,12 @@ def _strings(value: object, path: Path) -> Iterator[tuple[Path, str]]:
             yield from _strings(item, (*path, i))
 
 
-def _refuse_copies(edited: dict[int, object], plans: Sequence[tuple[TextRef, str, str]], registered: set[Path], gone: Callable[[Path], bool]) -> None:
+def _refuse_copies(edited: dict[int, object], plans: Sequence[tuple[TextRef, str, str]], registered: set[Path],
+                   gone: Callable[[Path], bool], read: set[str]) -> None:
     """Raise :class:`UnregisteredCopy` for the first edited text still found in a string of
-    its record that is no part's site (module docstring). Each record's other strings are
-    joined once and searched once per text, so the cost is one pass per edited part."""
+    its record that is no part's site and not read as another part (module docstring). Each
+    record's other strings are joined once and searched once per text, so the cost is one
+    pass per edited part."""
     needles: dict[int, list[tuple[str, Site]]] = {}
     for ref, old, new in plans:
         if old == new or len(old.strip()) < MIN_COPY_CHARS:
@@ -380,7 +392,8 @@ def _refuse_copies(edited: dict[int, object], plans: Sequence[tuple[TextRef, str
         for rec in dict.fromkeys(site.path[0] for site in ref.sites if not gone(site.path)):
             needles.setdefault(rec, []).extend((form, ref.sites[0]) for form in forms)
     for rec, wanted in needles.items():
-        found = [(p, s) for p, s in _strings(edited[rec], (rec,)) if p not in registered and not gone(p) and len(s) >= MIN_COPY_CHARS]
+        found = [(p, s) for p, s in _strings(edited[rec], (rec,))
+                 if len(s) >= MIN_COPY_CHARS and p not in registered and not gone(p) and s not in read]
         if not found:
             continue
         starts, pos = [], 0
