@@ -11,8 +11,8 @@ parsers of two inference servers recognise, read in their sources at:
   each detector's ``bot_token``) and ``sglang/srt/parser/reasoning_parser.py``
   (``ReasoningParser.DetectorMap``).
 
-Parsers without a fixed syntax are not rows: vLLM's ``hf`` and ``beam`` read the markers from
-the checkpoint's response template.
+Parsers without a fixed syntax are not rows: vLLM's ``hf`` and ``beam`` and SGLang's ``beam``
+and ``response_template`` read the markers from the checkpoint's response template.
 
 Two uses, one table each:
 
@@ -157,7 +157,7 @@ def pythonic_calls(text: str) -> bool:
 # fmt: off
 TOOL_CALLS: tuple[ToolCallSyntax, ...] = (
     ToolCallSyntax("Hermes 2 Pro / Qwen 2.5 / Qwen 3 (JSON in tags)", "vllm hermes, qwen3_json; sglang hermes, qwen25, trinity", ("<tool_call>",)),
-    ToolCallSyntax("Qwen3-Coder / MiMo / Step-3.5 / Step-5 (XML functions)", "vllm qwen3_coder, qwen3_xml, mimo, step3p5, step5; sglang qwen3_coder, mimo, step3p5", ("<tool_call>", "<function=")),
+    ToolCallSyntax("Qwen3-Coder / MiMo / Step-3.5 / Step-5 (XML functions)", "vllm qwen3_coder, qwen3_xml, mimo, step3p5, step5; sglang qwen3_coder, mimo, step3p5, nanbeige", ("<tool_call>", "<function=")),
     ToolCallSyntax("GLM-4.5 / 4.6 / 4.7 / 5, Ling 3 (name then arg_key/arg_value)", "vllm glm45, glm47, ling3; sglang glm45, glm47, ling3", ("<tool_call>", "<arg_key>")),
     ToolCallSyntax("Poolside v1 / Spark 2.5 (arg_key/arg_value)", "vllm poolside_v1; sglang poolside_v1, spark25", ("<tool_call>",)),
     ToolCallSyntax("ERNIE 4.5", "vllm ernie45", ("<tool_call>",)),
@@ -174,7 +174,7 @@ TOOL_CALLS: tuple[ToolCallSyntax, ...] = (
     ToolCallSyntax("Kimi K3 (XTML)", "vllm kimi_k3; sglang kimi_k3", ("<|open|>tools<|sep|>", "<|open|>call")),
     ToolCallSyntax("K2 Horizon (IFM)", "vllm k2_horizon; sglang k2_horizon", ("<ifm|tool_calls>", "<ifm|tool_call")),
     ToolCallSyntax("DeepSeek V3 / V3.1 / R1", "vllm deepseek_v3, deepseek_v31; sglang deepseekv3, deepseekv31", ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>")),
-    ToolCallSyntax("DeepSeek V3.2 / V4 / V4.1 (DSML)", "vllm deepseek_v32, deepseek_v4, deepseek_v41; sglang deepseekv32, deepseekv4", patterns=(r"<｜DSML｜ ?(?:function_calls|tool_calls|calls|invoke)",)),
+    ToolCallSyntax("DeepSeek V3.2 / V4 / V4.1 (DSML)", "vllm deepseek_v32, deepseek_v4, deepseek_v41; sglang deepseekv32, deepseekv4, deepseekv41", patterns=(r"<｜DSML｜ ?(?:function_calls|tool_calls|calls|invoke)",)),
     ToolCallSyntax("Step 3", "vllm step3; sglang step3", ("<｜tool_calls_begin｜>", "<｜tool_call_begin｜>", "<steptml:invoke")),
     ToolCallSyntax("MiniMax-M1", "vllm minimax (earlier releases)", ("<tool_calls>",)),
     ToolCallSyntax("MiniMax-M2", "vllm minimax_m2; sglang minimax-m2", ("<minimax:tool_call>",)),
