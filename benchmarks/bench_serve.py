@@ -5,6 +5,7 @@ Run from the repository root (issue #11)::
     python benchmarks/bench_serve.py                      # 20 conversations x 10 steps, fake and smollm2
     python benchmarks/bench_serve.py --proxy-model fake   # one proxy model only
     python benchmarks/bench_serve.py --quick              # 5 x 4, a smoke run
+    python benchmarks/bench_serve.py --tool-s 0 2 10      # scoring ahead, against a simulated tool time (issue #18)
 
 For each proxy model it starts ``iclr serve --variant iclr`` as its own process in front of a
 scripted OpenAI-compatible upstream (threads in this process, instant replies with a tool call
@@ -23,6 +24,12 @@ Latencies are wall clock on whatever machine runs this; on a shared machine say 
 ``smollm2`` on a CPU every step of every conversation goes through one proxy model, so the
 added latency is mostly queueing behind the scorer: on 2 shared, overloaded cores a 20 x 10 run
 took over 20 minutes (use ``--conversations 4`` there); on a GPU or a quiet machine run the full one.
+
+``--tool-s T ...`` measures scoring ahead instead: each client waits ``T`` seconds after every
+reply (its tool running) before it sends the next request, and for each ``T`` the proxy runs
+with ``--no-eager-scoring`` and with scoring ahead (the default). With ``T`` above the scoring
+time, the next request finds its step scored and the added latency is the proxy's own.
+``--serve-arg`` passes options to ``iclr serve``; ``--repo`` runs another checkout's proxy.
 """
 
 from __future__ import annotations
@@ -106,11 +113,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_proxy(upstream: str, model: str, max_conversations: int) -> tuple[subprocess.Popen, str]:
+def _start_proxy(upstream: str, model: str, max_conversations: int, extra: list[str] = (), repo: Path = REPO) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     cmd = [sys.executable, "-m", "iclr_cli", "serve", "--upstream", upstream, "--port", str(port), "--proxy-model", model,
-           "--max-conversations", str(max_conversations), "--quiet"]
-    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE, text=True)
+           "--max-conversations", str(max_conversations), "--quiet", *extra]
+    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(repo)}, stderr=subprocess.PIPE, text=True)
     import httpx
 
     deadline = time.monotonic() + 300  # loading the real proxy model takes a while under load
@@ -136,7 +143,7 @@ def _memory_kib(pid: int) -> dict[str, int]:
     return out
 
 
-async def _conversation(client, base: str, conv: int, steps: int, latencies: list[float], errors: list[str]) -> None:
+async def _conversation(client, base: str, conv: int, steps: int, latencies: list[float], errors: list[str], tool_s: float = 0.0) -> None:
     import httpx
 
     messages = [{"role": "system", "content": "You are a coding agent. Use bash."}, {"role": "user", "content": f"Fix the parser in task {conv}"}]
@@ -153,9 +160,11 @@ async def _conversation(client, base: str, conv: int, steps: int, latencies: lis
             return
         msg = resp.json()["choices"][0]["message"]
         messages = messages + [msg, {"role": "tool", "tool_call_id": msg["tool_calls"][0]["id"], "content": f"step{step}/\n" + "main.py  parser.py  tests/\n" * 12}]
+        if tool_s and step + 1 < steps:
+            await asyncio.sleep(tool_s)  # the agent runs its tool
 
 
-async def _load(base: str, conversations: int, steps: int) -> tuple[list[float], list[str], float]:
+async def _load(base: str, conversations: int, steps: int, tool_s: float = 0.0) -> tuple[list[float], list[str], float]:
     import httpx
 
     latencies: list[float] = []
@@ -163,7 +172,7 @@ async def _load(base: str, conversations: int, steps: int) -> tuple[list[float],
     start = time.perf_counter()
     limits = httpx.Limits(max_connections=conversations * 2)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
-        await asyncio.gather(*(_conversation(client, base, c, steps, latencies, errors) for c in range(conversations)))
+        await asyncio.gather(*(_conversation(client, base, c, steps, latencies, errors, tool_s) for c in range(conversations)))
     return latencies, errors, time.perf_counter() - start
 
 
@@ -172,12 +181,12 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[max(0, int(-(-q * len(ordered) // 1)) - 1)] if ordered else float("nan")
 
 
-def run(model: str, conversations: int, steps: int, churn: int, churn_cap: int) -> dict:
+def run(model: str, conversations: int, steps: int, churn: int, churn_cap: int, extra: list[str] = (), repo: Path = REPO) -> dict:
     import httpx
 
     httpd, upstream = _start_upstream()
     direct, direct_errors, _ = asyncio.run(_load(upstream.removesuffix("/v1"), conversations, steps))
-    proc, base = _start_proxy(upstream, model, max(1000, conversations))
+    proc, base = _start_proxy(upstream, model, max(1000, conversations), extra, repo)
     try:
         before = _memory_kib(proc.pid)
         through, errors, wall = asyncio.run(_load(base, conversations, steps))
@@ -214,7 +223,7 @@ def run(model: str, conversations: int, steps: int, churn: int, churn_cap: int) 
         "peak_rss_mib": round(after.get("VmHWM", 0) / 1024, 1),
     }
     if churn:
-        proc, base = _start_proxy(upstream, model, churn_cap)
+        proc, base = _start_proxy(upstream, model, churn_cap, extra, repo)
         try:
             _, churn_errors, _ = asyncio.run(_load(base, churn // 2, 3))
             mid = _memory_kib(proc.pid)
@@ -236,6 +245,49 @@ def run(model: str, conversations: int, steps: int, churn: int, churn_cap: int) 
     return result
 
 
+def run_tool_times(model: str, conversations: int, steps: int, tool_times: list[float], extra: list[str], repo: Path) -> list[dict]:
+    """Added latency with scoring ahead off and on, for each simulated tool time (seconds)."""
+    import httpx
+
+    httpd, upstream = _start_upstream()
+    rows = []
+    try:
+        for tool_s in tool_times:
+            for ahead in (False, True):
+                proc, base = _start_proxy(upstream, model, max(1000, conversations), [*extra, "--eager-scoring" if ahead else "--no-eager-scoring"], repo)
+                try:
+                    _, errors, wall = asyncio.run(_load(base, conversations, steps, tool_s))
+                    stats = httpx.get(base + "/stats").json()
+                finally:
+                    proc.terminate()
+                    proc.wait(30)
+                total = stats["total"]
+                if total["steps_compressed"] != conversations * (steps - 1):
+                    errors.append(f"{total['steps_compressed']} steps compressed, expected {conversations * (steps - 1)}")
+                row = {
+                    "proxy_model": stats["proxy_model"], "tool_s": tool_s, "eager_scoring": ahead,
+                    "conversations": conversations, "steps": steps, "errors": errors, "wall_s": round(wall, 2),
+                    "added_ms_p50": total["added_latency_ms"]["p50"], "added_ms_p95": total["added_latency_ms"]["p95"],
+                    "eager": stats.get("eager_scoring"),
+                }
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        httpd.shutdown()
+    return rows
+
+
+def tool_table(rows: list[dict]) -> str:
+    """Markdown: one line per (proxy model, tool time), added latency off and on."""
+    out = ["| proxy model | tool s | added p50 / p95, scored at the request | added p50 / p95, scored ahead | hits / waits / misses |",
+           "| --- | ---: | ---: | ---: | ---: |"]
+    for off, on in zip(rows[::2], rows[1::2]):
+        e = on.get("eager") or {}
+        out.append(f"| {on['proxy_model']} | {on['tool_s']:g} | {off['added_ms_p50']:.0f} / {off['added_ms_p95']:.0f} ms | "
+                   f"{on['added_ms_p50']:.0f} / {on['added_ms_p95']:.0f} ms | {e.get('hits')} / {e.get('waits')} / {e.get('misses')} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--proxy-model", action="append", help="fake, smollm2, ... (repeatable; default both)")
@@ -245,12 +297,24 @@ def main() -> None:
     parser.add_argument("--churn-cap", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="5 conversations x 4 steps, churn 20")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--tool-s", type=float, nargs="+", help="simulated tool times (s): measure scoring ahead off and on instead")
+    parser.add_argument("--serve-arg", action="append", default=[], help="an option for iclr serve (repeatable), e.g. --serve-arg=--no-prefix-cache")
+    parser.add_argument("--repo", type=Path, default=REPO, help="the checkout whose iclr serve runs (default: this one)")
     args = parser.parse_args()
     if args.quick:
         args.conversations, args.steps, args.churn, args.churn_cap = 5, 4, 20, 5
+    if args.tool_s:
+        rows = [r for model in args.proxy_model or ["fake", "smollm2"]
+                for r in run_tool_times(model, args.conversations, args.steps, args.tool_s, args.serve_arg, args.repo)]
+        print(tool_table(rows))
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+        if any(r["errors"] for r in rows):
+            raise SystemExit(1)
+        return
     results = []
     for model in args.proxy_model or ["fake", "smollm2"]:
-        result = run(model, args.conversations, args.steps, args.churn if model == "fake" else 0, args.churn_cap)
+        result = run(model, args.conversations, args.steps, args.churn if model == "fake" else 0, args.churn_cap, args.serve_arg, args.repo)
         results.append(result)
         print(json.dumps(result), flush=True)
     if args.json:

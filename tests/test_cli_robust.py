@@ -203,6 +203,23 @@ def test_read_only_target_behind_a_symlink_is_refused_too(chat_file, tmp_path, c
     assert target.read_text() == "keep me"
 
 
+def test_output_to_a_named_pipe_writes_into_it_and_leaves_it_a_pipe(chat_file, tmp_path, capsys):
+    # As /dev/null is written: in place. A temp file renamed over it replaced the device with a
+    # plain file (as root, /dev/null itself). A FIFO stands in for the device here.
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    code, _, err = run_cli(capsys, "prune", str(chat_file), "--variant", "none", "--model", "fake", "-o", str(fifo), "-q")
+    reader.join(30)
+    assert code == 0, err
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and got == [chat_file.read_bytes()]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".pipe")] == []
+
+
 def test_new_output_file_gets_the_umask_mode(chat_file, tmp_path, capsys):
     out = tmp_path / "new.jsonl"
     umask = os.umask(0o022)

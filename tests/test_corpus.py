@@ -307,3 +307,25 @@ def test_split_chooses_the_dataset_split_and_block_split_the_splitter(tmp_path, 
     # --split was the block splitter before: such a value without --dataset is refused, not ignored.
     code, _, err = run_cli(["score", str(OPENAI / "taubench_airline_gpt5_wiki_random.json"), "--split", "line", "--model", "fake"], capsys)
     assert code == 2 and "--block-split" in err and "no --dataset" in err
+
+
+def test_default_shard_rows_leave_no_ray_worker_idle():
+    from iclr_cli.corpus.command import default_shard_rows
+
+    assert [default_shard_rows(20, 2), default_shard_rows(200, 2), default_shard_rows(None, 2), default_shard_rows(20, 1), default_shard_rows(3, 4)] == [10, 64, 64, 64, 1]
+
+
+def test_other_shard_rows_start_afresh_only_while_no_shard_is_done(tmp_path, pq_dir, capsys, monkeypatch):
+    # Nothing finished: nothing to mix, so the corrected command starts over with its own size.
+    out = tmp_path / "fresh.jsonl"
+    assert interrupted("score", pq_dir, out, 0, monkeypatch) == []
+    code, _, err = run_cli(["score", "--dataset", str(pq_dir), "--model", "fake", "--shard-rows", "3", "-o", str(out)], capsys)
+    assert code == 0 and "resuming" not in err and len(records(out.read_text())) > 40
+    # A finished shard of 2 rows: another size would cut rows differently, so it is refused ...
+    out = tmp_path / "half.jsonl"
+    assert interrupted("score", pq_dir, out, 1, monkeypatch) == [0]
+    code, _, err = run_cli(["score", "--dataset", str(pq_dir), "--model", "fake", "--shard-rows", "3", "-o", str(out)], capsys)
+    assert code == 2 and "other settings or data (shard_rows)" in err
+    # ... and without --shard-rows the run resumes with the size it started with.
+    code, _, err = run_cli(["score", "--dataset", str(pq_dir), "--model", "fake", "-o", str(out)], capsys)
+    assert code == 0 and "resuming: 1 shard(s), 2 row(s) already done" in err

@@ -128,3 +128,25 @@ def test_real_proxy_two_workers_equal_local(tmp_path, cluster, capsys):
     for x, y in zip(*outs):
         assert {k: v for k, v in x.items() if k != "entropy_bits"} == {k: v for k, v in y.items() if k != "entropy_bits"}
         assert math.isclose(x["entropy_bits"], y["entropy_bits"], abs_tol=TOL)
+
+
+def test_default_shards_give_every_worker_a_shard_and_progress_counts_inside_them(tmp_path, pq_dir, cluster, capsys, monkeypatch):
+    from test_output_progress import trackers
+
+    seen = trackers(monkeypatch)
+    # 7 rows, 2 workers, no --shard-rows: shards of 4 rows (not one of 64), one per worker
+    code, _, err = run_cli(["score", "--dataset", str(pq_dir), "--model", "fake", "--engine", "ray", "--workers", "2", "-o", str(tmp_path / "s.jsonl")], capsys)
+    assert code == 0 and "Ray: 2 of 2 workers got shards (2 shard(s) of up to 4 rows)" in err
+    work = seen[0].snapshot()
+    assert (work.rows, work.rows_total, work.rows_planned) == (7, 7, 7)
+    assert work.steps == work.steps_total > 7 and work.tokens == work.tokens_total > 1000
+    # one shard for two workers: said, with what to do
+    code, _, err = run_cli(["score", "--dataset", str(pq_dir), "--model", "fake", "--engine", "ray", "--workers", "2", "--shard-rows", "64", "-o", str(tmp_path / "t.jsonl")], capsys)
+    assert code == 0 and "1 of 2 Ray workers got a shard: 7 row(s) in 1 shard(s) of up to 64 rows" in " ".join(err.split())
+
+
+def test_local_cluster_workers_run_at_normal_priority_and_wait_passively(cluster):
+    def probe():
+        return os.nice(0), os.environ.get("OMP_WAIT_POLICY")
+
+    assert ray.get(ray.remote(probe).remote()) == (os.nice(0), "PASSIVE")

@@ -1,21 +1,177 @@
-"""Progress off a terminal: a long run in CI or a log says how far it got (fresh-user trial)."""
+"""Progress of long runs: done / total and the time left, on a timer off a terminal (issue 22 §2)."""
+
+import threading
+import time
+
+import pytest
 
 from iclr_cli.render.output import Output
+from iclr_cli.render.progress import Count, Ticker, Timer, Tracker, Work, duration, progress_line, seconds_left
 
 
-def test_progress_off_a_terminal_prints_counts_and_rates(capsys):
-    out = Output(None)
-    with out.progress("scoring steps", every_s=0.0) as advance:
+def test_line_gives_done_of_total_and_the_time_left():
+    counts = [Count("steps", 47, 120), Count("tokens", 12_345, 40_000)]
+    assert progress_line("scoring", counts, 673.4, 1495.0) == \
+        "scoring: 47/120 steps, 12,345/40,000 tokens, 11 min 13 s, about 24 min 55 s left"
+    # totals of the input read so far are marked, and there is no estimate without one
+    assert progress_line("scoring", [Count("steps", 3, 10, growing=True), Count("runs", 2)], 5, None) == \
+        "scoring: 3/10+ steps, 2 runs, 5 s"
+    assert duration(7384) == "2 h 3 min"
+
+
+def test_time_left_is_the_average_rate_so_far():
+    # 100 of 400 tokens in 30 s: 300 more at the same rate
+    assert seconds_left(Count("tokens", 100, 400), 30.0) == pytest.approx(90.0)
+    # a dataset knows the tokens of the rows it started (5 of 20): stretched to every row
+    assert seconds_left(Count("tokens", 100, 400), 30.0, scale=4.0) == pytest.approx(450.0)
+    for pace in (Count("tokens", 0, 400), Count("tokens", 100), Count("tokens", 100, 400, growing=True)):
+        assert seconds_left(pace, 30.0) is None
+
+
+def test_dataset_work_scales_by_rows_and_knows_when_it_cannot():
+    work = Work(steps=2, steps_total=8, tokens=100, tokens_total=400, rows=0, rows_planned=5, rows_total=20)
+    assert work.left(30.0) == pytest.approx(450.0) and work.fraction() == pytest.approx(100 / 1600)
+    assert Work(tokens=100, tokens_total=400, rows_planned=5).left(30.0) is None  # rows not counted
+    assert [c.shown() for c in work.counts(rows=True)] == ["2/8 steps", "100/400 tokens", "0/20 rows"]
+    remote = Work(steps=1, steps_total=3, tokens=50, tokens_total=90, rows_planned=2)
+    merged = work.plus(remote)
+    assert (merged.steps, merged.steps_total, merged.tokens, merged.tokens_total, merged.rows_planned) == (3, 11, 150, 490, 7)
+
+
+def test_timer_prints_while_no_step_completes_and_ends_on_the_final_counts():
+    # The bug: lines came only when a step completed, so one long step left the log silent.
+    tracker = Tracker("scoring")
+    tracker.plan(4, 1000)
+    tracker.step(250)
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def emit(line: str) -> None:
+        lines.append(line)
+        if len(lines) >= 2:
+            seen.set()
+
+    timer = Timer(tracker, emit, 0.02).start()
+    assert seen.wait(10), "the timer printed nothing while no step completed"
+    tracker.step(750)
+    timer.stop()
+    assert lines[0].startswith("scoring: 1/4 steps, 250/1,000 tokens, ") and lines[1].startswith("scoring: 1/4 steps")
+    assert lines[-1].startswith("scoring: 2/4 steps, 1,000/1,000 tokens, ")
+    assert lines[-1].endswith("about 0 s left")
+
+
+def test_timer_that_never_printed_adds_no_final_line():
+    lines: list[str] = []
+    timer = Timer(Ticker("replay", 3, "runs"), lines.append, 3600).start()
+    timer.stop()
+    assert lines == []
+
+
+def test_output_progress_off_a_terminal_and_quiet(capsys):
+    with Output(None).progress("replay", 4, unit="runs", every_s=0.02) as advance:
         advance()
-        advance(2)
+        time.sleep(0.2)
+        advance(3)
     lines = capsys.readouterr().err.splitlines()
-    assert [line.split(" (")[0] for line in lines] == ["scoring steps: 1 steps", "scoring steps: 3 steps"]
-    assert all(line.endswith(" s") and "/s)" in line for line in lines)
-
-
-def test_progress_is_silent_when_quiet_or_between_intervals(capsys):
-    with Output(None, quiet=True).progress("x", every_s=0.0) as advance:
-        advance()
-    with Output(None).progress("y", every_s=3600.0) as advance:
-        advance()
+    assert lines and lines[0].startswith("replay: 1/4 runs, ")
+    assert lines[-1].startswith("replay: 4/4 runs, ")
+    with Output(None, quiet=True).tracker("x", every_s=0.02) as tracker:
+        tracker.plan(1, 10)
+        time.sleep(0.1)
+        tracker.step(10)
     assert capsys.readouterr().err == ""
+
+
+def trackers(monkeypatch) -> list[Tracker]:
+    """Every Tracker the commands open, kept for inspection after the run."""
+    import contextlib
+
+    seen: list[Tracker] = []
+    original = Output.tracker
+
+    @contextlib.contextmanager
+    def tracker(self, *args, **kwargs):
+        with original(self, *args, **kwargs) as t:
+            seen.append(t)
+            yield t
+
+    monkeypatch.setattr(Output, "tracker", tracker)
+    return seen
+
+
+def test_score_and_prune_count_every_step_and_token_of_the_file(monkeypatch, tmp_path):
+    from iclr_cli.cli.app import main
+    from iclr_cli.formats import registry
+    from iclr_cli.pipeline import step_tokens
+    from iclr_cli.scoring.fake import RegexTokenizer
+
+    seen = trackers(monkeypatch)
+    sample = "sample_trajectories/openai_chat.json"
+    for command in (["score", sample, "-o", str(tmp_path / "s.jsonl")], ["prune", sample, "-o", str(tmp_path / "p.json")]):
+        with pytest.raises(SystemExit) as exc:
+            main([*command, "--model", "fake", "-q"])
+        assert exc.value.code == 0
+    _, doc = registry.load(sample)
+    weights = step_tokens(doc.trajectories, RegexTokenizer())
+    assert len(seen) == 2 and len(weights) == 3
+    for tracker in seen:
+        work = tracker.snapshot()
+        assert (work.steps, work.steps_total) == (3, 3) and not work.growing
+        assert work.tokens == work.tokens_total == sum(weights.values()) > 100
+
+
+def test_dataset_run_counts_rows_steps_and_tokens_inside_shards(monkeypatch, tmp_path):
+    from corpus_data import real_rows, write_parquet
+
+    from iclr_cli.cli.app import main
+
+    seen = trackers(monkeypatch)
+    src = write_parquet(tmp_path / "pq", real_rows())
+    with pytest.raises(SystemExit) as exc:
+        main(["score", "--dataset", str(src), "--model", "fake", "--shard-rows", "3", "-q", "-o", str(tmp_path / "s.jsonl")])
+    assert exc.value.code == 0
+    work = seen[0].snapshot()
+    assert (work.rows, work.rows_total, work.rows_planned) == (7, 7, 7)
+    assert work.steps == work.steps_total > 7 and work.tokens == work.tokens_total > 1000
+
+
+def test_terminal_bar_draws_the_same_counts():
+    import io
+
+    from rich.console import Console
+
+    from iclr_cli.render.progress import Bar
+
+    tracker = Tracker("scoring")
+    tracker.plan(4, 1000)
+    tracker.step(500)
+    console = Console(file=io.StringIO(), force_terminal=True, width=200, color_system=None)
+    console.print(Bar(tracker))
+    drawn = console.file.getvalue()
+    assert "scoring: 1/4 steps, 500/1,000 tokens" in drawn and "━" in drawn
+    assert tracker.fraction() == 0.5 and Ticker("replay", None, "runs").fraction() is None
+
+
+def test_documents_are_read_one_ahead_so_the_last_is_known():
+    from iclr_cli.pipeline import with_last
+
+    assert list(with_last(iter("abc"))) == [("a", False), ("b", False), ("c", True)]
+    assert list(with_last(iter(()))) == []
+
+
+def test_chunked_file_totals_are_final_once_its_last_chunk_is_read(monkeypatch, tmp_path):
+    import json
+
+    from iclr_cli.cli.app import main
+
+    seen = trackers(monkeypatch)
+    growing: list[bool] = []
+    monkeypatch.setattr(Tracker, "growing", lambda self, value: growing.append(value))
+    chat = json.loads(open("sample_trajectories/openai_chat.json").read())
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps({"messages": chat}) + "\n" for _ in range(300)))  # 2 chunks of 256 lines
+    with pytest.raises(SystemExit) as exc:
+        main(["prune", str(path), "--model", "fake", "-q", "-o", str(tmp_path / "out.jsonl")])
+    assert exc.value.code == 0 and growing == [True, False]
+    work = seen[0].snapshot()
+    assert work.steps == work.steps_total == 900

@@ -38,6 +38,9 @@ def _free_port() -> int:
     (["--upstream", "http://127.0.0.1:9/v1", "--dtype", "int8"], "'float32'"),
     (["--upstream", "http://127.0.0.1:9/v1", "--block-split", "words"], "'paragraph'"),
     (["--upstream", "http://127.0.0.1:9/v1", "--log-level", "loud"], "'warning'"),
+    (["--upstream", "http://127.0.0.1:9/v1", "--upstream-kind", "nope"], "'anthropic'"),
+    # only a provider that documents what may be left out offers the drop
+    (["--upstream", "http://127.0.0.1:9/v1", "--sealed", "drop-previous-turns"], "documents nothing that may be left out"),
 ])
 def test_usage_errors_exit_2(args, message):
     env = _env()
@@ -72,6 +75,7 @@ def test_serve_process_prints_url_uses_env_key_and_logs_no_key(tmp_path):
             out, err = proc.communicate(timeout=30)
     assert up.headers[0]["authorization"] == f"Bearer {secret}"
     assert f"point agents at http://127.0.0.1:{port}/v1" in err
+    assert "upstream kind local (127.0.0.1 is a loopback or private address): plain reasoning, compressed in place" in err
     assert secret not in out + err and "sk-client-other" not in out + err
     assert proc.returncode == 130 and "iclr: interrupted" in err  # Ctrl-C is how a server stops
 

@@ -77,7 +77,10 @@ def _interruptible() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; never returns (exits with the command's code)."""
     from iclr_cli.errors import IclrError
+    from iclr_cli.scoring.threads import choose_wait_policy
 
+    # Before anything can import torch: its OpenMP runtime reads the wait policy when it loads.
+    choose_wait_policy()
     click_error, usage_error, exit_, abort = _click_exceptions()
     _interruptible()
     app = build_app()

@@ -54,6 +54,18 @@ def report_reading(out: Output, doc: Document, *, strict: bool) -> None:
         raise InputError(doc.source, f"{n} assistant-turn text{'s' if n != 1 else ''} in fields or markup not read as reasoning or action (--strict); see the warnings above")
 
 
+def warn_one_block(out: Output, trajectories, splitter: str) -> bool:
+    """Before a long scoring run: warn when most steps with reasoning hold one block (see
+    :func:`iclr_cli.pipeline.one_block_note`). Returns whether it warned."""
+    from iclr_cli.pipeline import block_counts, one_block_note
+
+    with_reasoning, one = block_counts(trajectories, splitter)
+    note = one_block_note(one, with_reasoning, splitter)
+    if note:
+        out.warn(note)
+    return note is not None
+
+
 @contextlib.contextmanager
 def interruptible(out: Output, done: Callable[[], str]) -> Iterator[None]:
     """Turn Ctrl-C inside the block into :class:`~iclr_cli.errors.Interrupted` (exit 130) with
@@ -64,24 +76,39 @@ def interruptible(out: Output, done: Callable[[], str]) -> Iterator[None]:
         raise out.interrupted(done()) from None
 
 
-def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: str, command: str = "prune") -> None:
+# ``score`` scores every step with blocks; ``prune`` only those whose selection depends on
+# the scores (Settings.score_all): the label says which, so the two summaries' scored,
+# windowed and context rows differ visibly for that reason.
+SCORED_LABEL = {"score": "steps scored (every step with blocks)", "prune": "steps scored (only where BottomK can remove a block)"}
+
+
+def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: str, command: str = "prune", splitter: str | None = None) -> None:
     """The run summary table on stderr (``command``: ``score`` or ``prune``). Reasoning tokens
-    follow the one accounting of :mod:`iclr_cli.token_accounting`."""
+    follow the one accounting of :mod:`iclr_cli.token_accounting`. With ``splitter`` (the
+    ``--block-split`` of a variant that ranks blocks), a warning when most steps with reasoning
+    hold one block names a finer one."""
+    from iclr_cli.pipeline import one_block_note
+
     selected = "blocks selected" if command == "score" else "blocks removed"  # score only reports what the variant would remove
     rows = [
         ("trajectories", summary.trajectories),
         ("steps", summary.steps),
         ("steps with reasoning", summary.steps_with_reasoning),
+        ("steps with one block (N = 1)", summary.one_block),
         ("reasoning blocks", summary.blocks),
         (selected, summary.removed),
         *summary_rows(summary.tokens, tokenizer_name),
-        ("steps windowed", summary.windowed),
+        (SCORED_LABEL.get(command, "steps scored"), summary.scored),
+        ("scored steps windowed (over --max-tokens)", summary.windowed),
         *([("context (scored steps)", ", ".join(f"{mode} {n}" for mode, n in sorted(summary.contexts.items())))]
           if summary.contexts else []),
         ("steps skipped", len(summary.skipped)),
         ("unrecognised", summary.unrecognised),
     ]
     out.table(f"iclr {command} --variant {variant}", ["", "value"], rows)
+    note = one_block_note(summary.one_block, summary.steps_with_reasoning, splitter) if splitter else None
+    if note:
+        out.warn(note)
     for line in summary.skipped:
         out.warn(f"not pruned: {line}")
     missed = summary.not_as_asked

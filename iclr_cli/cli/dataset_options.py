@@ -10,7 +10,7 @@ Dataset = Annotated[Optional[str], typer.Option("--dataset", help="Read one traj
 DatasetSplit = Annotated[Optional[str], typer.Option("--split", "--dataset-split", help="Split of --dataset to read: train (default), test, ...", rich_help_panel="Datasets", show_default=False)]
 Column = Annotated[str, typer.Option("--column", help="Column holding the trajectory: an OpenAI message list, or a JSON string in any format iclr reads.", rich_help_panel="Datasets")]
 IdColumn = Annotated[str, typer.Option("--id-column", help="Column holding each row's id (records' 'trajectory'); with the default 'id', the row index when the dataset has no such column.", rich_help_panel="Datasets")]
-ShardRows = Annotated[int, typer.Option("--shard-rows", min=1, help="Rows per shard: the unit of work, of batching across trajectories and of resuming.", rich_help_panel="Datasets")]
+ShardRows = Annotated[Optional[int], typer.Option("--shard-rows", min=1, help="Rows per shard: the unit of work, of batching across trajectories and of resuming. Default 64, or rows / workers with --engine ray when that is fewer (every worker gets a shard); a resumed run keeps its own.", rich_help_panel="Datasets", show_default=False)]
 Engine = Annotated[str, typer.Option("--engine", help="local (this process) or ray (Ray Data with an actor pool of scorers).", rich_help_panel="Datasets")]
 Workers = Annotated[int, typer.Option("--workers", min=1, help="Scorer actors of --engine ray, each with its own proxy model.", rich_help_panel="Datasets")]
 GpusPerWorker = Annotated[float, typer.Option("--num-gpus-per-worker", min=0.0, help="GPUs each --engine ray actor reserves (fractions share a GPU; 0: CPU).", rich_help_panel="Datasets")]

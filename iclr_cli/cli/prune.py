@@ -36,7 +36,7 @@ def prune(
     dataset_split: dopt.DatasetSplit = None,
     column: dopt.Column = "messages",
     id_column: dopt.IdColumn = "id",
-    shard_rows: dopt.ShardRows = 64,
+    shard_rows: dopt.ShardRows = None,
     engine: dopt.Engine = "local",
     workers: dopt.Workers = 1,
     num_gpus_per_worker: dopt.GpusPerWorker = 0.0,
@@ -50,12 +50,12 @@ def prune(
     With --dataset -o OUT_DIR: the dataset back as parquet, same rows in the same order, only
     the trajectory column pruned; an interrupted run restarted with the same -o resumes.
     """
-    from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_precision
+    from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_one_block, warn_precision
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
     from iclr_cli.formats.writeback import write_document
-    from iclr_cli.pipeline import Summary, as_written, build_engines, compress_document, open_inputs
+    from iclr_cli.pipeline import Summary, as_written, build_engines, compress_document, open_inputs, track_steps, with_last
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
 
@@ -78,6 +78,7 @@ def prune(
     if input is None:
         raise UsageError("give a trajectory file ('-' for stdin) or --dataset")
     summary = Summary()
+    warned = False
 
     def done() -> str:
         return f"interrupted after {summary.trajectories} trajectories"
@@ -91,13 +92,17 @@ def prune(
         # Steps whose BottomK cannot depend on the scores (N = 1) are not scored: same output.
         settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
         encode = item.output_encoder()  # a UTF-16/32 input is written back in its encoding
-        with out.stream() as sink, out.progress(f"pruning ({parsed.name})") as advance:
-            for doc in item.documents(skip_bad_lines=skip_bad_lines):
+        with out.stream() as sink, out.tracker(f"pruning ({parsed.name})") as progress:
+            for doc, last in with_last(item.documents(skip_bad_lines=skip_bad_lines)):
+                progress.growing(not last)  # the totals are final once the last document is read
                 report_reading(out, doc, strict=strict)
-                results = compress_document(doc, settings, scorer, tokenizer, on_step=lambda _r: advance())
+                if parsed.needs_scores and not warned:
+                    warned = warn_one_block(out, doc.trajectories, splitter)  # before a long run, not after
+                on_step = track_steps(progress, doc.trajectories, tokenizer)
+                results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step)
                 wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=edits)
                 sink.write(encode(wrote.data))
                 # Count what was written, not what compression asked for (Codex items dropped
                 # whole or kept unedited).
                 summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
-    print_summary(out, summary, tokenizer.name, parsed.name)
+    print_summary(out, summary, tokenizer.name, parsed.name, splitter=splitter if parsed.needs_scores else None)

@@ -35,7 +35,7 @@ def score(
     dataset_split: dopt.DatasetSplit = None,
     column: dopt.Column = "messages",
     id_column: dopt.IdColumn = "id",
-    shard_rows: dopt.ShardRows = 64,
+    shard_rows: dopt.ShardRows = None,
     engine: dopt.Engine = "local",
     workers: dopt.Workers = 1,
     num_gpus_per_worker: dopt.GpusPerWorker = 0.0,
@@ -50,12 +50,12 @@ def score(
     also carry 'row' (JSONL or, for -o X.parquet, parquet); an interrupted run restarted with
     the same -o resumes.
     """
-    from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_precision
+    from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_one_block, warn_precision
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
     from iclr_cli.formats.writeback import write_document
-    from iclr_cli.pipeline import IdRegistry, Summary, as_written, build_engines, compress_document, open_inputs, score_records
+    from iclr_cli.pipeline import IdRegistry, Summary, as_written, build_engines, compress_document, open_inputs, score_records, track_steps, with_last
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
 
@@ -74,6 +74,7 @@ def score(
         raise UsageError("give trajectory files ('-' for stdin) or --dataset")
     summary, ids = Summary(), IdRegistry()
     records = 0
+    warned = False
 
     def done() -> str:
         return f"interrupted after {summary.trajectories} trajectories ({records} block records)"
@@ -86,12 +87,17 @@ def score(
         warn_precision(out, config)
         scorer, tokenizer = build_engines(parsed, config)
         settings = Settings(parsed, ratio=ratio, splitter=splitter)
-        with out.stream() as sink, out.progress("scoring steps") as advance:
-            for item in items:
-                for doc in item.documents(skip_bad_lines=skip_bad_lines):
+        with out.stream() as sink, out.tracker("scoring") as progress:
+            for n, item in enumerate(items, 1):
+                for doc, last in with_last(item.documents(skip_bad_lines=skip_bad_lines)):
+                    # the totals are final once the last document of the last input is read
+                    progress.growing(not last or n < len(items))
                     ids.check(item.path, doc)
                     report_reading(out, doc, strict=strict)
-                    results = compress_document(doc, settings, scorer, tokenizer, on_step=lambda _r: advance())
+                    if parsed.needs_scores and not warned:
+                        warned = warn_one_block(out, doc.trajectories, splitter)  # before a long run, not after
+                    on_step = track_steps(progress, doc.trajectories, tokenizer)
+                    results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step)
                     lines = list(score_records(item.path, results, parsed))
                     sink.write(out.encode_records(lines))
                     records += len(lines)
@@ -99,4 +105,4 @@ def score(
                     # accounting: Codex items dropped whole or kept unedited count as written).
                     wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=OpaqueEdits(opaque.value))
                     summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
-    print_summary(out, summary, tokenizer.name, parsed.name, command="score")
+    print_summary(out, summary, tokenizer.name, parsed.name, command="score", splitter=splitter if parsed.needs_scores else None)

@@ -1,4 +1,4 @@
-"""``iclr serve``: an OpenAI-compatible proxy that compresses any agent's reasoning on the wire."""
+"""``iclr serve``: a proxy (chat completions, Anthropic Messages, OpenAI Responses) that compresses any agent's reasoning on the wire."""
 
 from __future__ import annotations
 
@@ -6,12 +6,17 @@ from typing import Annotated, Optional
 
 import typer
 
+from iclr_cli import providers
 from iclr_cli.cli import options as opt
 
 LogLevel = opt.choices("LogLevel", ("critical", "error", "warning", "info", "debug"))
+UpstreamKind = opt.choices("UpstreamKind", providers.names())
+Sealed = opt.choices("Sealed", ("keep", "drop-previous-turns"))
 
 def serve(
-    upstream: Annotated[str, typer.Option("--upstream", help="The upstream's OpenAI base URL, e.g. https://api.deepseek.com or http://127.0.0.1:8000/v1.", show_default=False)],
+    upstream: Annotated[str, typer.Option("--upstream", help="The upstream's base URL, where /v1 would end: https://api.deepseek.com, http://127.0.0.1:8000/v1, https://api.anthropic.com/v1, https://api.deepseek.com/anthropic/v1.", show_default=False)],
+    upstream_kind: Annotated[Optional[UpstreamKind], typer.Option("--upstream-kind", help="Which reasoning rule the upstream follows (README, 'Each provider's reasoning rules'); default: guessed from the URL (loopback or private address: local, plain text).", show_default=False)] = None,
+    sealed: Annotated[Sealed, typer.Option("--sealed", help="Signed or encrypted reasoning of a sealed upstream: keep it all (default), or drop-previous-turns: leave out what the provider documents as legal (earlier turns' thinking / reasoning items).")] = Sealed("keep"),
     host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback exposes the proxy (and your upstream key) to the network.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8788,
     variant: Annotated[str, typer.Option("--variant", "-v", help="none, iclr, step-only, delete-all, random-R (e.g. random-10).")] = "iclr",
@@ -24,6 +29,9 @@ def serve(
     device: opt.Device = None,
     batch_size: opt.BatchSize = 8,
     block_split: opt.BlockSplit = opt.PARAGRAPH,
+    cache_tokens: Annotated[Optional[int], typer.Option("--cache-tokens", min=1, help="Key/value tokens the proxy model keeps over all live conversations' scorer state, least recently used evicted first (default: from free memory).", show_default=False)] = None,
+    no_prefix_cache: Annotated[bool, typer.Option("--no-prefix-cache", help="Score every step from scratch instead of keeping each conversation's scorer state (verification, benchmarks).")] = False,
+    eager_scoring: Annotated[bool, typer.Option("--eager-scoring/--no-eager-scoring", help="Score a reply's reasoning as soon as it was relayed, while the agent runs its tool, so the next request finds it done.")] = True,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the upstream key; it replaces the client's Authorization header (default: the client's header is forwarded).")] = None,
     state_dir: Annotated[Optional[str], typer.Option("--state-dir", help="Keep conversation state in DIR/serve.sqlite3 so a restart sends the same bytes (default: memory only).")] = None,
     max_conversations: Annotated[int, typer.Option("--max-conversations", min=1, help="Conversations kept (least recently used evicted).")] = 1000,
@@ -33,7 +41,8 @@ def serve(
     log_level: Annotated[LogLevel, typer.Option("--log-level", help="Log level of the proxy and uvicorn.")] = LogLevel("warning"),
     quiet: opt.Quiet = False,
 ) -> None:
-    """Run an OpenAI-compatible proxy in front of UPSTREAM that compresses reasoning online.
+    """Run a proxy in front of UPSTREAM that compresses reasoning online (chat completions,
+    Anthropic Messages for Claude Code, OpenAI Responses for Codex).
 
     Point an agent's base URL at the printed URL. The first request of a conversation and the
     step in progress are sent as they are; each completed step's reasoning is compressed once
@@ -61,7 +70,7 @@ def serve(
         import uvicorn
     except ImportError as exc:
         raise IclrError(f"iclr serve needs its extra: pip install 'iclr-cli[serve]' ({exc})") from None
-    from iclr_cli.serve.server import ServeOptions, build, listen, uvicorn_config
+    from iclr_cli.serve.server import ServeOptions, build, listen, upstream_kind as resolve_kind, uvicorn_config
     from iclr_cli.serve.upstream import redact
 
     options = ServeOptions(
@@ -82,14 +91,26 @@ def serve(
         restore_reasoning=restore_reasoning,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         request_timeout=request_timeout,
+        prefix_cache=not no_prefix_cache,
+        cache_tokens=cache_tokens,
+        eager_scoring=eager_scoring,
+        upstream_kind=upstream_kind.value if upstream_kind is not None else None,
+        sealed=sealed.value,
     )
     logging.basicConfig(level=getattr(logging, log_level.value.upper()), format="iclr serve: %(levelname)s: %(message)s")
+    kind, why = resolve_kind(options)
     warn_precision(output, scorer_config(proxy_model, max_tokens, options.overflow, options.dtype, False, batch_size, device))
     sock = listen(host, port)  # before loading anything big: a busy port fails at once
     try:
         app, state = build(options)
+        # The event loop shares the CPUs with the scorer's intra-op pool (issue 21).
+        from iclr_cli.scoring.threads import available_cpus, limit_torch, serve_threads
+
+        limit_torch(serve_threads(available_cpus()))
         shown = "[" + host + "]" if ":" in host else host
         output.info(f"iclr serve: point agents at http://{shown}:{port}/v1 (upstream {redact(upstream)}, variant {variant}, proxy {state.tokenizer.name}); stats at /stats")
+        handled = "compressed in place" if not kind.sealed else "signed and encrypted reasoning left sealed" + (", earlier turns' dropped" if options.sealed != "keep" else "")
+        output.info(f"iclr serve: upstream kind {kind.name} ({why}): {kind.reasoning} reasoning, {handled}; --upstream-kind to change")
         if host not in ("127.0.0.1", "localhost", "::1"):
             output.warn(f"--host {host}: the proxy is reachable from the network; anyone who reaches it uses your upstream{' key' if api_key else ''}")
         server = uvicorn.Server(uvicorn_config(app, host, port, log_level.value))

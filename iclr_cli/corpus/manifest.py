@@ -64,6 +64,23 @@ class Manifest:
                 "rerun with the same ones to resume, or remove it to start over"
             )
 
+    @staticmethod
+    def recorded(path: str) -> tuple[dict, int] | None:
+        """The settings stored in the manifest at ``path`` and its number of finished shards,
+        read without changing anything; ``None`` when there is no readable manifest."""
+        if not os.path.isfile(path):
+            return None
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                row = db.execute("SELECT value FROM run WHERE key = 'settings'").fetchone()
+                finished = db.execute("SELECT COUNT(*) FROM shards").fetchone()[0]
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return None
+        return (orjson.loads(row[0]), finished) if row else None
+
     def finished(self) -> dict[int, ShardEntry]:
         """Finished shards by number."""
         rows = self._db.execute("SELECT shard, first_row, n_rows, stats FROM shards ORDER BY shard").fetchall()

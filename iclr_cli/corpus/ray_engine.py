@@ -13,6 +13,17 @@ node, where the files are.
 one. On a local cluster workers import this very ``iclr_cli`` (its folder goes on their
 ``PYTHONPATH``); on an existing cluster the package is shipped to the workers with the job
 (``runtime_env`` ``py_modules``), so nodes need only its dependencies.
+
+CPUs (issue 21): each actor reserves its share of a node's CPUs
+(:func:`~iclr_cli.scoring.threads.actor_cpus`), and Ray sets its ``OMP_NUM_THREADS`` to it,
+so actors sharing a node divide its cores instead of each using one or all; workers get the
+driver's OpenMP wait policy. A local cluster is sized to the CPUs this process may use and its
+workers run at the driver's priority: Ray starts workers at nice 15 (``RAY_worker_niceness``)
+so that its own daemons stay responsive on a shared cluster, which on a busy laptop or CI
+machine starves the scoring. An existing cluster keeps its own setting.
+
+Progress (issue 22): the scorer actors report the steps and tokens inside their shards to a
+counter actor that the driver's progress polls (:mod:`iclr_cli.corpus.ray_progress`).
 """
 
 from __future__ import annotations
@@ -31,9 +42,11 @@ from ray.data.datasource import Datasource, ReadTask
 
 import iclr_cli
 from iclr_cli.corpus.local import columns_needed
-from iclr_cli.corpus.shard import Job, ShardProcessor
+from iclr_cli.corpus.ray_progress import Poller, ProgressCounter, RemoteProgress
+from iclr_cli.corpus.shard import WORKER, Job, ShardProcessor
 from iclr_cli.corpus.source import read_shards
 from iclr_cli.errors import IclrError
+from iclr_cli.scoring import threads
 
 
 @dataclass(frozen=True)
@@ -44,14 +57,15 @@ class RayOptions:
         workers: actors in the scorer pool (``--workers``), each with its own proxy model.
         gpus_per_worker: GPUs each actor reserves (``--num-gpus-per-worker``; fractions share
             a GPU); 0 scores on CPU.
-        cpus_per_worker: CPUs each actor reserves (torch uses that many threads).
+        cpus_per_worker: CPUs each actor reserves (torch uses that many threads); ``None``:
+            the actors' share of the nodes' CPUs (:func:`~iclr_cli.scoring.threads.actor_cpus`).
         address: cluster to join (``--ray-address``); ``None`` uses ``RAY_ADDRESS`` when set,
             else starts a local cluster for the run.
     """
 
     workers: int = 1
     gpus_per_worker: float = 0.0
-    cpus_per_worker: float = 1.0
+    cpus_per_worker: float | None = None
     address: str | None = None
 
 
@@ -113,8 +127,10 @@ def _actor_class(job: Job) -> type:
     argument, which Ray would keep in the object store for restarts)."""
 
     class ShardActor:
-        def __init__(self):
-            self.processor = ShardProcessor(job)
+        def __init__(self, counter=None):
+            self.progress = RemoteProgress(counter) if counter is not None else None
+            self.processor = ShardProcessor(job, self.progress)
+            self.worker = ray.get_runtime_context().get_actor_id() or str(os.getpid())
 
         def __call__(self, batch):
             import pyarrow as pa
@@ -122,12 +138,25 @@ def _actor_class(job: Job) -> type:
             try:
                 out = [to_ipc(self.processor(from_ipc(data))) for data in batch.column(PAYLOAD).to_pylist()]
                 errors = [None] * len(out)
+                if self.progress is not None:
+                    self.progress.sync()
             except IclrError as exc:
                 # Ray would pass on only the traceback's text; the driver re-raises this.
                 out, errors = [b""], [orjson.dumps({"message": str(exc), "exit_code": exc.exit_code}).decode()]
-            return pa.table({PAYLOAD: pa.array(out, pa.large_binary()), FAILURE: pa.array(errors, pa.string())})
+            return pa.table({PAYLOAD: pa.array(out, pa.large_binary()), FAILURE: pa.array(errors, pa.string()),
+                             WORKER: pa.array([self.worker] * len(out), pa.string())})
 
     return ShardActor
+
+
+def worker_env(environ=None, *, local: bool) -> dict[str, str]:
+    """Environment variables for the workers: the OpenMP wait policy, and on a local cluster
+    normal priority (``RAY_worker_niceness=0``) unless the user set a niceness."""
+    environ = os.environ if environ is None else environ
+    env = threads.worker_environment(environ)
+    if local and "RAY_worker_niceness" not in environ:
+        env["RAY_worker_niceness"] = "0"
+    return env
 
 
 def connect(options: RayOptions) -> bool:
@@ -140,12 +169,14 @@ def connect(options: RayOptions) -> bool:
     # output is not forwarded. Errors still arrive as exceptions.
     common = {"logging_level": logging.ERROR, "log_to_driver": False}
     if address:
-        runtime_env = {"py_modules": [os.path.dirname(os.path.abspath(iclr_cli.__file__))], "excludes": ["__pycache__"]}
+        runtime_env = {"py_modules": [os.path.dirname(os.path.abspath(iclr_cli.__file__))], "excludes": ["__pycache__"],
+                       "env_vars": worker_env(local=False)}
         ray.init(address=address, runtime_env=runtime_env, **common)
     else:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-        ray.init(include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}}, **common)
+        ray.init(include_dashboard=False, num_cpus=threads.available_cpus(),
+                 runtime_env={"env_vars": {"PYTHONPATH": path, **worker_env(local=True)}}, **common)
     for name in ("ray", "ray.data"):
         logging.getLogger(name).setLevel(logging.ERROR)
     # Ray Data sizes the pool from the read's one task; the shards it emits spread fine.
@@ -153,15 +184,29 @@ def connect(options: RayOptions) -> bool:
     return True
 
 
-def run_ray(job: Job, skip: Collection[int], options: RayOptions) -> Iterator:
+def node_cpus(gpus_per_worker: float = 0.0) -> list[float]:
+    """The ``CPU`` resource of each live node that can host a scorer actor (one with
+    ``gpus_per_worker`` GPUs when the actors need GPUs)."""
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    return [n["Resources"].get("CPU", 0.0) for n in nodes if n["Resources"].get("GPU", 0.0) >= gpus_per_worker]
+
+
+def run_ray(job: Job, skip: Collection[int], options: RayOptions, progress=None) -> Iterator:
     """Result tables (:mod:`iclr_cli.corpus.shard` layout) of every unfinished shard, in row
-    order, computed on a Ray cluster.
+    order, computed on a Ray cluster, each with :data:`~iclr_cli.corpus.shard.WORKER` (the
+    actor that scored it). ``progress`` (a :class:`~iclr_cli.render.progress.Tracker`) gets
+    the steps and tokens inside the shards through a :class:`ProgressCounter`.
 
     Raises:
         IclrError: an error a worker reported (a bad ``--model``, say), with its message
             and exit code.
     """
     started = connect(options)
+    cpus = options.cpus_per_worker or threads.actor_cpus(node_cpus(options.gpus_per_worker), options.workers)
+    counter = None
+    if progress is not None:
+        counter = ray.remote(num_cpus=0)(ProgressCounter).remote()
+        progress.poll = Poller(counter)
     context = ray.data.DataContext.get_current()
     saved = (context.execution_options.preserve_order, context.enable_progress_bars, context.target_max_block_size)
     try:
@@ -181,19 +226,28 @@ def run_ray(job: Job, skip: Collection[int], options: RayOptions) -> Iterator:
                 batch_size=1,
                 batch_format="pyarrow",
                 zero_copy_batch=True,
+                fn_constructor_kwargs={"counter": counter},
                 compute=ray.data.ActorPoolStrategy(size=options.workers),
-                num_cpus=options.cpus_per_worker,
+                num_cpus=cpus,
                 num_gpus=options.gpus_per_worker or None,
                 # A dead actor stops the run and the same command resumes it. (Ray can
                 # restart actors, but then logs on every run that restarts may fail.)
                 max_restarts=0,
             )
+        import pyarrow as pa
+
         for block in data.iter_batches(batch_size=None, batch_format="pyarrow"):
-            for payload, failure in zip(block.column(PAYLOAD).to_pylist(), block.column(FAILURE).to_pylist()):
+            columns = (block.column(PAYLOAD).to_pylist(), block.column(FAILURE).to_pylist(), block.column(WORKER).to_pylist())
+            for payload, failure, worker in zip(*columns):
                 if failure:
                     raise _remote_error(failure)
-                yield from_ipc(payload)
+                table = from_ipc(payload)
+                yield table.append_column(WORKER, pa.array([worker] * table.num_rows, pa.string()))
     finally:
+        if counter is not None:
+            progress.poll.freeze()  # the final line keeps the last counts
+            if not started:
+                ray.kill(counter)
         context.execution_options.preserve_order, context.enable_progress_bars, context.target_max_block_size = saved
         if started:
             ray.shutdown()

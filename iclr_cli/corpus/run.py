@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from iclr_cli.corpus.manifest import ShardEntry
-from iclr_cli.corpus.shard import ERROR, INTERNAL, RECORDS, STATS, Job, row_error
+from iclr_cli.corpus.shard import ERROR, INTERNAL, RECORDS, STATS, WORKER, Job, row_error
 from iclr_cli.corpus.sinks import PruneSink, ScoreSink
 from iclr_cli.corpus.source import ROW, SHARD, fingerprint, peek_schema
 from iclr_cli.errors import Interrupted, UsageError
@@ -44,13 +44,18 @@ class EngineOptions:
 
 @dataclass
 class RunResult:
-    """What a dataset run did: totals over every shard (resumed ones included)."""
+    """What a dataset run did: totals over every shard (resumed ones included); ``new_rows``
+    and ``new_shards`` are this run's; ``workers`` the Ray actors that returned a shard
+    (``None`` on the local engine)."""
 
     summary: Summary
     tokenizer: str
     rows: int
     shards: int
     resumed_shards: int
+    new_rows: int = 0
+    new_shards: int = 0
+    workers: set[str] | None = None
 
 
 def run_settings(job: Job) -> dict[str, object]:
@@ -66,16 +71,16 @@ def run_settings(job: Job) -> dict[str, object]:
     }
 
 
-def _engine(job: Job, skip: set[int], options: EngineOptions) -> Iterator:
+def _engine(job: Job, skip: set[int], options: EngineOptions, progress) -> Iterator:
     if options.engine == "ray":
         try:
             from iclr_cli.corpus.ray_engine import RayOptions, run_ray
         except ImportError as exc:
             raise UsageError(f"--engine ray needs Ray Data: pip install 'iclr-cli[ray]' ({exc})") from exc
-        return run_ray(job, skip, RayOptions(options.workers, options.gpus_per_worker, address=options.ray_address))
+        return run_ray(job, skip, RayOptions(options.workers, options.gpus_per_worker, address=options.ray_address), progress)
     from iclr_cli.corpus.local import run_local
 
-    return run_local(job, skip)
+    return run_local(job, skip, progress)
 
 
 def merge_summary(into: Summary, other: Summary) -> None:
@@ -91,9 +96,10 @@ def merge_summary(into: Summary, other: Summary) -> None:
             setattr(into, f.name, mine + theirs)
 
 
-def run_dataset(job: Job, options: EngineOptions, target: str | None, out: Output) -> RunResult:
+def run_dataset(job: Job, options: EngineOptions, target: str | None, out: Output, *, rows_total: int | None = None) -> RunResult:
     """Score or prune every row of ``job.dataset`` into ``target`` (see
-    :mod:`iclr_cli.corpus.sinks` for what is written where).
+    :mod:`iclr_cli.corpus.sinks` for what is written where). ``rows_total``: the split's
+    rows when counted, the total of the progress.
 
     Raises:
         UsageError: bad options, a missing column, an output that holds another run.
@@ -120,13 +126,20 @@ def run_dataset(job: Job, options: EngineOptions, target: str | None, out: Outpu
         if sink.complete:
             return result
         n_shards = max(done, default=-1) + 1
+        if options.engine == "ray":
+            result.workers = set()
+        left = None if rows_total is None else max(0, rows_total - result.rows)
         try:
-            with out.throughput(f"iclr {job.command} --dataset", ("rows", "reasoning tokens")) as advance:
-                for table in _engine(job, set(done), options):
+            with out.tracker(f"iclr {job.command} --dataset", rows_total=left, dataset=True) as progress:
+                for table in _engine(job, set(done), options, progress):
                     shard = table.column(SHARD)[0].as_py()
+                    if WORKER in table.column_names and result.workers is not None:
+                        result.workers.add(table.column(WORKER)[0].as_py())
                     entry = _finish_shard(job, shard, table, sink, out)
                     _add_shard(result, entry)
-                    advance(entry.n_rows, pickle.loads(entry.stats)["summary"].tokens_before)
+                    result.new_rows += entry.n_rows
+                    result.new_shards += 1
+                    progress.rows(entry.n_rows)
                     n_shards = max(n_shards, shard + 1)
         except KeyboardInterrupt:
             kept = f"{result.shards} shard(s), {result.rows} row(s) done"

@@ -28,12 +28,13 @@ from iclr_cli.corpus.codec import Cell, CellCodec
 from iclr_cli.corpus.source import ROW, SHARD, DatasetSpec
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import OpaqueEdits
-from iclr_cli.pipeline import ScorerConfig, Summary, as_written, build_engines, score_records
+from iclr_cli.pipeline import ScorerConfig, Summary, as_written, build_engines, score_records, track_steps
 
 RECORDS = "__iclr_records__"
 STATS = "__iclr_stats__"
 ERROR = "__iclr_error__"
-INTERNAL = (ROW, SHARD, RECORDS, STATS, ERROR)
+WORKER = "__iclr_worker__"  # which Ray actor scored the shard (added by the Ray engine)
+INTERNAL = (ROW, SHARD, RECORDS, STATS, ERROR, WORKER)
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,13 @@ class Job:
 
 class ShardProcessor:
     """Callable on one shard's table; builds the scorer on first use. The local engine keeps
-    one; the Ray engine one per actor."""
+    one; the Ray engine one per actor. ``progress`` (``plan`` / ``step``, as
+    :class:`~iclr_cli.render.progress.Tracker`) hears of each shard's steps and tokens before
+    it is scored and of every step as it completes."""
 
-    def __init__(self, job: Job):
+    def __init__(self, job: Job, progress=None):
         self.job = job
+        self.progress = progress
         self._engines = None
 
     def engines(self):
@@ -115,7 +119,8 @@ class ShardProcessor:
             if cell is not None
             for traj, name in zip(cell.doc.trajectories, row_names)
         ]
-        results = iter(compress_trajectories(flat, job.settings, scorer, tokenizer))
+        on_step = track_steps(self.progress, flat, tokenizer, rows=len(rows)) if self.progress is not None else None
+        results = iter(compress_trajectories(flat, job.settings, scorer, tokenizer, on_step=on_step))
         per_row = [[next(results) for _ in cell.doc.trajectories] if cell is not None else [] for cell in cells]
 
         records, stats, new_cells = [], [], []

@@ -50,6 +50,28 @@ def _atomic_write(path: str, write) -> None:
         raise
 
 
+def manifest_path(command: str, target: str | None) -> str | None:
+    """Where the manifest of a ``command`` run into ``target`` lives (``None``: a ``score``
+    to stdout keeps none)."""
+    if target in (None, "-"):
+        return None
+    if command == "score":
+        folder, name = os.path.split(os.path.abspath(target))
+        return os.path.join(folder, f".{name}.iclr-parts", "manifest.sqlite")
+    return os.path.join(target, ".iclr", "manifest.sqlite")
+
+
+def resumed_shard_rows(command: str, target: str | None) -> int | None:
+    """``--shard-rows`` of the earlier run into ``target`` when it finished a shard (a resumed
+    run must keep it), else ``None``."""
+    path = manifest_path(command, target)
+    found = Manifest.recorded(path) if path else None
+    if found is None or not found[1]:
+        return None
+    rows = found[0].get("shard_rows")
+    return rows if isinstance(rows, int) else None
+
+
 class ScoreSink:
     """Score records of finished shards; see the module docstring.
 
@@ -68,9 +90,9 @@ class ScoreSink:
             return
         if not self.target.endswith((".jsonl", ".parquet")):
             raise UsageError(f"-o {self.target}: score --dataset writes .jsonl or .parquet")
-        folder, name = os.path.split(os.path.abspath(self.target))
-        self.parts = os.path.join(folder, f".{name}.iclr-parts")
-        self.manifest = Manifest(os.path.join(self.parts, "manifest.sqlite"), settings)
+        path = manifest_path("score", self.target)
+        self.parts = os.path.dirname(path)
+        self.manifest = Manifest(path, settings)
 
     def finished(self) -> dict[int, ShardEntry]:
         return self.manifest.finished() if self.manifest else {}
@@ -160,7 +182,7 @@ class PruneSink:
         self.metadata = schema.metadata
         if os.path.isfile(target) or (os.path.isdir(target) and os.listdir(target) and not os.path.isdir(self.state)):
             raise UsageError(f"-o {target}: exists and is not the output of 'iclr prune --dataset'; choose a new folder")
-        self.manifest = Manifest(os.path.join(self.state, "manifest.sqlite"), settings)
+        self.manifest = Manifest(manifest_path("prune", target), settings)
         os.makedirs(os.path.join(self.state, "shards"), exist_ok=True)
 
     def finished(self) -> dict[int, ShardEntry]:

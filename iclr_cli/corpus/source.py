@@ -131,6 +131,30 @@ def read_shards(spec: DatasetSpec, shard_rows: int, skip: Collection[int] = (), 
         first_row += n
 
 
+def count_rows(spec: DatasetSpec) -> int | None:
+    """Rows in the split, for the progress's total and the default shard size; ``None`` for a
+    Hub dataset (counting would download it) or when the count fails.
+
+    A saved dataset's count is in its metadata; local files are read once, only the trajectory
+    column (a fraction of the time scoring takes). A failure here is left to the run to
+    report: it opens the same stream.
+    """
+    if not spec.is_local:
+        return None
+    try:
+        stream = open_stream(spec)
+        n_rows = getattr(stream, "num_rows", None)  # not on streams; kept should datasets add it
+        if isinstance(n_rows, int):
+            return n_rows
+        batches = stream.select_columns([spec.column]).with_format("arrow").iter(batch_size=1024)
+        try:
+            return sum(table.num_rows for table in batches)
+        finally:
+            getattr(batches, "close", lambda: None)()
+    except Exception:  # the run itself reports a dataset it cannot read
+        return None
+
+
 def peek_schema(spec: DatasetSpec):
     """The Arrow schema of the split (from its first row), with the dataset's metadata.
 

@@ -37,6 +37,7 @@ _ADAPTER_MODULES: list[str] = [
     "litellm_spend",
     "langchain",
     "gemini",
+    "openai_responses",
     "bedrock",
     "anthropic",
     "openai_chat",
@@ -97,7 +98,11 @@ def detect_why(data: bytes, source: str) -> Detection:
         head = head[len(BOM) :]
     if not head.strip():
         raise InputError(source, "file is empty")
-    parsed = Head.of(_parseable_head(head))
+    head = _parseable_head(head)  # a JSONL file with a corrupt line is still text
+    if _holds_nul(head):
+        at = data.find(NUL)
+        raise InputError(source, f"not a text file (byte {at} is NUL: binary data, or compressed); iclr reads trajectories as JSON or JSONL text")
+    parsed = Head.of(head)
     tried = adapters()
     found = [(adapter, m) for adapter in tried if (m := adapter.sniff(parsed))]
     if found:
@@ -108,6 +113,17 @@ def detect_why(data: bytes, source: str) -> Detection:
     width = max(len(a.name) for a in tried)
     listing = "\n".join(f"  {a.name:<{width}}  {a.description}" for a in tried)
     raise InputError(source, f"not a trajectory format iclr reads: none of the {len(tried)} formats tried matched:\n{listing}\nUse --format NAME to read it as one of them.")
+
+
+# UTF-32 and UTF-16 byte order marks (longest first): text whose code units hold NUL bytes.
+NUL = b"\x00"
+_WIDE_BOMS = (b"\x00\x00\xfe\xff", b"\xff\xfe\x00\x00", b"\xfe\xff", b"\xff\xfe")
+
+
+def _holds_nul(head: bytes) -> bool:
+    """Whether a head that is not UTF-16/32 text with a byte order mark holds a NUL byte:
+    UTF-8 text (JSON included) never does, binary files nearly always do early on."""
+    return not head.startswith(_WIDE_BOMS) and NUL in head
 
 
 def _parseable_head(head: bytes) -> bytes:

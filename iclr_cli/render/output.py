@@ -124,72 +124,50 @@ class Output:
         self.console.print(table)
 
     @contextlib.contextmanager
-    def throughput(self, description: str, units: Sequence[str], every_s: float = 30.0) -> Iterator:
-        """Running totals and rates per second on stderr (unless quiet): a live line on a
-        terminal, else one line every ``every_s`` seconds (logs of long cluster jobs).
+    def tracker(self, description: str, *, rows_total: int | None = None, dataset: bool = False, every_s: float = 30.0) -> Iterator:
+        """Progress of a scoring run on stderr (unless quiet): steps and tokens done of those
+        known, rows for a dataset run (``dataset``; ``rows_total`` when counted), and the time
+        left. A bar on a terminal; else a line every ``every_s`` seconds, from a timer, so a
+        long step does not leave the log silent (:mod:`iclr_cli.render.progress`).
 
-        Yields a callable ``advance(*amounts)`` taking one amount per unit, in order.
+        Yields a :class:`~iclr_cli.render.progress.Tracker` to report work to.
         """
-        import time
+        from iclr_cli.render.progress import Tracker
 
-        if self.quiet:
-            yield lambda *amounts: None
-            return
-        totals = [0] * len(units)
-        start = last = time.monotonic()
-
-        def line() -> str:
-            elapsed = max(time.monotonic() - start, 1e-9)
-            parts = [f"{total:,} {unit} ({total / elapsed:,.1f}/s)" for total, unit in zip(totals, units)]
-            return f"{description}: " + ", ".join(parts) + f", {elapsed:,.0f} s"
-
-        if not sys.stderr.isatty():
-            def advance(*amounts) -> None:
-                nonlocal last
-                for i, amount in enumerate(amounts):
-                    totals[i] += amount
-                if time.monotonic() - last >= every_s:
-                    last = time.monotonic()
-                    self.info(line())
-
-            yield advance
-            return
-        from rich.live import Live
-
-        with Live(line(), console=self.console, transient=True, refresh_per_second=2) as live:
-            def advance(*amounts) -> None:
-                for i, amount in enumerate(amounts):
-                    totals[i] += amount
-                live.update(line())
-
-            yield advance
+        tracker = Tracker(description, rows_total=rows_total, dataset=dataset)
+        with self._drawn(tracker, every_s):
+            yield tracker
 
     @contextlib.contextmanager
     def progress(self, description: str, total: int | None = None, unit: str = "steps", every_s: float = 30.0) -> Iterator:
-        """A progress bar on stderr when it is a terminal; else, so that a long run in CI or a
-        log is not silent, one line of ``unit`` done and the rate every ``every_s`` seconds
-        (:meth:`throughput`). Nothing when quiet.
+        """Progress of ``total`` whole units (``None``: unknown) on stderr, drawn as
+        :meth:`tracker` draws it. Yields a callable ``advance(n=1)``."""
+        from iclr_cli.render.progress import Ticker
 
-        ``total=None`` shows a count without an end (streamed inputs). Yields a callable
-        ``advance(n=1)``.
-        """
+        ticker = Ticker(description, total, unit)
+        with self._drawn(ticker, every_s):
+            yield ticker.advance
+
+    @contextlib.contextmanager
+    def _drawn(self, source, every_s: float) -> Iterator[None]:
+        """Draw ``source`` (``line()``, ``fraction()``) while the block runs."""
         if self.quiet:
-            yield lambda n=1: None
+            yield
             return
         if not sys.stderr.isatty():
-            with self.throughput(description, (unit,), every_s) as tick:
-                yield lambda n=1: tick(n)
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from iclr_cli.render.progress import Timer
 
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=self.console,
-            transient=True,
-        ) as bar:
-            task = bar.add_task(description, total=total)
-            yield lambda n=1: bar.advance(task, n)
+            timer = Timer(source, self.info, every_s).start()
+            try:
+                yield
+            except BaseException:
+                timer.stop(final=False)
+                raise
+            timer.stop()
+            return
+        from rich.live import Live
+
+        from iclr_cli.render.progress import Bar
+
+        with Live(Bar(source), console=self.console, transient=True, refresh_per_second=2):
+            yield

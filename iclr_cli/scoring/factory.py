@@ -64,6 +64,9 @@ def build_scorer(
 
             pick_device(device)
         return FakeScorer(max_tokens=max_tokens, overflow=overflow)
+    from iclr_cli.scoring.threads import choose_wait_policy
+
+    choose_wait_policy()  # library callers that skip the CLI's entry point: before torch loads
     from iclr_cli.scoring.loading import load_model
     from iclr_cli.scoring.transformers_scorer import TransformersScorer
 

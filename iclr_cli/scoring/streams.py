@@ -10,7 +10,8 @@ again) and runs the rest (:class:`FreshJob`). Results never depend on the cache.
 capacity (and at most ``max_streams`` streams), least recently used first out, but never a
 stream already used in the current call: with more trajectories than room, the first ones
 keep their caches and the rest are recomputed, instead of each evicting the next (cyclic LRU
-thrashing, no reuse at all).
+thrashing, no reuse at all). It counts what it had to let go (``evictions``: states removed
+to make room; ``not_kept``: states that found no room) for ``iclr serve``'s ``/stats``.
 """
 
 from __future__ import annotations
@@ -72,12 +73,16 @@ class FreshJob:
 class StreamCache:
     """Stream states kept between scorer calls (see the module docstring).
 
-    Sizes are store capacities in tokens. ``call`` numbers the scorer's calls.
+    Sizes are store capacities in tokens. ``call`` numbers the scorer's calls. ``held``,
+    ``evictions`` and ``not_kept`` are plain counters, safe to read from another thread.
     """
 
     def __init__(self, max_streams: int, cache_tokens: int):
         self.max_streams, self.cache_tokens = max_streams, cache_tokens
         self._entries: OrderedDict[str, tuple[object, int, int]] = OrderedDict()  # stream -> (state, tokens, call)
+        self._held = 0
+        self.evictions = 0
+        self.not_kept = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -88,12 +93,15 @@ class StreamCache:
     @property
     def held(self) -> int:
         """Tokens of store capacity held."""
-        return sum(tokens for _, tokens, _ in self._entries.values())
+        return self._held
 
     def take(self, stream: str):
         """Remove and return ``stream``'s state (``None`` if not held)."""
         entry = self._entries.pop(stream, None)
-        return entry[0] if entry is not None else None
+        if entry is None:
+            return None
+        self._held -= entry[1]
+        return entry[0]
 
     def touch(self, stream: str, call: int) -> None:
         """Mark ``stream`` as used in ``call`` (never evicted for another stream of that call)."""
@@ -109,20 +117,25 @@ class StreamCache:
 
     def make_room(self, tokens: int, call: int) -> bool:
         """Evict streams not used in ``call`` until ``tokens`` more fit; False if they cannot."""
-        held = self.held
-        while self._entries and (held + tokens > self.cache_tokens or len(self._entries) >= self.max_streams):
+        while self._entries and (self._held + tokens > self.cache_tokens or len(self._entries) >= self.max_streams):
             oldest = next(iter(self._entries))
             if self._entries[oldest][2] == call:
                 break
-            held -= self._entries.pop(oldest)[1]
-        return held + tokens <= self.cache_tokens
+            self.take(oldest)
+            self.evictions += 1
+        return self._held + tokens <= self.cache_tokens
 
     def put(self, stream: str, state, tokens: int, call: int) -> bool:
-        """Keep ``state`` (``tokens`` of capacity) if there is room after :meth:`make_room`."""
+        """Keep ``state`` (``tokens`` of capacity) if there is room after :meth:`make_room`; it
+        replaces a state the stream still holds (two requests of one stream in one call)."""
+        self.take(stream)
         if tokens > self.cache_tokens or not self.make_room(tokens, call) or len(self._entries) >= self.max_streams:
+            self.not_kept += 1
             return False
         self._entries[stream] = (state, tokens, call)
+        self._held += tokens
         return True
 
     def clear(self) -> None:
         self._entries.clear()
+        self._held = 0

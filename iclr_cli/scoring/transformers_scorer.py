@@ -59,6 +59,7 @@ import torch
 
 from iclr_cli.errors import UsageError
 from iclr_cli.scoring import budget as budgets
+from iclr_cli.scoring import threads
 from iclr_cli.scoring.base import (
     CONTEXTS,
     DEFAULT_CONTEXT,
@@ -179,7 +180,7 @@ class TransformersScorer:
         self._base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
         self._device = next(model.parameters()).device
         if self._device.type == "cpu":
-            _limit_threads()
+            threads.limit_torch()
             _fix_mmap_threshold()
         # transformers 5.2x renamed the forward's ``past_key_values`` to ``cache``.
         params = inspect.signature(self._base.forward).parameters
@@ -413,6 +414,34 @@ class TransformersScorer:
         self._memo.clear()
         self._segments.clear()
 
+    def forget(self, stream: str) -> None:
+        """Drop ``stream``'s cache and planned mode (``iclr serve``: the conversation was
+        evicted). Not thread-safe: call it from the thread that scores."""
+        self._streams.take(stream)
+        self._modes.pop(stream, None)
+
+    def cache_info(self) -> dict[str, int | None]:
+        """The stream caches kept between calls, as plain numbers (safe to read while another
+        thread scores): ``streams`` held, ``tokens`` and ``bytes`` of key/value capacity they
+        hold, the budget (``budget_tokens``, ``budget_bytes``: ``cache_tokens``), ``evictions``
+        (least recently used states removed to make room), ``not_kept`` (states that found
+        no room), and the work so far: ``forward_tokens`` run through the model and
+        ``reused_tokens`` taken from kept states. Bytes are ``None`` for a model whose caches
+        the scorer cannot manage."""
+        per_token = self._shape.bytes_per_token if self._shape is not None else None
+        held = self._streams.held
+        return {
+            "streams": len(self._streams),
+            "tokens": held,
+            "bytes": held * per_token if per_token else None,
+            "budget_tokens": self.cache_tokens,
+            "budget_bytes": self.cache_tokens * per_token if per_token else None,
+            "evictions": self._streams.evictions,
+            "not_kept": self._streams.not_kept,
+            "forward_tokens": self.stats.forward_tokens,
+            "reused_tokens": self.stats.reused_tokens,
+        }
+
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
@@ -423,20 +452,6 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
-
-
-def _limit_threads() -> None:
-    """Use no more intra-op threads than the CPUs this process may run on.
-
-    torch counts the host's cores; in a container or under ``taskset`` that oversubscribes
-    the CPUs actually granted and slows every matmul down.
-    """
-    try:
-        allowed = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return
-    if torch.get_num_threads() > allowed:
-        torch.set_num_threads(allowed)
 
 
 def _fix_mmap_threshold(threshold: int = 1 << 20) -> None:

@@ -1,15 +1,22 @@
 """The ASGI app (Starlette on uvicorn): routes of ``iclr serve``.
 
-- ``POST /v1/chat/completions`` (also ``/chat/completions``): the online write-back
+- ``POST /v1/chat/completions`` (also ``/chat/completions``), ``POST /v1/messages``
+  (Anthropic Messages, ``?beta=true`` included: the query goes upstream as sent) and
+  ``POST /v1/responses`` (OpenAI Responses): the online write-back of that route's dialect
   (:meth:`iclr_cli.serve.state.ServeState.rewrite`, in a worker thread so scoring never blocks
   the event loop), then the request goes upstream; a streamed answer (SSE) is relayed chunk by
-  chunk as it arrives, anything else whole. Status, body and headers come back unchanged.
+  chunk as it arrives (each event as the upstream sent it), anything else whole. Status, body
+  and headers come back unchanged.
+  Once the answer has been sent, the reply's step is scored ahead
+  (:meth:`~iclr_cli.serve.state.ServeState.prefetch`, :mod:`iclr_cli.serve.eager`).
 - ``GET /healthz``, ``GET /stats`` (JSON, :mod:`iclr_cli.serve.stats`), ``GET /metrics``
   (Prometheus text).
-- Any other ``/v1/...`` path (``/v1/models`` among them) is passed through untouched.
+- Any other ``/v1/...`` path (``/v1/models``, ``/v1/messages/count_tokens`` among them) is
+  passed through untouched.
 
 Request bodies over ``max_body_bytes`` get 413 before anything is parsed. Errors the proxy
-itself answers (413, upstream unreachable 502, upstream timeout 504) use the OpenAI error shape.
+itself answers (413, upstream unreachable 502, upstream timeout 504) use the error shape of the
+API the path belongs to (Anthropic's under ``/v1/messages``, OpenAI's elsewhere).
 """
 
 from __future__ import annotations
@@ -21,10 +28,13 @@ from dataclasses import dataclass
 
 import orjson
 
-from iclr_cli.replay.accounting import parse_usage
+from iclr_cli.serve.chat import CHAT
+from iclr_cli.serve.dialect import Dialect
+from iclr_cli.serve.messages import MessagesDialect
+from iclr_cli.serve.responses import ResponsesDialect
 from iclr_cli.serve.fingerprint import HEADER
 from iclr_cli.serve.state import Rewrite, ServeState
-from iclr_cli.serve.upstream import Upstream, UpstreamConfig, is_event_stream, read_completion, read_stream, redact, response_headers
+from iclr_cli.serve.upstream import Upstream, UpstreamConfig, is_event_stream, redact, response_headers
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
 log = logging.getLogger("iclr.serve")
@@ -51,11 +61,15 @@ class _TooLarge(Exception):
     pass
 
 
-def _error(status: int, message: str, kind: str, code: str | None = None):
+def _error(dialect: Dialect, status: int, message: str, kind: str, code: str | None = None):
     from starlette.responses import Response
 
-    body = {"error": {"message": message, "type": kind, "code": code}}
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+    return Response(dialect.error_body(status, message, kind, code), status_code=status, media_type="application/json")
+
+
+def default_dialects() -> dict[str, Dialect]:
+    """Upstream path -> the dialect of its route (plain upstream rules)."""
+    return {"chat/completions": CHAT, "messages": MessagesDialect(), "responses": ResponsesDialect()}
 
 
 async def _read_body(request, limit: int) -> bytes:
@@ -70,12 +84,17 @@ async def _read_body(request, limit: int) -> bytes:
     return bytes(data)
 
 
-def create_app(config: AppConfig, state: ServeState, *, transport=None, on_shutdown=None):
+def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dialect] | None = None, transport=None, on_shutdown=None):
     """Build the Starlette app.
 
-    ``transport`` is an ``httpx`` transport for tests; ``on_shutdown`` is called after the
-    upstream client is closed (the CLI closes the batching scorer and the store there).
+    ``dialects`` maps the upstream paths ``chat/completions``, ``messages`` and ``responses``
+    to their dialects (:func:`default_dialects` when ``None``; ``iclr serve`` builds them for
+    the upstream kind). ``transport`` is an ``httpx`` transport for tests; ``on_shutdown`` is
+    called after the upstream client is closed (the CLI closes the batching scorer and the
+    store there).
     """
+    dialects = {**default_dialects(), **(dialects or {})}
+    anthropic = dialects["messages"]
     import anyio
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -98,29 +117,42 @@ def create_app(config: AppConfig, state: ServeState, *, transport=None, on_shutd
     async def in_thread(fn, *args):
         return await anyio.to_thread.run_sync(fn, *args, limiter=limiter_holder["l"])
 
+    def dialect_of(path: str) -> Dialect:
+        """The API a path belongs to (its error shape and key header)."""
+        return anthropic if path == "messages" or path.startswith("messages/") else CHAT
+
+    def too_large(dialect: Dialect):
+        return _error(dialect, 413, f"request body over {config.max_body_bytes} bytes (iclr serve --max-body-mb)", "invalid_request_error", "request_too_large")
+
     async def send(request, path: str, body: bytes):
         """Open the upstream request; (response, None) or (None, the proxy's error answer)."""
         import httpx
 
         upstream = upstream_holder["u"]
+        dialect = dialect_of(path)
+        key_header = "x-api-key" if dialect is anthropic else "authorization"
         try:
-            return await upstream.open(request.method, path, request.url.query, body, upstream.headers(request.headers)), None
+            return await upstream.open(request.method, path, request.url.query, body, upstream.headers(request.headers, key_header)), None
         except httpx.TimeoutException:
-            return None, _error(504, f"iclr serve: the upstream {redact(config.upstream.base_url)} timed out", "upstream_error", "upstream_timeout")
+            return None, _error(dialect, 504, f"iclr serve: the upstream {redact(config.upstream.base_url)} timed out", "upstream_error", "upstream_timeout")
         except httpx.HTTPError as exc:
-            return None, _error(502, f"iclr serve: the upstream {redact(config.upstream.base_url)} is unreachable ({type(exc).__name__})", "upstream_error", "upstream_unreachable")
+            return None, _error(dialect, 502, f"iclr serve: the upstream {redact(config.upstream.base_url)} is unreachable ({type(exc).__name__})", "upstream_error", "upstream_unreachable")
 
-    async def relay(resp, finish):
+    async def relay(resp, finish, after=None):
         """The upstream answer to the client: SSE chunk by chunk, anything else whole.
-        ``finish(body or None, streamed)`` runs once the whole answer went through."""
+        ``finish(body or None, streamed)`` runs once the whole answer went through;
+        ``after()``, if given, once the response has been sent."""
+        from starlette.background import BackgroundTask
+
         headers = response_headers(resp.headers)
+        background = BackgroundTask(after) if after is not None else None
         if not is_event_stream(resp.headers):
             try:
                 content = await resp.aread()
             finally:
                 await resp.aclose()
             await finish(content, False)
-            return Response(content, status_code=resp.status_code, headers=headers)
+            return Response(content, status_code=resp.status_code, headers=headers, background=background)
 
         async def chunks():
             kept: bytearray | None = bytearray()
@@ -136,50 +168,65 @@ def create_app(config: AppConfig, state: ServeState, *, transport=None, on_shutd
                     await resp.aclose()
                     await finish(None if kept is None else bytes(kept), True)
 
-        return StreamingResponse(chunks(), status_code=resp.status_code, headers=headers)
+        return StreamingResponse(chunks(), status_code=resp.status_code, headers=headers, background=background)
 
-    async def chat(request):
-        start = time.perf_counter()
-        try:
-            raw = await _read_body(request, config.max_body_bytes)
-        except _TooLarge:
-            return _error(413, f"request body over {config.max_body_bytes} bytes (iclr serve --max-body-mb)", "invalid_request_error", "request_too_large")
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            body = None
-        try:
-            rewrite = await in_thread(state.rewrite, body, raw, request.headers.get(HEADER))
-        except Exception as exc:  # a bug or a full disk must not take the agent down: forward as sent
-            log.warning("request forwarded unchanged: the write-back failed (%s: %s)", type(exc).__name__, exc)
-            rewrite = Rewrite(raw, None)
-        added = time.perf_counter() - start
-        resp, failure = await send(request, "chat/completions", rewrite.body)
-        conv = state.find(rewrite.conversation)
-        if failure is not None:
-            state.stats.request(conv.counts if conv else None, added, None, "upstream_error")
-            return failure
+    def compressing(dialect: Dialect, path: str):
+        """The handler of one compressing route: the dialect's write-back, then upstream."""
 
-        async def finish(content: bytes | None, streamed: bool) -> None:
-            ok = 200 <= resp.status_code < 300
-            message, usage = (read_stream(content) if streamed else read_completion(content)) if ok and content is not None else (None, None)
-            target = conv
-            if ok:
-                messages = body.get("messages") if isinstance(body, dict) else None
-                tools = body.get("tools") if isinstance(body, dict) else None
-                try:
-                    target = await in_thread(state.record_reply, rewrite.conversation, messages, tools, message)
-                except Exception as exc:
-                    log.warning("reply not recorded (%s: %s)", type(exc).__name__, exc)
-            state.stats.request(target.counts if target else None, added, parse_usage(usage) if usage else None, "ok" if ok else "upstream_error")
+        async def handle(request):
+            start = time.perf_counter()
+            try:
+                raw = await _read_body(request, config.max_body_bytes)
+            except _TooLarge:
+                return too_large(dialect_of(path))
+            try:
+                body = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                body = None
+            try:
+                rewrite = await in_thread(state.rewrite, body, raw, request.headers.get(HEADER), dialect)
+            except Exception as exc:  # a bug or a full disk must not take the agent down: forward as sent
+                log.warning("request forwarded unchanged: the write-back failed (%s: %s)", type(exc).__name__, exc)
+                rewrite = Rewrite(raw, None)
+            added = time.perf_counter() - start
+            resp, failure = await send(request, path, rewrite.body)
+            conv = state.find(rewrite.conversation)
+            if failure is not None:
+                state.stats.request(conv.counts if conv else None, added, None, "upstream_error")
+                return failure
 
-        return await relay(resp, finish)
+            recorded: list = []
+
+            async def finish(content: bytes | None, streamed: bool) -> None:
+                ok = 200 <= resp.status_code < 300
+                target, usage = conv, None
+                if ok:
+                    try:
+                        reply = dialect.read_reply(content, streamed)
+                        usage = reply.usage
+                        target = await in_thread(state.record_reply, rewrite.conversation, rewrite.request, reply, dialect)
+                        recorded.append((target, reply))
+                    except Exception as exc:
+                        log.warning("reply not recorded (%s: %s)", type(exc).__name__, exc)
+                state.stats.request(target.counts if target else None, added, usage, "ok" if ok else "upstream_error")
+
+            async def score_ahead() -> None:
+                # the reply has reached the client: its step is scored while the agent runs its tool
+                if recorded:
+                    try:
+                        await in_thread(state.prefetch, recorded[0][0], rewrite.request, recorded[0][1], dialect)
+                    except Exception as exc:  # the next request scores the step itself
+                        log.warning("step not scored ahead (%s: %s)", type(exc).__name__, exc)
+
+            return await relay(resp, finish, score_ahead if state.scores_ahead else None)
+
+        return handle
 
     async def passthrough(request):
         try:
             raw = await _read_body(request, config.max_body_bytes)
         except _TooLarge:
-            return _error(413, f"request body over {config.max_body_bytes} bytes (iclr serve --max-body-mb)", "invalid_request_error", "request_too_large")
+            return too_large(dialect_of(request.path_params["path"]))
         resp, failure = await send(request, request.path_params["path"], raw)
         if failure is not None:
             return failure
@@ -201,6 +248,8 @@ def create_app(config: AppConfig, state: ServeState, *, transport=None, on_shutd
             "conversations_held": len(convs),
             "scorer_batches": getattr(scorer, "batches", None),
             "largest_scorer_batch": getattr(scorer, "largest_batch", None),
+            "scorer_state": scorer.cache_info() if hasattr(scorer, "cache_info") else None,
+            "eager_scoring": state.stats.eager.to_record(),
             "total": state.stats.total.to_record(),
             "conversations": {c.id: c.counts.to_record() for c in reversed(convs)},
         }
@@ -211,8 +260,10 @@ def create_app(config: AppConfig, state: ServeState, *, transport=None, on_shutd
         return Response(body, media_type=content_type)
 
     routes = [
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/chat/completions", compressing(dialects["chat/completions"], "chat/completions"), methods=["POST"]),
+        Route("/chat/completions", compressing(dialects["chat/completions"], "chat/completions"), methods=["POST"]),
+        Route("/v1/messages", compressing(anthropic, "messages"), methods=["POST"]),
+        Route("/v1/responses", compressing(dialects["responses"], "responses"), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/stats", stats, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

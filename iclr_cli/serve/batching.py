@@ -3,10 +3,16 @@
 The proxy compresses each step in a worker thread (never on the event loop) by calling
 :func:`iclr_cli.compress.compress_step`, exactly as replay does. The scorer those calls get is a
 :class:`BatchingScorer`: its :meth:`~BatchingScorer.score` queues the requests and waits, while
-one thread owns the real scorer (which, with its prefix cache, is not thread-safe), takes
-everything queued, waits ``wait_s`` for stragglers, and scores it in one batched call. So steps
-of several conversations that complete together share one forward pass (lm-evaluation-harness
-style batching is inside the scorer; this only gathers the batch).
+one thread owns the real scorer (which, with its per-conversation caches, is not thread-safe),
+takes everything queued, waits ``wait_s`` for stragglers, and scores it in one batched call. So
+steps of several conversations that complete together share one forward pass
+(lm-evaluation-harness style batching is inside the scorer; this only gathers the batch).
+
+Two queues: requests a client is waiting for (``score``) go before requests scored ahead of
+time (``submit(..., eager=True)``, :mod:`iclr_cli.serve.eager`), and the two never share a
+batch, so work done ahead never delays a request in progress by more than the batch already
+running. :meth:`~BatchingScorer.promote` moves an eager request that a client now waits for to
+the front. :meth:`~BatchingScorer.forget` drops a conversation's cache in the scorer thread.
 
 A batch that raises is scored again one request at a time, so one bad request fails only its
 own conversation's step.
@@ -14,9 +20,9 @@ own conversation's step.
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future
 
@@ -46,9 +52,18 @@ class BatchingScorer:
         self.batches = 0
         self.largest_batch = 0
         self.on_batch = None  # callable(size) for metrics
-        self._queue: queue.Queue = queue.Queue()
+        self._cond = threading.Condition()
+        self._urgent: deque[tuple[list[ScoreRequest], Future]] = deque()
+        self._eager: deque[tuple[list[ScoreRequest], Future]] = deque()
+        self._forget: deque[str] = deque()
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name="iclr-scorer", daemon=True)
         self._thread.start()
+
+    @property
+    def queued(self) -> int:
+        """Calls waiting for a batch (not counting the one running)."""
+        return len(self._urgent) + len(self._eager)
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """Queue ``requests`` for the next batch and wait for their results (in order).
@@ -56,40 +71,98 @@ class BatchingScorer:
         Raises:
             whatever ``inner.score`` raised for these requests; RuntimeError after :meth:`close`.
         """
-        if not self._thread.is_alive():
-            raise RuntimeError("the scorer thread has stopped")
+        return self.submit(requests).result()
+
+    def submit(self, requests: Sequence[ScoreRequest], *, eager: bool = False) -> Future:
+        """Queue ``requests`` and return the future of their results (a list, in order).
+        ``eager``: nobody waits for them yet; they run when no waited-for request is queued.
+
+        Raises:
+            RuntimeError: after :meth:`close` (or when the thread died).
+        """
         future: Future = Future()
-        self._queue.put((list(requests), future))
-        return future.result()
+        with self._cond:
+            if self._closed or not self._thread.is_alive():
+                raise RuntimeError("the scorer thread has stopped")
+            (self._eager if eager else self._urgent).append((list(requests), future))
+            self._cond.notify_all()
+        return future
+
+    def promote(self, future: Future) -> bool:
+        """Move the eager call of ``future`` to the waited-for queue; False when it is no
+        longer queued (running or done)."""
+        with self._cond:
+            for item in self._eager:
+                if item[1] is future:
+                    self._eager.remove(item)
+                    self._urgent.append(item)
+                    self._cond.notify_all()
+                    return True
+        return False
+
+    def forget(self, stream: str) -> None:
+        """Drop ``stream``'s cache in the scorer (when it has one) before the next batch."""
+        if getattr(self.inner, "forget", None) is None:
+            return
+        with self._cond:
+            self._forget.append(stream)
+            self._cond.notify_all()
+
+    def cache_info(self) -> dict | None:
+        """The inner scorer's :meth:`cache_info`, or ``None`` for a scorer without caches."""
+        info = getattr(self.inner, "cache_info", None)
+        return info() if info is not None else None
 
     def close(self) -> None:
-        """Stop the batching thread after the batch in progress."""
-        self._queue.put(None)
+        """Stop the batching thread after the batch in progress; queued calls fail."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
         self._thread.join(timeout=60)
 
-    def _gather(self, first) -> tuple[list, bool]:
-        batch, size, stop = [first], len(first[0]), False
-        deadline = time.monotonic() + self.wait_s
-        while size < self.max_batch:
-            timeout = deadline - time.monotonic()
-            try:
-                item = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is None:
-                stop = True
-                break
-            batch.append(item)
-            size += len(item[0])
-        return batch, stop
+    def _next(self) -> tuple[list, list[str]] | None:
+        """The next batch and the streams to forget first; ``None`` once closed."""
+        with self._cond:
+            while not (self._urgent or self._eager or self._forget or self._closed):
+                self._cond.wait()
+            forget = list(self._forget)
+            self._forget.clear()
+            if self._closed:
+                return None
+            if not (self._urgent or self._eager):
+                return [], forget
+            if not self._urgent:  # work ahead: what is queued now, no waiting for more
+                batch = [self._eager.popleft()]
+                size = len(batch[0][0])
+                while self._eager and size < self.max_batch:
+                    batch.append(self._eager.popleft())
+                    size += len(batch[-1][0])
+                return batch, forget
+            batch = [self._urgent.popleft()]
+            size = len(batch[0][0])
+            deadline = time.monotonic() + self.wait_s
+            while size < self.max_batch and not self._closed:
+                if self._urgent:
+                    batch.append(self._urgent.popleft())
+                    size += len(batch[-1][0])
+                    continue
+                timeout = deadline - time.monotonic()
+                if timeout <= 0:
+                    break
+                self._cond.wait(timeout)
+            return batch, forget
 
     def _run(self) -> None:
         while True:
-            first = self._queue.get()
-            if first is None:
+            step = self._next()
+            if step is None:
                 self._fail_waiting()
                 return
-            batch, stop = self._gather(first)
+            batch, forget = step
+            for stream in forget:
+                self.inner.forget(stream)  # type: ignore[attr-defined]
+            if not batch:
+                continue
             flat = [r for reqs, _ in batch for r in reqs]
             self.batches += 1
             self.largest_batch = max(self.largest_batch, len(flat))
@@ -105,18 +178,14 @@ class BatchingScorer:
                 for reqs, future in batch:
                     future.set_result(results[pos : pos + len(reqs)])
                     pos += len(reqs)
-            if stop:
-                self._fail_waiting()
-                return
 
     def _fail_waiting(self) -> None:
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            if item is not None:
-                item[1].set_exception(RuntimeError("the scorer thread has stopped"))
+        with self._cond:
+            waiting = [*self._urgent, *self._eager]
+            self._urgent.clear()
+            self._eager.clear()
+        for _, future in waiting:
+            future.set_exception(RuntimeError("the scorer thread has stopped"))
 
     def _score_alone(self, reqs: list, future: Future) -> None:
         try:

@@ -23,6 +23,13 @@ class ServeOptions:
 
     ``api_key`` is the value of ``--api-key-env`` (never shown: ``repr`` leaves it out).
     ``batch_wait_ms`` is how long the scorer thread waits for more steps once one is queued.
+    ``prefix_cache``: keep each live conversation's scorer state (keys and values) between
+    requests, within ``cache_tokens`` over all conversations (``None``: from free memory).
+    ``eager_scoring``: score a reply's step once it was relayed, while the agent runs its tool
+    (:mod:`iclr_cli.serve.eager`).
+    ``upstream_kind`` names a row of :data:`iclr_cli.providers.KINDS` (``None``: guessed from
+    the upstream URL); ``sealed`` is ``keep`` or ``drop-previous-turns`` (what that row's
+    provider documents as legal to leave out).
     """
 
     upstream: str
@@ -43,11 +50,44 @@ class ServeOptions:
     max_body_bytes: int = 32 * 1024 * 1024
     request_timeout: float = 600.0
     batch_wait_ms: float = 2.0
+    prefix_cache: bool = True
+    cache_tokens: int | None = None
+    eager_scoring: bool = True
+    upstream_kind: str | None = None
+    sealed: str = "keep"
 
 
-def _settings_record(options: ServeOptions, scorer_name: str) -> dict:
+SEALED_CHOICES = ("keep", "drop-previous-turns")
+
+
+def upstream_kind(options: ServeOptions):
+    """(:class:`~iclr_cli.providers.UpstreamKind`, why) for ``options``: the named kind, or
+    the one guessed from the upstream URL.
+
+    Raises:
+        UsageError: for an unknown kind, an unknown ``sealed`` value, or
+        ``drop-previous-turns`` with a kind whose provider documents no such drop.
+    """
+    from iclr_cli import providers
+
+    if options.upstream_kind is None:
+        kind, why = providers.guess(options.upstream)
+    else:
+        try:
+            kind, why = providers.get(options.upstream_kind), "--upstream-kind"
+        except KeyError:
+            raise UsageError(f"--upstream-kind {options.upstream_kind!r}: choose one of {', '.join(providers.names())}") from None
+    if options.sealed not in SEALED_CHOICES:
+        raise UsageError(f"--sealed {options.sealed!r}: choose one of {', '.join(SEALED_CHOICES)}")
+    if options.sealed != "keep" and kind.legal_drop is None:
+        raise UsageError(f"--sealed {options.sealed}: the upstream kind {kind.name} documents nothing that may be left out (only anthropic and openai do)")
+    return kind, why
+
+
+def _settings_record(options: ServeOptions, scorer_name: str, kind: str) -> dict:
     """What decides the bytes of a compressed step (stored with ``--state-dir``)."""
     return {
+        "upstream_kind": kind,
         "variant": options.variant,
         "ratio": options.ratio,
         "seed": options.seed,
@@ -72,6 +112,9 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
     from iclr_cli.pipeline import ScorerConfig, build_engines, check_splitter
     from iclr_cli.serve.app import AppConfig, create_app
     from iclr_cli.serve.batching import BatchingScorer
+    from iclr_cli.serve.eager import EagerScorer
+    from iclr_cli.serve.messages import MessagesDialect
+    from iclr_cli.serve.responses import ResponsesDialect
     from iclr_cli.serve.state import ServeState
     from iclr_cli.serve.stats import Stats
     from iclr_cli.serve.store import MemoryStore, SqliteStore
@@ -83,7 +126,9 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
     if not options.upstream.startswith(("http://", "https://")):
         raise UsageError(f"--upstream must be an http:// or https:// URL, not {options.upstream!r}")
     check_splitter(options.split)
-    config = ScorerConfig(options.proxy_model, options.max_tokens, options.overflow, options.dtype, False, options.batch_size, options.device)
+    kind, _ = upstream_kind(options)
+    config = ScorerConfig(options.proxy_model, options.max_tokens, options.overflow, options.dtype, options.prefix_cache,
+                          options.batch_size, options.device, cache_tokens=options.cache_tokens)
     if tokenizer is None:
         built, tokenizer = build_engines(variant, config)
         scorer = scorer if scorer is not None else built
@@ -93,13 +138,17 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
             raise UsageError(f"variant {variant.name} needs a proxy scorer")
         batching = BatchingScorer(scorer, max_batch=max(options.batch_size, 1) * 4, wait_s=options.batch_wait_ms / 1000)
     stats = Stats()
+    serving = batching
     if batching is not None:
         batching.on_batch = stats.metrics.batch.observe
+        stats.metrics.watch_scorer(batching.cache_info)
+        if options.eager_scoring:
+            serving = EagerScorer(batching, stats, max_pending=options.max_conversations)
     scorer_name = scorer.name if scorer is not None else tokenizer.name
-    store = SqliteStore(options.state_dir, _settings_record(options, scorer_name)) if options.state_dir else MemoryStore()
+    store = SqliteStore(options.state_dir, _settings_record(options, scorer_name, kind.name)) if options.state_dir else MemoryStore()
     state = ServeState(
         Settings(variant, ratio=options.ratio, seed=options.seed, splitter=options.split),
-        batching,
+        serving,
         tokenizer,
         store=store,
         stats=stats,
@@ -113,19 +162,29 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         store.close()
 
     describe = (
+        ("upstream_kind", kind.name),
+        ("upstream_reasoning", kind.reasoning),
+        ("sealed", options.sealed),
         ("variant", variant.name),
         ("ratio", options.ratio),
         ("proxy_model", scorer_name),
         ("reasoning_tokenizer", tokenizer.name),
         ("state_dir", options.state_dir),
         ("max_conversations", options.max_conversations),
+        ("prefix_cache", options.prefix_cache),
+        ("eager_scoring", options.eager_scoring and serving is not batching),
     )
     app_config = AppConfig(
         UpstreamConfig(options.upstream, options.api_key, options.request_timeout),
         max_body_bytes=options.max_body_bytes,
         describe=describe,
     )
-    return create_app(app_config, state, transport=transport, on_shutdown=shutdown), state
+    drop = options.sealed == "drop-previous-turns"
+    dialects = {
+        "messages": MessagesDialect(sealed=kind.sealed, drop_previous_turns=drop),
+        "responses": ResponsesDialect(sealed=kind.sealed, drop_previous_turns=drop),
+    }
+    return create_app(app_config, state, dialects=dialects, transport=transport, on_shutdown=shutdown), state
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -2,12 +2,16 @@
 
 METHOD.md, "Select and replace", exactly as ``replay`` applies it
 (:class:`iclr_cli.replay.history.History`): the first request of a conversation and the step in
-progress are never compressed; a step is complete once any message follows its assistant
-message (its tool results, the next user message). Each complete step is compressed once, by
+progress are never compressed; a step is complete once any item follows the model's output
+(its tool results, the next user message). Each complete step is compressed once, by
 :func:`iclr_cli.compress.compress_step` against P and the already compressed earlier steps, and
 stored under its step key (:mod:`iclr_cli.serve.fingerprint`); every later request gets the
-stored text in its place. So from request 2 on, request k+1's messages as sent upstream start
-with request k's messages as sent upstream, and the provider's prompt cache keeps working.
+stored text in its place. So from request 2 on, request k+1's items as sent upstream start
+with request k's items as sent upstream, and the provider's prompt cache keeps working.
+
+This core does not know the wire format: a :class:`~iclr_cli.serve.dialect.Dialect` (chat
+completions, Anthropic Messages, OpenAI Responses) reads each body into items and a
+trajectory, writes the compressed steps back, and reads the upstream's replies.
 
 A scorer failure leaves that step uncompressed, records why, and stores that choice: the step
 is never compressed later, so the prefix the upstream has seen stays the prefix it gets.
@@ -21,23 +25,23 @@ from __future__ import annotations
 
 import logging
 import threading
-import re
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import orjson
 
-from iclr_cli.compress import Settings, compress_step
+from iclr_cli.compress import Settings, compress_step, score_request
 from iclr_cli.errors import IclrError, InputError
-from iclr_cli.formats.base import Unrecognised
-from iclr_cli.formats.openai_messages import REASONING_FIELDS, read_messages, write_messages
+from iclr_cli.formats.writeback import UnregisteredCopy
 from iclr_cli.scoring.base import Scorer, Tokenizer
+from iclr_cli.serve.chat import CHAT
+from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript
 from iclr_cli.serve.fingerprint import conversation_id, step_keys
 from iclr_cli.serve.stats import Counts, Stats
 from iclr_cli.serve.store import MemoryStore, StoredStep
 from iclr_cli.token_accounting import ReasoningTokens, account, token_counter
-from iclr_cli.trajectory import Part, Step
+from iclr_cli.trajectory import Part, Step, Trajectory
 
 log = logging.getLogger("iclr.serve")
 
@@ -64,11 +68,14 @@ class Rewrite:
     ``body``: the bytes to send (the client's own bytes when nothing changed).
     ``conversation``: the conversation id, ``None`` for a first request (known after the reply).
     ``compressed``: steps compressed while handling this request.
+    ``request``: the body as its dialect parsed it (``None`` when it is not a request of
+    that API), for :meth:`ServeState.record_reply`.
     """
 
     body: bytes
     conversation: str | None
     compressed: int = 0
+    request: Request | None = None
 
 
 class ServeState:
@@ -132,75 +139,84 @@ class ServeState:
             self._evict()
         return conv
 
+    @property
+    def scores_ahead(self) -> bool:
+        """True when the scorer scores a reply's step once it was relayed (:meth:`prefetch`)."""
+        return getattr(self.scorer, "prefetch", None) is not None
+
     def find(self, conv_id: str | None) -> Conversation | None:
         """The conversation ``conv_id`` if held, without marking it used."""
         with self._lock:
             return self._convs.get(conv_id) if conv_id else None
 
     def _evict(self) -> None:
+        forget = getattr(self.scorer, "forget", None)  # its scorer state goes with it
         while len(self._convs) > self.max_conversations:
             old, _ = self._convs.popitem(last=False)
             self.store.delete(old)
+            if forget is not None:
+                forget(old)
         self.stats.metrics.conversations.set(len(self._convs))
 
     # -- requests --------------------------------------------------------------------------
 
-    def rewrite(self, body: object, raw: bytes, header: str | None = None) -> Rewrite:
-        """Apply the online write-back to one chat-completions request body (parsed ``body``,
-        client bytes ``raw``). Bodies that are not a chat request are passed on unchanged, so
-        the upstream answers them with its own error."""
-        if not isinstance(body, dict):
+    def rewrite(self, body: object, raw: bytes, header: str | None = None, dialect: Dialect = CHAT) -> Rewrite:
+        """Apply the online write-back to one request body (parsed ``body``, client bytes
+        ``raw``) of ``dialect``. Bodies that are not a request of that API are passed on
+        unchanged, so the upstream answers them with its own error."""
+        request = dialect.parse(body) if isinstance(body, dict) else None
+        if request is None:
             return Rewrite(raw, None)
-        messages, tools = body.get("messages"), body.get("tools")
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        if request.held is not None:  # history the proxy cannot see: nothing to rewrite
+            self.stats.held(request.held)
             return Rewrite(raw, None)
-        tools = tools if isinstance(tools, list) else None
-        conv_id = conversation_id(messages, tools, header)
+        conv_id = conversation_id(dialect, request, header)
         if conv_id is None:
-            return Rewrite(raw, None)
+            return Rewrite(raw, None, request=request)
         conv = self.conversation(conv_id)
         with conv.lock:
-            sent = self._restore(conv, messages) if self.restore_reasoning else messages
+            sent = dialect.restore(request, conv.reasoning) if self.restore_reasoning else request
             try:
-                read = read_messages(sent, tools=tools, traj_id=conv_id)
+                transcript = dialect.read(sent, conv_id)
             except (IclrError, KeyError, TypeError, AttributeError, ValueError) as exc:
-                log.warning("conversation %s: request not read as chat messages (%s); forwarded unchanged", conv_id, type(exc).__name__)
-                return Rewrite(raw, conv_id)
-            try:
-                out, compressed = self._write_back(conv, sent, tools, read)
-            except InputError as exc:  # a copy of the reasoning the reader does not edit: never half-edit
-                log.warning("conversation %s: %s; forwarded unchanged", conv_id, exc)
-                return Rewrite(raw, conv_id)
-        if out is messages or all(a is b for a, b in zip(out, messages)):
-            return Rewrite(raw, conv_id, compressed)
-        return Rewrite(orjson.dumps({**body, "messages": out}), conv_id, compressed)
+                log.warning("conversation %s: request not read as %s (%s); forwarded unchanged", conv_id, dialect.name, type(exc).__name__)
+                return Rewrite(raw, conv_id, request=request)
+            edited, compressed = self._write_back(conv, dialect, sent, transcript)
+        try:
+            out = dialect.write(sent, transcript, edited)
+        except (InputError, UnregisteredCopy) as exc:  # a copy of the reasoning the reader does not edit: never half-edit
+            log.warning("conversation %s: %s; forwarded unchanged", conv_id, exc)
+            return Rewrite(raw, conv_id, compressed, request)
+        if out is None:
+            return Rewrite(raw, conv_id, compressed, request)
+        return Rewrite(orjson.dumps(out), conv_id, compressed, request)
 
-    def _write_back(self, conv: Conversation, messages: list[dict], tools, read) -> tuple[list[dict], int]:
-        starts = [s for s, _ in read.step_spans]
-        keys = step_keys(conv.id, messages, tools, starts)
-        prompt = read.prompt
+    def _write_back(self, conv: Conversation, dialect: Dialect, request: Request, transcript: Transcript) -> tuple[Trajectory, int]:
+        """The trajectory with every complete step's reasoning as compressed once."""
+        read = transcript.trajectory
+        keys = step_keys(conv.id, dialect, request, transcript.ends)
         done: list[Step] = []
         compressed = 0
         for t, step in enumerate(read.steps):
-            if starts[t] == len(messages) - 1:  # the step in progress
+            if transcript.ends[t] >= len(request.items):  # the step in progress
                 done.append(step)
                 continue
             stored = conv.steps.get(keys[t])
             if stored is None:
-                unread = _unrecognised_in(read.unrecognised, read.step_spans[t])
+                unread = transcript.unrecognised_of(t)
                 for item in unread:  # said once: a step is compressed once
                     log.warning("conversation %s step %d: %s", conv.id, step.index, item.describe("request"))
-                stored = self._compress(conv, prompt, done, step, len(unread))
+                stored = self._compress(conv, read.prompt, done, step, len(unread), transcript.sealed_of(t))
                 conv.steps[keys[t]] = stored
                 self.store.save_step(conv.id, keys[t], stored)
                 compressed += 1
             done.append(step.with_reasoning(stored.texts))
-        return write_messages(messages, read, read.with_steps(done)), compressed
+        return read.with_steps(done), compressed
 
-    def _compress(self, conv: Conversation, prompt: Sequence[Part], history: Sequence[Step], step: Step, unrecognised: int = 0) -> StoredStep:
+    def _compress(self, conv: Conversation, prompt: Sequence[Part], history: Sequence[Step], step: Step, unrecognised: int = 0, sealed: Sequence[str] = ()) -> StoredStep:
         # The accounting is replay's: compress_step's report, i.e. token_accounting.account of
-        # (text as generated, text as sent) per part. What write_messages sends is what
-        # compress_step returned (serve writes encrypted copies with OpaqueEdits.DROP, and
+        # (text as generated, text as sent) per part. What the dialect writes is what
+        # compress_step returned (opaque copies are written with OpaqueEdits.DROP, and
         # read-only parts are never edited), so the two agree.
         try:
             new_step, report = compress_step(conv.id, prompt, history, step, self.settings, self.scorer, self.tokenizer)
@@ -214,56 +230,65 @@ class ServeState:
             except Exception:
                 tokens = ReasoningTokens()
             stored = StoredStep(texts, tokens.generated, 0, reason)
-        self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised)
+        self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised, sealed)
         return stored
-
-    def _restore(self, conv: Conversation, messages: list[dict]) -> list[dict]:
-        out = messages
-        for i, msg in enumerate(messages):
-            calls = msg.get("tool_calls")
-            if msg.get("role") != "assistant" or not isinstance(calls, list) or not calls:
-                continue
-            if any(isinstance(msg.get(f), str) for f in REASONING_FIELDS):
-                continue
-            found = next((conv.reasoning[c["id"]] for c in calls if isinstance(c, Mapping) and c.get("id") in conv.reasoning), None)
-            if found is not None:
-                out = list(out) if out is messages else out
-                out[i] = {**msg, found[0]: found[1]}
-        return out
 
     # -- replies ---------------------------------------------------------------------------
 
-    def record_reply(self, conv_id: str | None, messages: object, tools: object, reply: Mapping | None) -> Conversation | None:
-        """Note the assistant message the upstream returned: gives a first request its
-        conversation, and keeps its reasoning per tool-call id for ``--restore-reasoning``."""
+    def record_reply(self, conv_id: str | None, request: Request | None, reply: Reply, dialect: Dialect = CHAT) -> Conversation | None:
+        """Note what the upstream returned (``reply``, read by ``dialect`` from the answer to
+        ``request``): gives a first request its conversation, and keeps the reply's reasoning
+        per tool-call id for ``--restore-reasoning``."""
         if conv_id is not None:
             conv = self.find(conv_id)
         else:
-            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages) or not isinstance(reply, Mapping):
+            if request is None or not reply.items:
                 return None
-            conv_id = conversation_id([*messages, {**reply, "role": "assistant"}], tools if isinstance(tools, list) else None)
+            conv_id = conversation_id(dialect, dialect.continued(request, reply))
             conv = self.conversation(conv_id) if conv_id is not None else None
         if conv is None:
             return None
-        if self.restore_reasoning and isinstance(reply, Mapping):
-            name = next((f for f in REASONING_FIELDS if isinstance(reply.get(f), str) and reply[f]), None)
-            if name is not None:
-                for call in reply.get("tool_calls") or []:
-                    if isinstance(call, Mapping) and isinstance(call.get("id"), str):
-                        with conv.lock:
-                            conv.reasoning[call["id"]] = (name, reply[name])
-                        self.store.save_reasoning(conv.id, call["id"], name, reply[name])
+        if self.restore_reasoning:
+            for call_id, name, text in dialect.remember(reply):
+                with conv.lock:
+                    conv.reasoning[call_id] = (name, text)
+                self.store.save_reasoning(conv.id, call_id, name, text)
         return conv
 
+    def prefetch(self, conv: Conversation | None, request: Request | None, reply: Reply, dialect: Dialect = CHAT) -> bool:
+        """Score the step of ``reply`` ahead, while the agent runs its tool
+        (:mod:`iclr_cli.serve.eager`): the scorer request that the next request will send for
+        it, built from ``request`` continued by ``reply`` (whose step is then the last one) with
+        the earlier steps as compressed, is queued behind the requests clients wait for.
 
-_MESSAGE_INDEX = re.compile(r"^messages\[(\d+)\]")
-
-
-def _unrecognised_in(items: Sequence[Unrecognised], span: tuple[int, int]) -> list[Unrecognised]:
-    """The items whose field lies in the messages ``span`` (``messages[i]...``, start <= i < end)."""
-    out = []
-    for item in items:
-        m = _MESSAGE_INDEX.match(item.field)
-        if m and span[0] <= int(m.group(1)) < span[1]:
-            out.append(item)
-    return out
+        Returns False when nothing was queued: the scorer does not score ahead, the variant
+        needs no scores, the reply was not read, an earlier step is not compressed (the next
+        request will compress it first), or the step has nothing to score.
+        """
+        ahead = getattr(self.scorer, "prefetch", None)
+        if ahead is None or conv is None or request is None or not reply.items:
+            return False
+        continued = dialect.continued(request, reply)
+        # Under the conversation's lock, queueing included: a next request either finds the
+        # result kept or has compressed the step already (then nothing is queued).
+        with conv.lock:
+            sent = dialect.restore(continued, conv.reasoning) if self.restore_reasoning else continued
+            try:
+                transcript = dialect.read(sent, conv.id)
+            except (IclrError, KeyError, TypeError, AttributeError, ValueError):
+                return False
+            read = transcript.trajectory
+            if not read.steps:
+                return False
+            last = len(read.steps) - 1
+            keys = step_keys(conv.id, dialect, sent, transcript.ends)
+            if keys[last] in conv.steps:
+                return False
+            done = []
+            for step, key in zip(read.steps[:last], keys):
+                stored = conv.steps.get(key)
+                if stored is None:
+                    return False
+                done.append(step.with_reasoning(stored.texts))
+            scored = score_request(conv.id, read.prompt, done, read.steps[last], self.settings)
+            return scored is not None and ahead(scored)

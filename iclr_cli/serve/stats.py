@@ -1,7 +1,8 @@
 """What the proxy did, for ``/stats`` (JSON) and ``/metrics`` (Prometheus text).
 
 Per conversation and in total: requests, upstream errors, steps compressed, scorer failures,
-the reasoning-token accounting of the compressed steps (the one definition of
+reasoning blocks left sealed (by reason: signed or encrypted for the upstream, redacted), requests
+whose history lives on the server (in total only, by the field that says so), the reasoning-token accounting of the compressed steps (the one definition of
 :mod:`iclr_cli.token_accounting`, in the proxy tokenizer's tokens, with the field names of
 replay's ``results.jsonl``: ``reasoning_tokens_generated``, ``reasoning_tokens_removed`` =
 deleted, ``reasoning_tokens_kept``, ``skip_markers``, ``skip_marker_tokens``), the upstream's own usage (input, output and cache-read tokens, as replay reads them:
@@ -9,6 +10,9 @@ deleted, ``reasoning_tokens_kept``, ``skip_markers``, ``skip_marker_tokens``), t
 field) and the latency the proxy added: the time from receiving a request to sending it
 upstream (parsing, conversation lookup, compression and scoring), as p50/p95 over the most
 recent requests. Nothing here holds a header, a key or message text.
+
+In total only: the scorer state kept per conversation (memory, conversations held, evictions;
+read from the scorer at each scrape) and what scoring ahead (:mod:`iclr_cli.serve.eager`) did.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from iclr_cli.replay.accounting import Usage
@@ -41,6 +46,8 @@ class Counts:
     steps_compressed: int = 0
     scorer_failures: int = 0
     unrecognised: int = 0
+    sealed: dict = field(default_factory=dict)  # why -> reasoning blocks left sealed
+    server_history: dict = field(default_factory=dict)  # why -> requests passed through
     reasoning: ReasoningTokens = ReasoningTokens()
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -63,6 +70,10 @@ class Counts:
             "steps_compressed": self.steps_compressed,
             "scorer_failures": self.scorer_failures,
             "unrecognised": self.unrecognised,
+            "sealed_blocks": sum(self.sealed.values()),
+            "sealed": dict(sorted(self.sealed.items())),
+            "server_history_requests": sum(self.server_history.values()),
+            "server_history": dict(sorted(self.server_history.items())),
             "reasoning_tokens_generated": self.reasoning.generated,
             "reasoning_tokens_removed": self.reasoning.deleted,
             "reasoning_tokens_kept": self.reasoning.kept,
@@ -79,6 +90,48 @@ class Counts:
         }
 
 
+EAGER_OUTCOMES = ("scored", "hits", "waits", "misses", "unused")
+
+
+@dataclass
+class EagerCounts:
+    """Scoring ahead (:mod:`iclr_cli.serve.eager`): ``scored``: replies whose step was sent to
+    the scorer once relayed; of the steps the next requests compressed, ``hits`` found that
+    result done, ``waits`` found it still running and waited for it, ``misses`` found none that
+    matched (scored then, as without scoring ahead); ``unused``: results dropped unused (the
+    reply was never followed up, or the next request differed)."""
+
+    scored: int = 0
+    hits: int = 0
+    waits: int = 0
+    misses: int = 0
+    unused: int = 0
+
+    def to_record(self) -> dict:
+        return {name: getattr(self, name) for name in EAGER_OUTCOMES}
+
+
+class _ScorerState:
+    """Prometheus view of the scorer's per-conversation state, read at each scrape."""
+
+    def __init__(self, info):
+        self.info = info
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        data = self.info()
+        if not data:
+            return
+        yield GaugeMetricFamily("iclr_serve_scorer_state_bytes", "Key/value memory the scorer keeps for live conversations", value=data.get("bytes") or 0)
+        yield GaugeMetricFamily("iclr_serve_scorer_state_budget_bytes", "Memory budget of the kept scorer state", value=data.get("budget_bytes") or 0)
+        yield GaugeMetricFamily("iclr_serve_scorer_state_conversations", "Conversations whose scorer state is kept", value=data["streams"])
+        yield CounterMetricFamily("iclr_serve_scorer_state_evictions", "Scorer states evicted (least recently used) to stay within the budget", value=data["evictions"])
+
+
 class Metrics:
     """Prometheus counters in a registry of their own (several apps may live in one process)."""
 
@@ -87,9 +140,10 @@ class Metrics:
 
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("iclr_serve_requests", "Chat-completions requests, by how they ended", ["outcome"], registry=r)
+        self.requests = Counter("iclr_serve_requests", "Compressing requests (chat completions, messages, responses), by how they ended", ["outcome"], registry=r)
         self.steps = Counter("iclr_serve_steps_compressed", "Completed steps compressed (once each)", registry=r)
         self.scorer_failures = Counter("iclr_serve_scorer_failures", "Steps forwarded uncompressed because scoring failed", registry=r)
+        self.sealed = Counter("iclr_serve_sealed_blocks", "Reasoning blocks of completed steps left sealed (signed or encrypted for the upstream)", registry=r)
         self.reasoning = Counter("iclr_serve_reasoning_tokens", "Reasoning tokens of compressed steps (proxy tokenizer)", ["kind"], registry=r)
         self.upstream_tokens = Counter("iclr_serve_upstream_tokens", "Tokens the upstream reported in usage", ["kind"], registry=r)
         self.added = Histogram(
@@ -100,6 +154,11 @@ class Metrics:
         )
         self.batch = Histogram("iclr_serve_scorer_batch_size", "Scoring requests per scorer call", buckets=(1, 2, 4, 8, 16, 32, 64), registry=r)
         self.conversations = Gauge("iclr_serve_conversations", "Conversations held in state", registry=r)
+        self.eager = Counter("iclr_serve_eager_scoring", "Steps scored ahead, once the reply was relayed, by outcome", ["outcome"], registry=r)
+
+    def watch_scorer(self, info) -> None:
+        """Export ``info()`` (a scorer's ``cache_info``: a dict, or ``None``) at each scrape."""
+        self.registry.register(_ScorerState(info))
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) of the Prometheus text exposition."""
@@ -113,25 +172,43 @@ class Stats:
 
     def __init__(self) -> None:
         self.total = Counts()
+        self.eager = EagerCounts()
         self.metrics = Metrics()
         self.lock = threading.Lock()
 
-    def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool, unrecognised: int = 0) -> None:
+    def eager_event(self, outcome: str, n: int = 1) -> None:
+        """Count ``n`` of one :class:`EagerCounts` outcome."""
+        with self.lock:
+            setattr(self.eager, outcome, getattr(self.eager, outcome) + n)
+        self.metrics.eager.labels(outcome).inc(n)
+
+    def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool, unrecognised: int = 0, sealed: Sequence[str] = ()) -> None:
         """Record one step compressed once; ``tokens`` is its accounting
         (:func:`iclr_cli.token_accounting.account` of the texts as generated and as sent);
-        ``unrecognised`` counts the step's texts read neither as reasoning nor as action."""
+        ``unrecognised`` counts the step's texts read neither as reasoning nor as action;
+        ``sealed`` gives, per reasoning block left sealed, why (``/stats`` counts them by reason)."""
         with self.lock:
             for c in (conv, self.total):
                 c.steps_compressed += 1
                 c.reasoning = c.reasoning + tokens
                 c.scorer_failures += failed
                 c.unrecognised += unrecognised
+                for why in sealed:
+                    c.sealed[why] = c.sealed.get(why, 0) + 1
         self.metrics.steps.inc()
         self.metrics.reasoning.labels("generated").inc(tokens.generated)
         self.metrics.reasoning.labels("removed").inc(tokens.deleted)
         self.metrics.reasoning.labels("skip_marker").inc(tokens.marker_tokens)
         if failed:
             self.metrics.scorer_failures.inc()
+        if sealed:
+            self.metrics.sealed.inc(len(sealed))
+
+    def held(self, why: str) -> None:
+        """Record a request whose history lives on the server (``why``: the field that says
+        so): forwarded as sent, nothing of it compressed."""
+        with self.lock:
+            self.total.server_history[why] = self.total.server_history.get(why, 0) + 1
 
     def request(self, conv: Counts | None, added_s: float, usage: Usage | None, outcome: str) -> None:
         """Record one finished request (``outcome``: ``ok`` or ``upstream_error``)."""

@@ -1,11 +1,13 @@
-"""The upstream: forwarding with httpx, headers in and out, and reading a relayed answer.
+"""The upstream: forwarding with httpx, headers in and out.
 
 Requests go to ``UPSTREAM + path`` (``/v1/chat/completions`` on the proxy becomes
-``{upstream}/chat/completions``, so the upstream URL is the base URL an OpenAI client would
-use: ``https://api.deepseek.com``, ``http://127.0.0.1:8000/v1``). Headers pass through except
+``{upstream}/chat/completions``, ``/v1/messages`` becomes ``{upstream}/messages``, so the
+upstream URL is the base URL an OpenAI client would use, ending where ``/v1`` would:
+``https://api.deepseek.com``, ``http://127.0.0.1:8000/v1``, ``https://api.anthropic.com/v1``). Headers pass through except
 hop-by-hop ones, ``Host``, ``Content-Length``, ``Accept-Encoding`` (the proxy asks for identity
 so it can read usage from what it relays) and the proxy's own ``X-Iclr-*``. ``Authorization``
-is the client's unless ``--api-key-env`` named a key, which then replaces it. The answer's
+and ``x-api-key`` (Anthropic's API) are the client's unless ``--api-key-env`` named a key,
+which then replaces them; ``anthropic-version`` and ``anthropic-beta`` pass through. The answer's
 status, body and headers come back unchanged (minus hop-by-hop and length/encoding headers,
 which the ASGI server sets), so upstream errors reach the client as the upstream sent them.
 """
@@ -16,12 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
-import orjson
-
 _HOP = {
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
     "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding",
 }
+_KEY_HEADERS = ("authorization", "x-api-key")
 _BACK_DROP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "date", "server"}
 
 
@@ -39,8 +40,8 @@ class UpstreamConfig:
     """Where requests go.
 
     Attributes:
-        base_url: the upstream's OpenAI base URL.
-        api_key: sent as ``Authorization: Bearer KEY`` instead of the client's header; read
+        base_url: the upstream's base URL (module docstring).
+        api_key: sent instead of the client's key (:meth:`Upstream.headers`); read
             from ``--api-key-env``; never printed (``repr`` leaves it out).
         timeout_s: seconds to wait for the upstream to connect, or between two chunks.
         max_connections: connection pool size.
@@ -68,16 +69,22 @@ class Upstream:
             follow_redirects=False,
         )
 
-    def headers(self, incoming: Mapping[str, str] | object) -> list[tuple[str, str]]:
-        """Request headers for the upstream (see module docstring)."""
+    def headers(self, incoming: Mapping[str, str] | object, key_header: str = "authorization") -> list[tuple[str, str]]:
+        """Request headers for the upstream (see module docstring). With ``--api-key-env``
+        the key replaces the value of each key header the client sent (``Authorization:
+        Bearer KEY``, ``x-api-key: KEY``); a client that sent neither gets ``key_header``
+        (``x-api-key`` for Anthropic's API, ``authorization`` otherwise)."""
+        key = self.config.api_key
+        items = list(incoming.items())  # type: ignore[attr-defined]
         out = [
             (k, v)
-            for k, v in incoming.items()  # type: ignore[attr-defined]
+            for k, v in items
             if k.lower() not in _HOP and not k.lower().startswith("x-iclr-")
-            and not (self.config.api_key and k.lower() == "authorization")
+            and not (key and k.lower() in _KEY_HEADERS)
         ]
-        if self.config.api_key:
-            out.append(("authorization", f"Bearer {self.config.api_key}"))
+        if key:
+            sent = [h for h in _KEY_HEADERS if any(k.lower() == h for k, _ in items)] or [key_header]
+            out += [(h, f"Bearer {key}" if h == "authorization" else key) for h in sent]
         out.append(("accept-encoding", "identity"))
         return out
 
@@ -101,65 +108,3 @@ def response_headers(headers) -> dict[str, str]:
 
 def is_event_stream(headers) -> bool:
     return headers.get("content-type", "").split(";")[0].strip().lower() == "text/event-stream"
-
-
-def read_completion(body: bytes) -> tuple[dict | None, dict | None]:
-    """(``choices[0].message``, ``usage``) of a chat.completion body; ``None`` where absent."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None, None
-    if not isinstance(data, dict):
-        return None, None
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
-    choices = data.get("choices")
-    message = None
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict) and isinstance(choices[0].get("message"), dict):
-        message = choices[0]["message"]
-    return message, usage
-
-
-def read_stream(body: bytes) -> tuple[dict | None, dict | None]:
-    """(assembled ``choices[0]`` message, ``usage``) of a streamed chat completion (SSE bytes,
-    parsed with ``httpx-sse``): content, reasoning fields and tool-call arguments are the
-    concatenation of their deltas; usage is the last chunk's that carried one."""
-    import httpx
-    from httpx_sse import EventSource
-
-    message: dict = {"role": "assistant"}
-    calls: dict[int, dict] = {}
-    usage = None
-    response = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
-    for event in EventSource(response).iter_sse():
-        if not event.data or event.data.strip() == "[DONE]":
-            continue
-        try:
-            chunk = orjson.loads(event.data)
-        except orjson.JSONDecodeError:
-            continue
-        if not isinstance(chunk, dict):
-            continue
-        if isinstance(chunk.get("usage"), dict):
-            usage = chunk["usage"]
-        choices = chunk.get("choices")
-        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
-            continue
-        delta = choices[0].get("delta")
-        if not isinstance(delta, dict):
-            continue
-        for name in ("content", "reasoning_content", "reasoning"):
-            if isinstance(delta.get(name), str):
-                message[name] = message.get(name, "") + delta[name]
-        for call in delta.get("tool_calls") or []:
-            if not isinstance(call, dict):
-                continue
-            slot = calls.setdefault(call.get("index", len(calls)), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
-            if call.get("id"):
-                slot["id"] = call["id"]
-            fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-            for key in ("name", "arguments"):
-                if isinstance(fn.get(key), str):
-                    slot["function"][key] += fn[key]
-    if calls:
-        message["tool_calls"] = [calls[i] for i in sorted(calls)]
-    return message, usage

@@ -1,0 +1,175 @@
+"""The ``chat`` dialect: ``POST /v1/chat/completions`` (OpenAI chat messages).
+
+Messages are read and written back by :mod:`iclr_cli.formats.openai_messages`, the same code
+as the ``openai`` file adapter and ``replay``, so the proxy scores the same text online and
+offline. Items are the ``messages``; the context is ``tools``. A step is one assistant
+message and the messages after it; its model output ends with that message. A message's
+identity (:mod:`~iclr_cli.serve.fingerprint`) is its role, its visible text (an assistant
+message's ``assistant`` action as :func:`~iclr_cli.formats.openai_messages.read_messages` reads
+it, so reasoning in any shape it reads is not part of it), its tool calls and tool-call id.
+
+Replies: ``choices[0].message`` of a whole body, or the streamed chunks assembled
+(:func:`read_stream`, parsed with ``httpx-sse``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import orjson
+
+from iclr_cli.errors import IclrError
+from iclr_cli.formats.openai_messages import REASONING_FIELDS, read_messages, write_messages
+from iclr_cli.replay.accounting import parse_usage
+from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript, by_step
+from iclr_cli.trajectory import Trajectory
+
+
+def _text(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _visible(msg: Mapping) -> str:
+    """An assistant message's text without its reasoning (the one reading of every shape)."""
+    try:
+        (step,) = read_messages([msg], traj_id="fingerprint").steps
+    except (IclrError, ValueError, TypeError, AttributeError):  # unreadable: the request is forwarded as sent anyway
+        return _text(msg.get("content"))
+    return "".join(p.text for p in step.parts if p.kind == "action" and p.label == "assistant")
+
+
+class ChatDialect(Dialect):
+    """OpenAI chat completions (see module docstring)."""
+
+    name = "chat"
+    items_field = "messages"
+
+    def parse(self, body: Mapping) -> Request | None:
+        messages, tools = body.get("messages"), body.get("tools")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            return None
+        return Request(body, messages, tools if isinstance(tools, list) else None)
+
+    def identity(self, msg: Mapping) -> dict:
+        content = _visible(msg) if msg.get("role") == "assistant" else _text(msg.get("content"))
+        out: dict = {"role": msg.get("role"), "content": content}
+        calls = [
+            (c.get("id"), (c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+            for c in msg.get("tool_calls") or []
+            if isinstance(c, Mapping)
+        ]
+        if calls:
+            out["tool_calls"] = calls
+        if msg.get("tool_call_id") is not None:
+            out["tool_call_id"] = msg["tool_call_id"]
+        return out
+
+    def read(self, request: Request, traj_id: str) -> Transcript:
+        read = read_messages(request.items, tools=request.context, traj_id=traj_id)
+        spans = read.step_spans
+        unread = by_step(read.unrecognised, spans, lambda u: _message_index(u.field))
+        return Transcript(read, tuple(start + 1 for start, _ in spans), unread, (), read)
+
+    def write(self, request: Request, transcript: Transcript, edited: Trajectory) -> dict | None:
+        out = write_messages(request.items, transcript.state, edited)  # type: ignore[arg-type]
+        sent = request.body.get("messages")
+        if isinstance(sent, list) and len(out) == len(sent) and all(a is b for a, b in zip(out, sent)):
+            return None
+        return {**request.body, "messages": out}
+
+    def read_reply(self, content: bytes | None, streamed: bool) -> Reply:
+        if content is None:
+            return Reply()
+        message, usage = read_stream(content) if streamed else read_completion(content)
+        items = ({**message, "role": "assistant"},) if isinstance(message, Mapping) else ()
+        return Reply(items, parse_usage(usage) if usage else None)
+
+    def restore(self, request: Request, memory: Mapping[str, tuple[str, str]]) -> Request:
+        out = messages = request.items
+        for i, msg in enumerate(messages):
+            calls = msg.get("tool_calls")
+            if msg.get("role") != "assistant" or not isinstance(calls, list) or not calls:
+                continue
+            if any(isinstance(msg.get(f), str) for f in REASONING_FIELDS):
+                continue
+            found = next((memory[c["id"]] for c in calls if isinstance(c, Mapping) and c.get("id") in memory), None)
+            if found is not None:
+                out = list(out) if out is messages else out
+                out[i] = {**msg, found[0]: found[1]}
+        return request if out is messages else Request(request.body, out, request.context)
+
+    def remember(self, reply: Reply) -> list[tuple[str, str, str]]:
+        if not reply.items:
+            return []
+        message = reply.items[0]
+        name = next((f for f in REASONING_FIELDS if isinstance(message.get(f), str) and message[f]), None)
+        if name is None:
+            return []
+        return [(call["id"], name, message[name]) for call in message.get("tool_calls") or [] if isinstance(call, Mapping) and isinstance(call.get("id"), str)]
+
+
+def _message_index(field: str) -> int | None:
+    """``i`` of a field path ``messages[i]...``."""
+    if not field.startswith("messages["):
+        return None
+    digits = field[len("messages[") :].split("]", 1)[0]
+    return int(digits) if digits.isdigit() else None
+
+
+def read_completion(body: bytes) -> tuple[dict | None, dict | None]:
+    """(``choices[0].message``, ``usage``) of a chat.completion body; ``None`` where absent."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
+    choices = data.get("choices")
+    message = None
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict) and isinstance(choices[0].get("message"), dict):
+        message = choices[0]["message"]
+    return message, usage
+
+
+def read_stream(body: bytes) -> tuple[dict | None, dict | None]:
+    """(assembled ``choices[0]`` message, ``usage``) of a streamed chat completion (SSE bytes,
+    parsed with ``httpx-sse``): content, reasoning fields and tool-call arguments are the
+    concatenation of their deltas; usage is the last chunk's that carried one."""
+    from iclr_cli.serve.sse import events
+
+    message: dict = {"role": "assistant"}
+    calls: dict[int, dict] = {}
+    usage = None
+    for _, chunk in events(body):
+        if isinstance(chunk.get("usage"), dict):
+            usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)):
+            continue
+        delta = choices[0].get("delta")
+        if not isinstance(delta, dict):
+            continue
+        for name in ("content", "reasoning_content", "reasoning"):
+            if isinstance(delta.get(name), str):
+                message[name] = message.get(name, "") + delta[name]
+        for call in delta.get("tool_calls") or []:
+            if not isinstance(call, dict):
+                continue
+            slot = calls.setdefault(call.get("index", len(calls)), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+            if call.get("id"):
+                slot["id"] = call["id"]
+            fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+            for key in ("name", "arguments"):
+                if isinstance(fn.get(key), str):
+                    slot["function"][key] += fn[key]
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message, usage
+
+
+CHAT = ChatDialect()

@@ -1,0 +1,143 @@
+"""Scoring a reply's step ahead, while the agent runs its tool (issue 18 #4).
+
+A step's block entropies depend only on P, the compressed history and the step's own
+reasoning (METHOD.md, "Score": the scorer input is cut after the step's last reasoning block),
+not on the tool results that follow. So once a reply has been relayed to the client, the
+scorer request that the next request will send for that step is already known: the proxy
+builds it (:meth:`iclr_cli.serve.state.ServeState.prefetch`) and queues it behind the
+requests clients are waiting for (:class:`~iclr_cli.serve.batching.BatchingScorer`).
+
+:class:`EagerScorer` keeps the result under a digest of the whole request (stream, P, history,
+step, block spans). When the next request compresses that step, :func:`compress_step` asks for
+exactly the same request and gets that result (waiting if it is still running). Anything else
+(the client edited its history, dropped the reasoning, ``--restore-reasoning`` put other text
+back, the reply was never followed up) asks for another request, finds no match, and is scored
+then, as without scoring ahead. So the compressed text is the same with and without it: the
+same requests reach the scorer in the same order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+import orjson
+
+from iclr_cli.scoring.base import ScoreRequest, ScoreResult
+from iclr_cli.serve.batching import BatchingScorer
+from iclr_cli.serve.stats import Stats
+
+
+def request_digest(request: ScoreRequest) -> bytes:
+    """SHA-256 of everything a score depends on: stream, P, history, step and block spans."""
+    return hashlib.sha256(orjson.dumps([request.stream, request.prompt, request.history, request.step, request.spans])).digest()
+
+
+class EagerScorer:
+    """The serve scorer: a :class:`BatchingScorer` plus results scored ahead (module docstring).
+
+    Args:
+        inner: the batching scorer.
+        stats: where hits, waits, misses and unused results are counted (:class:`EagerCounts`).
+        max_pending: most results kept waiting for their request (one per conversation; the
+            oldest is dropped first).
+    """
+
+    def __init__(self, inner: BatchingScorer, stats: Stats, *, max_pending: int = 1000):
+        self.inner = inner
+        self.name, self.max_tokens, self.overflow, self.tokenizer = inner.name, inner.max_tokens, inner.overflow, inner.tokenizer
+        self.stats = stats
+        self.max_pending = max_pending
+        self._pending: OrderedDict[str, tuple[bytes, Future]] = OrderedDict()  # stream -> (digest, result)
+        self._lock = threading.Lock()
+
+    @property
+    def batches(self) -> int:
+        return self.inner.batches
+
+    @property
+    def largest_batch(self) -> int:
+        return self.inner.largest_batch
+
+    @property
+    def pending(self) -> int:
+        """Results scored ahead (or being scored) that no request has asked for yet."""
+        return len(self._pending)
+
+    def cache_info(self) -> dict | None:
+        return self.inner.cache_info()
+
+    def prefetch(self, request: ScoreRequest) -> bool:
+        """Queue ``request`` behind the waited-for ones and keep its result for the request
+        that asks for it; it replaces the stream's earlier one. False when the scorer has
+        stopped or the same request is already kept."""
+        digest = request_digest(request)
+        with self._lock:
+            kept = self._pending.get(request.stream)
+            if kept is not None and kept[0] == digest:
+                return False
+        try:
+            future = self.inner.submit([request], eager=True)
+        except RuntimeError:
+            return False
+        dropped = 0
+        with self._lock:
+            dropped += self._pending.pop(request.stream, None) is not None
+            self._pending[request.stream] = (digest, future)
+            while len(self._pending) > self.max_pending:
+                self._pending.popitem(last=False)
+                dropped += 1
+        self.stats.eager_event("scored")
+        if dropped:
+            self.stats.eager_event("unused", dropped)
+        return True
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+        """Results in order: the ones scored ahead where a kept result matches, the others
+        scored now (:meth:`BatchingScorer.score`). A result scored ahead that failed is
+        scored again now.
+
+        Raises:
+            whatever the scorer raised for the requests scored now.
+        """
+        results: list[ScoreResult | None] = [None] * len(requests)
+        now: list[int] = []
+        for i, req in enumerate(requests):
+            future = self._claim(req)
+            if future is None:
+                now.append(i)
+                continue
+            ready = future.done()
+            if not ready:
+                self.inner.promote(future)
+            try:
+                results[i] = future.result()[0]
+            except Exception:
+                now.append(i)
+                continue
+            self.stats.eager_event("hits" if ready else "waits")
+        if now:
+            self.stats.eager_event("misses", len(now))
+            for i, result in zip(now, self.inner.score([requests[i] for i in now])):
+                results[i] = result
+        return results  # type: ignore[return-value]
+
+    def _claim(self, request: ScoreRequest) -> Future | None:
+        digest = request_digest(request)
+        with self._lock:
+            kept = self._pending.get(request.stream)
+            if kept is None or kept[0] != digest:
+                return None
+            del self._pending[request.stream]
+            return kept[1]
+
+    def forget(self, stream: str) -> None:
+        """Drop ``stream``'s kept result and its scorer state (its conversation was evicted)."""
+        with self._lock:
+            dropped = self._pending.pop(stream, None) is not None
+        if dropped:
+            self.stats.eager_event("unused")
+        self.inner.forget(stream)

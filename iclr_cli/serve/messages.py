@@ -1,0 +1,269 @@
+"""The ``messages`` dialect: ``POST /v1/messages`` (Anthropic Messages, as Claude Code sends it).
+
+A request is read with the ``anthropic`` file adapter's own block reading
+(:func:`iclr_cli.formats.anthropic.assistant_parts` / :func:`~iclr_cli.formats.anthropic.user_parts`),
+so ``thinking`` blocks, ``<think>`` in text, ``redacted_thinking``, ``tool_use`` and
+``tool_result`` mean here what they mean in a transcript file. Items are the ``messages``
+(Claude Code also sends ``role: system`` messages mid-conversation: read as what they are, an
+observation). The context is ``system`` and ``tools``: part of P, never changed.
+``cache_control`` markers are never changed either, but clients move them (Claude Code marks
+the last message of each request), so fingerprints leave them out.
+
+What happens to a ``thinking`` block depends on the upstream (:mod:`iclr_cli.providers`):
+
+- **plain** (DeepSeek's and the other Anthropic-compatible endpoints, vLLM, SGLang, llama.cpp,
+  LiteLLM to open models): the text is the model's plain reasoning, compressed in place. The
+  block keeps every other key, its ``signature`` included: the wire format requires one
+  (Anthropic's ``ThinkingBlockParam``) and a plain upstream does not check it against the text;
+  the edited copy goes only upstream, the client keeps the block as generated. A fully deleted
+  block stays as ``thinking: ""`` (DeepSeek requires thinking blocks passed back on tool turns).
+- **sealed** (Anthropic's own API: signatures checked, the latest assistant turn's blocks may
+  not change, preserved-thinking models bind them to the prefix): never scored or edited, and
+  neither is inline ``<think>`` in an assistant text block; each is counted in ``/stats`` as
+  sealed with the reason. With ``drop_previous_turns``
+  (``--sealed drop-previous-turns``) the thinking and ``redacted_thinking`` blocks of assistant
+  turns before the current tool loop are left out, which Anthropic's docs allow ("you can omit
+  thinking blocks from prior assistant role turns"; only the current tool-use cycle must be sent
+  back): https://platform.claude.com/docs/en/build-with-claude/extended-thinking.
+
+``redacted_thinking`` is never touched on any upstream. Replies are read from the whole
+``message`` body or from the relayed SSE events (``message_start``, ``content_block_start``,
+``content_block_delta`` with ``text_delta`` / ``thinking_delta`` / ``signature_delta`` /
+``input_json_delta``, ``message_delta``). Errors the proxy answers itself use Anthropic's
+error shape (https://platform.claude.com/docs/en/api/errors).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+
+import orjson
+
+from iclr_cli.formats.anthropic import assistant_parts, note_message_fields, user_parts
+from iclr_cli.formats.reading import Where
+from iclr_cli.formats.openai_messages import render_tools
+from iclr_cli.formats.writeback import TextRef, apply_edits
+from iclr_cli.replay.accounting import Usage
+from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript, by_step
+from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
+
+SEALED_THINKING = "thinking block signed for a sealed upstream (its signature is checked against the text)"
+SEALED_INLINE = "inline <think> on a sealed upstream (the signatures may bind the whole prefix)"
+REDACTED = "redacted_thinking (encrypted data, no text)"
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 529: "overloaded_error"}
+
+
+def without_cache_control(value):
+    """``value`` with every ``cache_control`` key removed (for fingerprints only)."""
+    if isinstance(value, dict):
+        return {k: without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_cache_control(v) for v in value]
+    return value
+
+
+class MessagesDialect(Dialect):
+    """Anthropic Messages (see module docstring).
+
+    Args:
+        sealed: the upstream checks thinking signatures (:mod:`iclr_cli.providers`).
+        drop_previous_turns: on a sealed upstream, leave out the thinking blocks of turns
+            before the current tool loop.
+    """
+
+    name = "messages"
+    items_field = "messages"
+
+    def __init__(self, *, sealed: bool = False, drop_previous_turns: bool = False):
+        self.sealed = sealed
+        self.drop_previous_turns = drop_previous_turns
+
+    def parse(self, body: Mapping) -> Request | None:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            return None
+        context = without_cache_control({"system": body.get("system"), "tools": body.get("tools")})
+        return Request(body, messages, context)
+
+    def identity(self, msg: Mapping) -> object:
+        where = Where("fingerprint")
+        content = without_cache_control(msg.get("content"))
+        try:
+            if msg.get("role") == "assistant":
+                parts = assistant_parts(content, where, ("content",))
+            else:
+                parts = user_parts(content, "prompt", where, ("content",))
+        except Exception:  # unreadable: the request is forwarded as sent anyway
+            return {"role": msg.get("role"), "content": content}
+        return {"role": msg.get("role"), "parts": [(p.label, p.text, p.call_id) for p in parts if p.kind != "reasoning"]}
+
+    def step_item(self, item: Mapping) -> object:
+        return without_cache_control({k: v for k, v in item.items() if v is not None})
+
+    def read(self, request: Request, traj_id: str) -> Transcript:
+        body, messages = request.body, request.items
+        where = Where("request")
+        prompt: list[Part] = []
+        if body.get("system") is not None:
+            prompt += user_parts(body["system"], "prompt", where, ("system",), label="system")
+        if isinstance(body.get("tools"), list) and body["tools"]:
+            prompt.append(Part("prompt", render_tools(without_cache_control(body["tools"])), label="tools"))
+        steps: list[list[Part]] = []
+        starts: list[int] = []
+        sealed: list[list[str]] = []
+        for i, msg in enumerate(messages):
+            if not isinstance(msg.get("role"), str):
+                raise where.error("message has no string 'role'", ("messages", i, "role"))
+            if "content" not in msg:
+                raise where.error("message has no 'content'", ("messages", i, "content"))
+            if msg["role"] == "assistant":
+                parts, why = self._assistant(assistant_parts(msg["content"], where, ("messages", i, "content")))
+                note_message_fields(msg, where, ("messages", i))
+                steps.append(parts)
+                starts.append(i)
+                sealed.append(why)
+            elif steps:
+                steps[-1] += user_parts(msg["content"], "observation", where, ("messages", i, "content"), label=msg["role"])
+            else:
+                prompt += user_parts(msg["content"], "prompt", where, ("messages", i, "content"), label=msg["role"])
+        trajectory = Trajectory(traj_id, tuple(prompt), tuple(Step(k, tuple(p)) for k, p in enumerate(steps)), meta={"format": "anthropic"})
+        spans = list(zip(starts, [*starts[1:], len(messages)]))
+        unread = by_step(where.unrecognised, spans, lambda u: _message_index(u.field))
+        return Transcript(trajectory, tuple(s + 1 for s in starts), unread, tuple(tuple(w) for w in sealed))
+
+    def _assistant(self, parts: list[Part]) -> tuple[list[Part], list[str]]:
+        """The wire rule for one assistant message's parts (module docstring)."""
+        out, why = [], []
+        for part in parts:
+            if part.label == "redacted_thinking":
+                why.append(REDACTED)
+            elif part.kind == "reasoning" and part.label == "reasoning" and isinstance(part.ref, TextRef):
+                thinking_block = not part.ref.sites[0].how.startswith("think:")
+                if self.sealed:
+                    why.append(SEALED_THINKING if thinking_block else SEALED_INLINE)
+                    part = replace(part, ref=None, write_back=WriteBack.READ_ONLY)
+                elif thinking_block:
+                    part = replace(part, ref=TextRef(part.ref.sites), write_back=WriteBack.IN_PLACE)
+            out.append(part)
+        return out, why
+
+    def write(self, request: Request, transcript: Transcript, edited: Trajectory) -> dict | None:
+        applied = apply_edits([request.body], [transcript.trajectory], [edited])
+        body = applied.edited.get(0)
+        if self.sealed and self.drop_previous_turns:
+            dropped = drop_previous_turns(body if body is not None else request.body)
+            body = dropped if dropped is not None else body
+        return body  # type: ignore[return-value]
+
+    def error_body(self, status: int, message: str, kind: str, code: str | None = None) -> bytes:
+        """Anthropic's error shape: ``{"type": "error", "error": {"type", "message"}}`` with
+        the error type Anthropic uses for ``status`` (``api_error`` for 502 and 504)."""
+        return orjson.dumps({"type": "error", "error": {"type": _ERROR_TYPES.get(status, "api_error"), "message": message}})
+
+    def read_reply(self, content: bytes | None, streamed: bool) -> Reply:
+        if content is None:
+            return Reply()
+        message = read_stream(content) if streamed else _loads(content)
+        if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+            return Reply()
+        return Reply(({"role": "assistant", "content": message["content"]},), usage_of(message.get("usage")))
+
+
+def _loads(content: bytes):
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _message_index(field: str) -> int | None:
+    if not field.startswith("messages["):
+        return None
+    digits = field[len("messages[") :].split("]", 1)[0]
+    return int(digits) if digits.isdigit() else None
+
+
+def _is_tool_results(msg: Mapping) -> bool:
+    content = msg.get("content")
+    return isinstance(content, list) and bool(content) and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+def drop_previous_turns(body: Mapping) -> dict | None:
+    """``body`` without the thinking and redacted_thinking blocks of assistant messages before
+    the last user message that is not only tool results (the start of the current tool loop);
+    an assistant message keeps one block when it would be left empty. ``None`` when there was
+    nothing to drop."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    loop = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user" and not _is_tool_results(m)), default=None)
+    if loop is None:
+        return None
+    out, changed = list(messages), False
+    for i, msg in enumerate(messages[:loop]):
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if msg.get("role") != "assistant" or not isinstance(content, list):
+            continue
+        kept = [b for b in content if not (isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking"))]
+        if kept and len(kept) < len(content):
+            out[i] = {**msg, "content": kept}
+            changed = True
+    return {**body, "messages": out} if changed else None
+
+
+def usage_of(usage: object) -> Usage | None:
+    """Anthropic ``usage`` as replay counts it: input tokens include the cache reads and
+    writes (Anthropic reports them apart), cache-read tokens are ``cache_read_input_tokens``."""
+    if not isinstance(usage, Mapping):
+        return None
+
+    def num(name: str) -> int | None:
+        value = usage.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    parts = [num("input_tokens"), num("cache_read_input_tokens"), num("cache_creation_input_tokens")]
+    present = [p for p in parts if p is not None]
+    return Usage(input_tokens=sum(present) if present else None, output_tokens=num("output_tokens"), cache_read_tokens=num("cache_read_input_tokens"))
+
+
+def read_stream(body: bytes) -> dict | None:
+    """The ``message`` a streamed Messages answer (SSE bytes) spells out: ``message_start``'s
+    message with each content block assembled from its deltas (``input_json_delta`` pieces
+    parsed as the tool input) and ``message_delta``'s stop reason and usage merged in."""
+    from iclr_cli.serve.sse import events
+
+    message: dict | None = None
+    blocks: dict[int, dict] = {}
+    partial: dict[int, str] = {}
+    for _, event in events(body):
+        kind = event.get("type")
+        if kind == "error":  # the answer broke off: nothing to record
+            return None
+        if kind == "message_start" and isinstance(event.get("message"), dict):
+            message = dict(event["message"])
+        elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
+            blocks[event.get("index", len(blocks))] = dict(event["content_block"])
+        elif kind == "content_block_delta" and isinstance(event.get("delta"), dict):
+            block = blocks.setdefault(event.get("index", 0), {})
+            delta = event["delta"]
+            for key, name in (("text", "text"), ("thinking", "thinking"), ("signature", "signature")):
+                if delta.get("type") == f"{name}_delta" and isinstance(delta.get(key), str):
+                    block[key] = block.get(key, "") + delta[key]
+            if delta.get("type") == "input_json_delta" and isinstance(delta.get("partial_json"), str):
+                partial[event.get("index", 0)] = partial.get(event.get("index", 0), "") + delta["partial_json"]
+        elif kind == "message_delta" and message is not None:
+            if isinstance(event.get("delta"), dict):
+                message.update({k: v for k, v in event["delta"].items() if k in ("stop_reason", "stop_sequence")})
+            if isinstance(event.get("usage"), dict):
+                message["usage"] = {**(message.get("usage") or {}), **{k: v for k, v in event["usage"].items() if v is not None}}
+    if message is None:
+        return None
+    for index, text in partial.items():
+        try:
+            blocks[index]["input"] = json.loads(text) if text.strip() else {}
+        except (ValueError, KeyError):
+            continue
+    message["content"] = [blocks[i] for i in sorted(blocks)]
+    return message

@@ -1,0 +1,260 @@
+"""End to end: Claude Code and Codex (the real CLIs from npm) through ``iclr serve``.
+
+Each CLI runs a task of three tool-calling steps and a final answer against a scripted
+upstream on 127.0.0.1 (Anthropic Messages for Claude Code, OpenAI Responses for Codex) with
+the proxy in between, and the test reads the request bodies the upstream received:
+
+- each request starts with the previous one at the JSON level (Claude Code moves its one
+  ``cache_control`` marker to the last message, so markers are compared apart: the proxy
+  sends each exactly where the client put it), with ``system`` / ``instructions`` and
+  ``tools`` unchanged;
+- on a plain upstream (127.0.0.1: ``local``) every earlier step's thinking / reasoning_text is
+  compressed, once: the same bytes in every later request, one scoring per step;
+- tool calls and results are what the upstream returned and the CLI ran;
+- on a sealed upstream (``--upstream-kind anthropic`` / ``openai``) thinking blocks, their
+  signatures, ``redacted_thinking`` and encrypted reasoning items come back untouched, and
+  ``/stats`` counts them as sealed.
+
+The CLIs are looked up in ``$ICLR_AGENT_CLIS/node_modules/.bin``, then
+``~/.cache/iclr/agent-clis``; when neither has them and npm is on PATH they are installed there
+(``npm install @anthropic-ai/claude-code @openai/codex``, as ``scripts/agent_clis.sh`` does).
+Skipped when npm or the CLIs are missing. Codex talks HTTP + SSE to a custom provider
+(``supports_websockets`` is false unless set; the test sets it false explicitly and checks
+every request was an HTTP POST).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from serve_fixtures import proxy, scripted_upstream
+from wire_fixtures import SIGNATURE, anthropic_reply, function_call, output_message, reasoning_item, responses_reply, text, thinking, tool_use
+
+pytestmark = pytest.mark.server
+pytest.importorskip("starlette")
+
+STEPS = 3
+
+
+def _clis() -> Path | None:
+    """The folder holding ``claude`` and ``codex`` (installing them with npm when needed)."""
+    candidates = [Path(os.environ["ICLR_AGENT_CLIS"])] if os.environ.get("ICLR_AGENT_CLIS") else []
+    candidates.append(Path.home() / ".cache" / "iclr" / "agent-clis")
+    for folder in candidates:
+        if (folder / "node_modules" / ".bin" / "claude").exists() and (folder / "node_modules" / ".bin" / "codex").exists():
+            return folder / "node_modules" / ".bin"
+    npm = shutil.which("npm")
+    if npm is None:
+        return None
+    target = candidates[-1]
+    target.mkdir(parents=True, exist_ok=True)
+    try:
+        subprocess.run([npm, "install", "--prefix", str(target), "@anthropic-ai/claude-code", "@openai/codex"], capture_output=True, timeout=600, check=True)
+    except (subprocess.SubprocessError, OSError):
+        return None
+    bins = target / "node_modules" / ".bin"
+    return bins if (bins / "claude").exists() and (bins / "codex").exists() else None
+
+
+@pytest.fixture(scope="module")
+def clis() -> Path:
+    found = _clis()
+    if found is None:
+        pytest.skip("npm or the Claude Code / Codex CLIs are missing (set ICLR_AGENT_CLIS to a folder with node_modules/.bin/{claude,codex})")
+    return found
+
+
+def reasoning(step: int) -> str:
+    return "\n\n".join([
+        f"Step {step}: the task asks for three echoes.",
+        f"I could list the folder first, but that is not needed for step {step}.",
+        "Maybe check the shell works.",
+        f"The command for this step is echo step {step}.",
+        "After it, count the steps done.",
+    ])
+
+
+def _kept(sent: str, step: int) -> bool:
+    """``sent`` is step ``step``'s reasoning with 4 of its 5 blocks replaced by ``[SKIP]``
+    (BottomK at rho = 0.8), the kept block as generated."""
+    blocks = sent.split("\n\n")
+    kept = [b for b in blocks if b != "[SKIP]"]
+    return len(blocks) == 5 and len(kept) == 1 and kept[0] in reasoning(step).split("\n\n")
+
+
+def _strip_markers(value):
+    if isinstance(value, dict):
+        return {k: _strip_markers(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_strip_markers(v) for v in value]
+    return value
+
+
+def _markers(messages: list) -> list[tuple]:
+    out = []
+    for i, msg in enumerate(messages):
+        for j, block in enumerate(msg["content"] if isinstance(msg.get("content"), list) else []):
+            if isinstance(block, dict) and "cache_control" in block:
+                out.append((i, j, json.dumps(block["cache_control"])))
+    return out
+
+
+def _assert_prefixes(bodies: list[dict], field: str, context: tuple[str, ...]) -> None:
+    for before, after in zip(bodies, bodies[1:]):
+        assert _strip_markers(after[field][: len(before[field])]) == _strip_markers(before[field])
+        for key in context:
+            assert json.dumps(after.get(key)) == json.dumps(before.get(key)), key
+
+
+# -- Claude Code -----------------------------------------------------------------------------
+
+def _claude_script(redacted: bool):
+    def reply(body, index):
+        turns = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+        if not body.get("tools") or turns >= STEPS:
+            return anthropic_reply([text("All three steps are done.")], stream=bool(body.get("stream")))
+        blocks = [thinking(reasoning(turns))]
+        if redacted and turns == 1:
+            blocks.append({"type": "redacted_thinking", "data": "RVhBTVBMRS1SRURBQ1RFRA=="})
+        blocks.append(tool_use(f"toolu_{turns}", "Bash", {"command": f"echo step {turns}", "description": f"Echo step {turns}"}))
+        return anthropic_reply(blocks, stream=bool(body.get("stream")), message_id=f"msg_{turns}")
+
+    return [reply] * 20
+
+
+def _run_claude(bins: Path, url: str, home: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``claude -p`` with ``url`` as its base URL (also used by benchmarks/bench_serve_agents.py)."""
+    work = home / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    env = {
+        "PATH": os.environ.get("PATH", ""), "HOME": str(home), "ANTHROPIC_BASE_URL": url.removesuffix("/v1"),
+        "ANTHROPIC_API_KEY": "sk-ant-test", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+        "API_TIMEOUT_MS": str(int(timeout * 1000)),
+    }
+    return subprocess.run([str(bins / "claude"), "-p", "Echo step 0, step 1 and step 2, one command each.", "--allowedTools", "Bash"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=timeout + 60)
+
+
+def _main_requests(up) -> list[dict]:
+    return [json.loads(raw) for raw, path in zip(up.raw, up.paths) if path.startswith("/v1/messages") and "count_tokens" not in path and json.loads(raw).get("tools")]
+
+
+def test_claude_code_through_serve_plain_upstream(clis, tmp_path):
+    with scripted_upstream(_claude_script(redacted=True)) as up, proxy(up.url) as (url, state):
+        run = _run_claude(clis, url, tmp_path)
+        stats = httpx.get(url.removesuffix("/v1") + "/stats").json()
+    assert run.returncode == 0, run.stderr[-2000:]
+    bodies = _main_requests(up)
+    assert len(bodies) == STEPS + 1 and all(p.endswith("?beta=true") for p in up.paths if p.startswith("/v1/messages"))
+    _assert_prefixes(bodies, "messages", ("system", "tools", "thinking", "context_management"))
+    last = bodies[-1]["messages"]
+    assistants = [m for m in last if m["role"] == "assistant"]
+    assert len(assistants) == STEPS
+    for step, msg in enumerate(assistants):
+        (block,) = [b for b in msg["content"] if b["type"] == "thinking"]
+        # compressed in place, the signature kept as sent (a plain upstream does not check it)
+        assert _kept(block["thinking"], step) and block["signature"] == SIGNATURE
+        # compressed once: the same bytes in every request that holds the step
+        copies = [[m for m in b["messages"] if m["role"] == "assistant"][step] for b in bodies[step + 1 :]]
+        assert len(copies) == STEPS - step and all(_strip_markers(c) == _strip_markers(msg) for c in copies)
+        (call,) = [b for b in msg["content"] if b["type"] == "tool_use"]
+        assert call["id"] == f"toolu_{step}" and call["input"] == {"command": f"echo step {step}", "description": f"Echo step {step}"}
+    # redacted_thinking is never touched
+    assert {"type": "redacted_thinking", "data": "RVhBTVBMRS1SRURBQ1RFRA=="} in [_strip_markers(b) for b in assistants[1]["content"]]
+    results = [b for m in last if m["role"] == "user" and isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"]
+    assert [r["tool_use_id"] for r in results] == [f"toolu_{i}" for i in range(STEPS)]
+    assert all(f"step {i}" in json.dumps(r["content"]) for i, r in enumerate(results))
+    # the client's one cache marker is where Claude Code puts it (its last message with blocks):
+    # it moves every request, which is why prefixes are compared without markers
+    for b in bodies:
+        last_blocks = max(i for i, m in enumerate(b["messages"]) if isinstance(m["content"], list))
+        assert [at[0] for at in _markers(b["messages"])] == [last_blocks]
+    total = stats["total"]
+    assert total["steps_compressed"] == STEPS and total["sealed"] == {"redacted_thinking (encrypted data, no text)": 1}
+    assert total["reasoning_tokens_removed"] > 0 and stats["upstream_kind"] == "local"
+
+
+def test_claude_code_through_serve_sealed_upstream(clis, tmp_path):
+    with scripted_upstream(_claude_script(redacted=False)) as up, proxy(up.url, upstream_kind="anthropic") as (url, _):
+        run = _run_claude(clis, url, tmp_path)
+        stats = httpx.get(url.removesuffix("/v1") + "/stats").json()
+    assert run.returncode == 0, run.stderr[-2000:]
+    bodies = _main_requests(up)
+    _assert_prefixes(bodies, "messages", ("system", "tools"))
+    sent = [b for m in bodies[-1]["messages"] if m["role"] == "assistant" for b in m["content"] if b["type"] == "thinking"]
+    assert [_strip_markers(b) for b in sent] == [thinking(reasoning(i)) for i in range(STEPS)]  # untouched, signatures included
+    assert stats["total"]["sealed_blocks"] == STEPS and stats["total"]["reasoning_tokens_removed"] == 0
+
+
+# -- Codex -----------------------------------------------------------------------------------
+
+def _codex_script(encrypted: bool):
+    def reply(body, index):
+        calls = sum(1 for item in body.get("input", []) if item.get("type") == "function_call")
+        if calls >= STEPS:
+            return responses_reply([output_message("All three steps are done.", f"msg_{calls}")], stream=True, response_id=f"resp_{calls}")
+        item = reasoning_item(reasoning(calls), f"rs_{calls}", summary=calls == 1, encrypted="gAAAAB-opaque-{}".format(calls) if encrypted else None)
+        return responses_reply([item, function_call(f"call_{calls}", "exec_command", {"cmd": f"echo step {calls}"})], stream=True, response_id=f"resp_{calls}")
+
+    return [reply] * 20
+
+
+def _run_codex(bins: Path, url: str, home: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``codex exec`` with a custom provider at ``url`` (also used by benchmarks/bench_serve_agents.py)."""
+    codex_home, work = home / "codex", home / "work"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        'model = "gpt-test"\nmodel_provider = "iclr"\n\n[model_providers.iclr]\nname = "iclr serve"\n'
+        f'base_url = "{url}"\nwire_api = "responses"\nenv_key = "ICLR_TEST_KEY"\nsupports_websockets = false\n'
+        f"stream_idle_timeout_ms = {int(timeout * 1000)}\n"
+    )
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "CODEX_HOME": str(codex_home), "ICLR_TEST_KEY": "sk-codex-test"}
+    return subprocess.run([str(bins / "codex"), "exec", "--skip-git-repo-check", "-s", "danger-full-access", "Echo step 0, step 1 and step 2, one command each."],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=timeout + 60, stdin=subprocess.DEVNULL)
+
+
+def test_codex_through_serve_plain_upstream(clis, tmp_path):
+    with scripted_upstream(_codex_script(encrypted=False)) as up, proxy(up.url) as (url, _):
+        run = _run_codex(clis, url, tmp_path)
+        stats = httpx.get(url.removesuffix("/v1") + "/stats").json()
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert up.paths and all(p == "/v1/responses" for p in up.paths) and not up.get_headers  # HTTP POST + SSE, no WebSocket
+    bodies = [json.loads(raw) for raw in up.raw]
+    assert len(bodies) == STEPS + 1 and all(b["stream"] is True and b["store"] is False for b in bodies)
+    _assert_prefixes(bodies, "input", ("instructions", "tools"))
+    items = bodies[-1]["input"]
+    rs = [i for i in items if i["type"] == "reasoning"]
+    assert [r["id"] for r in rs] == [f"rs_{i}" for i in range(STEPS)]
+    for step, item in enumerate(rs):
+        (content,) = item["content"]
+        assert _kept(content["text"], step)
+        if step == 1:  # a summary with the same text is edited with it
+            assert item["summary"] == [{"type": "summary_text", "text": content["text"]}]
+        first = next(b["input"] for b in bodies if any(i.get("id") == item["id"] for i in b["input"]))
+        assert next(i for i in first if i.get("id") == item["id"]) == item  # compressed once, sent the same ever after
+    calls = [i for i in items if i["type"] == "function_call"]
+    assert [(c["id"], c["call_id"], json.loads(c["arguments"])) for c in calls] == [(f"fc_call_{i}", f"call_{i}", {"cmd": f"echo step {i}"}) for i in range(STEPS)]
+    outputs = [i for i in items if i["type"] == "function_call_output"]
+    assert [o["call_id"] for o in outputs] == [f"call_{i}" for i in range(STEPS)] and all(f"step {i}" in o["output"] for i, o in enumerate(outputs))
+    assert stats["total"]["steps_compressed"] == STEPS and stats["total"]["reasoning_tokens_removed"] > 0
+
+
+def test_codex_through_serve_sealed_upstream(clis, tmp_path):
+    with scripted_upstream(_codex_script(encrypted=True)) as up, proxy(up.url, upstream_kind="openai") as (url, _):
+        run = _run_codex(clis, url, tmp_path)
+        stats = httpx.get(url.removesuffix("/v1") + "/stats").json()
+    assert run.returncode == 0, run.stderr[-2000:]
+    bodies = [json.loads(raw) for raw in up.raw]
+    _assert_prefixes(bodies, "input", ("instructions", "tools"))
+    rs = [i for i in bodies[-1]["input"] if i["type"] == "reasoning"]
+    assert [(r["content"][0]["text"], r["encrypted_content"]) for r in rs] == [(reasoning(i), f"gAAAAB-opaque-{i}") for i in range(STEPS)]
+    assert stats["total"]["sealed_blocks"] == STEPS  # step 1's summary holds its text: one block
+    assert stats["total"]["reasoning_tokens_removed"] == 0
