@@ -82,6 +82,15 @@ def test_an_answer_that_repeats_the_reasoning_is_the_answer_not_a_copy():
     assert json.loads(write_back(records, doc, edited(doc, [""])).data) == {"reasoning": "", "answer": THOUGHT, "raw": THOUGHT}
 
 
+def test_a_read_only_part_saying_the_same_words_is_not_a_copy():
+    value = {"sealed": {"text": THOUGHT, "encrypted_content": "gAAA"}, "plain": THOUGHT}
+    records = whole(json.dumps(value).encode(), value)
+    parts = [Part("reasoning", THOUGHT, write_back=WriteBack.READ_ONLY), part(THOUGHT, (0, "plain"))]
+    doc = doc_of(records, parts)
+    out = json.loads(write_back(records, doc, edited(doc, ["[SKIP]"])).data)
+    assert out == {"sealed": value["sealed"], "plain": "[SKIP]"}
+
+
 def test_a_copy_dropped_with_an_opaque_item_does_not_count():
     value = {"items": [{"summary": THOUGHT, "encrypted_content": "gAAA"}], "echo": THOUGHT}
     records = whole(json.dumps(value).encode(), value)

@@ -31,7 +31,8 @@ rules"):
   for a JSON file; one message for :func:`apply_edits` on a message list) that contains the
   original text, verbatim or JSON-escaped (a request stored as a JSON string), unless the
   string is the text of a part read as something else (an answer that repeats the reasoning
-  word for word is the answer). Texts shorter
+  word for word is the answer) or of a read-only reasoning part (a sealed item has no site
+  but is reasoning). Texts shorter
   than :data:`MIN_COPY_CHARS` characters (stripped) are not checked: they recur by chance
   ("Done."). A copy means the adapter did not register every place the reasoning sits, and
   writing one copy would leave the record half-edited: :func:`apply_edits` raises
@@ -341,7 +342,7 @@ def apply_edits(values: Sequence[object], originals: Sequence[Trajectory], traje
     for path in drops:
         if len(path) > 1 and not gone(path[:-1]):
             removals.setdefault(path[:-1], (set(), set()))[0].add(path[-1])
-    _refuse_copies(edited, plans, _site_paths(originals), gone, _read_texts(originals))
+    _refuse_copies(edited, plans, _site_paths(originals), gone, _read_texts(originals) | _siteless_texts(originals))
     for (rec, *keys), (dropped, emptied) in removals.items():
         container = get(root(rec), keys)
         if isinstance(container, list) and emptied and len(dropped | emptied) >= len(container):
@@ -367,6 +368,12 @@ def _read_texts(originals: Sequence[Trajectory]) -> set[str]:
         part.text for traj in originals for step in traj.steps for part in step.parts if part.kind != "reasoning" and part.text}
 
 
+def _siteless_texts(originals: Sequence[Trajectory]) -> set[str]:
+    """Texts of reasoning parts that have no sites (read-only parts: sealed, redacted)."""
+    return {part.text for traj in originals for step in traj.steps for part in step.parts
+            if part.kind == "reasoning" and part.text and not isinstance(part.ref, TextRef)}
+
+
 def _strings(value: object, path: Path) -> Iterator[tuple[Path, str]]:
     if isinstance(value, str):
         yield path, value
@@ -381,9 +388,10 @@ def _strings(value: object, path: Path) -> Iterator[tuple[Path, str]]:
 def _refuse_copies(edited: dict[int, object], plans: Sequence[tuple[TextRef, str, str]], registered: set[Path],
                    gone: Callable[[Path], bool], read: set[str]) -> None:
     """Raise :class:`UnregisteredCopy` for the first edited text still found in a string of
-    its record that is no part's site and not read as another part (module docstring). Each
-    record's other strings are joined once and searched once per text, so the cost is one
-    pass per edited part."""
+    its record that is no part's site and not the whole text of another part (``read``:
+    actions, observations, prompts, and read-only reasoning, which has no site: a sealed item
+    that says the same words). Each record's other strings are joined once and searched once
+    per text, so the cost is one pass per edited part."""
     needles: dict[int, list[tuple[str, Site]]] = {}
     for ref, old, new in plans:
         if old == new or len(old.strip()) < MIN_COPY_CHARS:
