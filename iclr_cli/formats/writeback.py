@@ -30,9 +30,9 @@ rules"):
   part. A *copy* is any other string of the same record (a JSONL line; the whole document
   for a JSON file; one message for :func:`apply_edits` on a message list) that contains the
   original text, verbatim or JSON-escaped (a request stored as a JSON string), unless the
-  string is the text of a part read as something else (an answer that repeats the reasoning
-  word for word is the answer) or of a read-only reasoning part (a sealed item has no site
-  but is reasoning). Texts shorter
+  string is, or lies inside, the text of a part read as something else (an answer that
+  repeats the reasoning word for word is the answer; a tool argument is in its call's JSON)
+  or of a read-only reasoning part (a sealed item has no site but is reasoning). Texts shorter
   than :data:`MIN_COPY_CHARS` characters (stripped) are not checked: they recur by chance
   ("Done."). A copy means the adapter did not register every place the reasoning sits, and
   writing one copy would leave the record half-edited: :func:`apply_edits` raises
@@ -342,7 +342,7 @@ def apply_edits(values: Sequence[object], originals: Sequence[Trajectory], traje
     for path in drops:
         if len(path) > 1 and not gone(path[:-1]):
             removals.setdefault(path[:-1], (set(), set()))[0].add(path[-1])
-    _refuse_copies(edited, plans, _site_paths(originals), gone, _read_texts(originals) | _siteless_texts(originals))
+    _refuse_copies(edited, plans, _site_paths(originals), gone, _Read(_read_texts(originals) | _siteless_texts(originals)))
     for (rec, *keys), (dropped, emptied) in removals.items():
         container = get(root(rec), keys)
         if isinstance(container, list) and emptied and len(dropped | emptied) >= len(container):
@@ -385,13 +385,29 @@ def _strings(value: object, path: Path) -> Iterator[tuple[Path, str]]:
             yield from _strings(item, (*path, i))
 
 
+class _Read:
+    """Texts read as other parts (actions, observations, prompts, read-only reasoning)."""
+
+    def __init__(self, texts: set[str]):
+        self.texts = texts
+        self._joined: str | None = None
+
+    def within(self, value: str) -> bool:
+        """True when ``value`` is, or is inside, one of the texts (verbatim or JSON-escaped)."""
+        if value in self.texts:
+            return True
+        if self._joined is None:  # built on the first match only: matches are rare
+            self._joined = "\0".join(self.texts)
+        return value in self._joined or json.dumps(value, ensure_ascii=False)[1:-1] in self._joined
+
+
 def _refuse_copies(edited: dict[int, object], plans: Sequence[tuple[TextRef, str, str]], registered: set[Path],
-                   gone: Callable[[Path], bool], read: set[str]) -> None:
+                   gone: Callable[[Path], bool], read: _Read) -> None:
     """Raise :class:`UnregisteredCopy` for the first edited text still found in a string of
-    its record that is no part's site and not the whole text of another part (``read``:
-    actions, observations, prompts, and read-only reasoning, which has no site: a sealed item
-    that says the same words). Each record's other strings are joined once and searched once
-    per text, so the cost is one pass per edited part."""
+    its record that is no part's site and not read into another part (``read``: actions,
+    observations, prompts, and read-only reasoning, which has no site: a sealed item that
+    says the same words). Each record's other strings are joined once and searched once per
+    text, so the cost is one pass per edited part."""
     needles: dict[int, list[tuple[str, Site]]] = {}
     for ref, old, new in plans:
         if old == new or len(old.strip()) < MIN_COPY_CHARS:
@@ -401,7 +417,7 @@ def _refuse_copies(edited: dict[int, object], plans: Sequence[tuple[TextRef, str
             needles.setdefault(rec, []).extend((form, ref.sites[0]) for form in forms)
     for rec, wanted in needles.items():
         found = [(p, s) for p, s in _strings(edited[rec], (rec,))
-                 if len(s) >= MIN_COPY_CHARS and p not in registered and not gone(p) and s not in read]
+                 if len(s) >= MIN_COPY_CHARS and p not in registered and not gone(p) and s not in read.texts]
         if not found:
             continue
         starts, pos = [], 0
@@ -413,7 +429,10 @@ def _refuse_copies(edited: dict[int, object], plans: Sequence[tuple[TextRef, str
             at = joined.find(needle)
             while at >= 0:
                 i = bisect.bisect_right(starts, at) - 1
-                if at + len(needle) <= starts[i] + len(found[i][1]):  # not across two strings
+                text = found[i][1]
+                # Not across two strings, and not a value read into another part's text (a tool
+                # call's argument that says the same words is in that call's JSON).
+                if at + len(needle) <= starts[i] + len(text) and not read.within(text):
                     raise UnregisteredCopy(found[i][0], site)
                 at = joined.find(needle, at + 1)
 
