@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 
 from iclr_cli.blocks import SKIP, Split, candidates, holds_delimiter, split_blocks
 from iclr_cli.context import render_for_scoring, render_prompt, render_step
-from iclr_cli.policies import DEFAULT_RATIO, Variant, bottom_k, random_token_deletion
+from iclr_cli.derived_state import unexternalized
+from iclr_cli.policies import DEFAULT_RATIO, Variant, bottom_k, bottom_k_protected, random_token_deletion
 from iclr_cli.scoring.base import ScoreRequest, ScoreResult, Scorer, Tokenizer
 from iclr_cli.token_accounting import ReasoningTokens, TokenViews, account, token_counter
 from iclr_cli.trajectory import Part, Step, Trajectory
@@ -27,6 +28,8 @@ class BlockReport:
     ``block`` numbers the candidate blocks of the step from 0 (``[SKIP]`` markers from an
     earlier compression and blocks holding text-encoded tool calls are not candidates); ``part`` is the index of the reasoning part it
     lies in; ``n_tokens`` and ``entropy_bits`` are ``None`` when the step was not scored.
+    ``protected`` (``iclr-ext`` only) marks a block whose derived state had not reached an
+    external carrier, which the variant never removes.
     """
 
     block: int
@@ -35,6 +38,7 @@ class BlockReport:
     selected: bool
     n_tokens: int | None = None
     entropy_bits: float | None = None
+    protected: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class _Pending:
     splits: list[Split]
     candidates: list[tuple[int, int]]  # (part index, block index within the part)
     request: ScoreRequest | None
+    earlier: tuple[str, ...] = ()  # iclr-ext: P and the history, to find what is not externalized
 
 
 def count_tokens(tokenizer: Tokenizer, parts: Sequence[Part]) -> int:
@@ -127,13 +132,15 @@ def _prepare(traj_id: str, prompt: Sequence[str], history: Sequence[str], step: 
             step=rendered.text,
             spans=tuple(offsets[c] for c in cands),
         )
-    return _Pending(step, splits, cands, request)
+    earlier = (*prompt, *history) if settings.variant.kind == "iclr-ext" and request is not None else ()
+    return _Pending(step, splits, cands, request, earlier)
 
 
 def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, settings: Settings, tokenizer: Tokenizer) -> tuple[Step, StepReport]:
     step, splits, cands = pending.step, pending.splits, pending.candidates
     variant = settings.variant
     selected: frozenset[int] = frozenset()
+    protected: frozenset[int] = frozenset()
     scores: list = [None] * len(cands)
     skipped = result.skipped if result else None
     # Every variant says what happens to candidate blocks; Split.edit applies it and refuses
@@ -142,7 +149,14 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
 
     if variant.needs_scores and result is not None and not skipped:
         scores = list(result.blocks)
-        selected = bottom_k([s.entropy_bits for s in scores], settings.ratio)
+        entropies = [s.entropy_bits for s in scores]
+        if variant.kind == "iclr-ext":
+            # Found only once the step was scored: a preview or a request made ahead needs none.
+            keep = unexternalized(pending.earlier, step, splits)
+            protected = frozenset(i for i, c in enumerate(cands) if c in keep)
+            selected = bottom_k_protected(entropies, protected, settings.ratio)
+        else:
+            selected = bottom_k(entropies, settings.ratio)
         for i in selected:
             pi, bi = cands[i]
             changes[pi][bi] = SKIP
@@ -164,6 +178,7 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
             selected=i in selected,
             n_tokens=scores[i].n_tokens if scores[i] is not None else None,
             entropy_bits=scores[i].entropy_bits if scores[i] is not None else None,
+            protected=i in protected,
         )
         for i, (pi, bi) in enumerate(cands)
     )
@@ -293,12 +308,12 @@ def compress_trajectories(
     """
     if settings.variant.needs_scores and scorer is None:
         raise ValueError(f"variant {settings.variant.name} needs a scorer")
-    wave = getattr(scorer, "stream_capacity", None) if settings.variant.kind == "iclr" else None
+    wave = getattr(scorer, "stream_capacity", None) if settings.variant.conditions_on_history else None
     if wave and len(trajectories) > wave:
         return [r for a in range(0, len(trajectories), wave)
                 for r in compress_trajectories(trajectories[a : a + wave], settings, scorer, tokenizer, on_step=on_step)]
     prompts = [render_prompt(t.prompt) for t in trajectories]
-    plan = getattr(scorer, "plan_contexts", None) if settings.variant.kind == "iclr" else None
+    plan = getattr(scorer, "plan_contexts", None) if settings.variant.conditions_on_history else None
     if plan is not None:
         plan({traj.id: _preview(traj, prompts[i], settings) for i, traj in enumerate(trajectories)})
     histories: list[list[str]] = [[] for _ in trajectories]
@@ -315,7 +330,7 @@ def compress_trajectories(
             new_step, report = _finish(trajectories[i].id, pendings[i], by_index.get(i), settings, tokenizer)
             done_steps[i].append(new_step)
             reports[i].append(report)
-            if settings.variant.kind == "iclr":
+            if settings.variant.conditions_on_history:
                 histories[i].append(render_step(new_step))
             if on_step is not None:
                 on_step(report)

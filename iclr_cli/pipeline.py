@@ -19,6 +19,7 @@ from iclr_cli.jsonio import TextEncoding, output_encoder, read_input_encoded
 from iclr_cli.formats.base import Document, FormatAdapter
 from iclr_cli.policies import Variant
 from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, Overflow, Scorer, Tokenizer
+from iclr_cli.savings.estimate import Totals
 from iclr_cli.scoring.loading import DTYPES
 from iclr_cli.token_accounting import CountTokens, ReasoningTokens, TokenViews, account, token_counter
 from iclr_cli.trajectory import Step, Trajectory
@@ -263,8 +264,9 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
     ``n_tokens`` (proxy tokens), ``entropy_bits`` (mean bits per token), ``selected`` (the
     variant replaces it with ``[SKIP]``), ``text``, plus ``part``, ``source``, ``variant``,
     ``windowed``, ``history_kept``, ``context_tokens``, ``context`` (``fresh`` or ``sliding``)
-    when the scorer has context modes, and ``history_tail_tokens`` when the oldest kept
-    history segment was cut (only its most recent tokens fit). A step that was not scored yields one
+    when the scorer has context modes, ``history_tail_tokens`` when the oldest kept history
+    segment was cut (only its most recent tokens fit), and ``protected`` with ``iclr-ext`` (a
+    block whose derived state was not yet externalized, never removed). A step that was not scored yields one
     record with ``skipped`` (the reason) and ``n_blocks`` instead of block records.
     """
     for result in results:
@@ -299,6 +301,7 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
                     "context_tokens": report.context_tokens,
                     **({"context": report.context} if report.context else {}),
                     **({"history_tail_tokens": report.history_tail} if report.history_tail else {}),
+                    **({"protected": block.protected} if variant.kind == "iclr-ext" else {}),
                 }
 
 
@@ -370,6 +373,7 @@ class Summary(TokenViews):
     contexts: Counter = field(default_factory=Counter)  # scored steps per context mode
     scored: int = 0  # steps the proxy scored (``prune`` skips those whose selection cannot change)
     one_block: int = 0  # steps with reasoning in a single candidate block: N = 1, nothing removable
+    resent: Totals = field(default_factory=Totals)  # prune: the static estimate of the input re-sent (iclr savings)
 
     def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
         """Add the reports of ``results`` (and the unrecognised count of ``doc``)."""

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from iclr_cli.errors import UsageError
 
 DEFAULT_RATIO = 0.8
-VARIANT_NAMES = ("none", "iclr", "step-only", "delete-all", "random-R", "sliding-window-K")
+VARIANT_NAMES = ("none", "iclr", "iclr-ext", "step-only", "delete-all", "random-R", "sliding-window-K")
 
 
 @dataclass(frozen=True)
 class Variant:
     """A parsed variant name.
 
-    ``kind`` is one of ``none``, ``iclr``, ``step-only``, ``delete-all``, ``random``,
-    ``sliding-window``; ``param`` is R (percent of reasoning tokens deleted) for ``random``
+    ``kind`` is one of ``none``, ``iclr``, ``iclr-ext``, ``step-only``, ``delete-all``,
+    ``random``, ``sliding-window``; ``param`` is R (percent of reasoning tokens deleted) for ``random``
     and K (steps kept) for ``sliding-window``, else ``None``.
     """
 
@@ -34,24 +34,31 @@ class Variant:
     @property
     def needs_scores(self) -> bool:
         """True when the variant ranks blocks by proxy entropy."""
-        return self.kind in ("iclr", "step-only")
+        return self.kind in ("iclr", "iclr-ext", "step-only")
+
+    @property
+    def conditions_on_history(self) -> bool:
+        """True when the proxy scores a step against P and the compressed history (``iclr``,
+        ``iclr-ext``), so the online loop must carry that history from step to step."""
+        return self.kind in ("iclr", "iclr-ext")
 
     @property
     def edits_reasoning(self) -> bool:
         """True when the variant rewrites reasoning text of completed steps."""
-        return self.kind in ("iclr", "step-only", "delete-all", "random")
+        return self.kind in ("iclr", "iclr-ext", "step-only", "delete-all", "random")
 
 
 _PARAM = re.compile(r"^(random|sliding-window)-(\d+)$")
 
 
 def parse_variant(name: str) -> Variant:
-    """Parse ``none``, ``iclr``, ``step-only``, ``delete-all``, ``random-R`` or ``sliding-window-K``.
+    """Parse ``none``, ``iclr``, ``iclr-ext``, ``step-only``, ``delete-all``, ``random-R`` or
+    ``sliding-window-K``.
 
     Raises:
         UsageError: for any other name, or R outside 0..100, or K < 1.
     """
-    if name in ("none", "iclr", "step-only", "delete-all"):
+    if name in ("none", "iclr", "iclr-ext", "step-only", "delete-all"):
         return Variant(name, name)
     m = _PARAM.match(name)
     if m:
@@ -83,6 +90,24 @@ def bottom_k(scores: Sequence[float | None], ratio: float = DEFAULT_RATIO) -> fr
     k = math.floor(ratio * n + 1e-9)
     candidates = sorted((s, i) for i, s in enumerate(scores) if s is not None)
     return frozenset(i for _, i in candidates[:k])
+
+
+def bottom_k_protected(scores: Sequence[float | None], protected: frozenset[int] | set[int], ratio: float = DEFAULT_RATIO) -> frozenset[int]:
+    """``iclr-ext``: BottomK as :func:`bottom_k`, except that a block in ``protected`` is never removed.
+
+    This project's hypothesis from the paper's externalization finding (section 4.4: future
+    behavioural risk 67.3% while derived state lives only in reasoning, 36.2% once it is
+    externalized), not a rule of the paper: a block whose derived state has not reached an
+    external carrier (:func:`iclr_cli.derived_state.unexternalized`) stays. A protected block
+    **counts in N** and simply cannot be chosen, like a block without a score: the removal
+    budget ``floor(rho * N)`` is the one ``iclr`` has, spent on the lowest-entropy blocks that
+    are not protected, so a replay against ``iclr`` compares which blocks go, not how many
+    (fewer go only when fewer than ``floor(rho * N)`` are unprotected).
+
+    Raises:
+        ValueError: when ``ratio`` is outside [0, 1].
+    """
+    return bottom_k([None if i in protected else s for i, s in enumerate(scores)], ratio)
 
 
 def random_token_deletion(

@@ -134,17 +134,51 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """Token counts a provider reported for one model request, in the agent model's tokens.
+
+    ``input_tokens`` counts every prompt token of the request, cached or not (OpenAI
+    ``prompt_tokens``; Anthropic ``input_tokens + cache_creation_input_tokens +
+    cache_read_input_tokens``); ``cache_read_tokens`` and ``cache_write_tokens`` are the part
+    of it read from / written to the provider's prompt cache. ``None``: not reported (never 0
+    for "missing"). ``source`` names the field it was read from (``message.usage``,
+    ``token_count``, ...), for reports.
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One model request a transcript records: ``step`` is the 0-based step its answer began
+    (so its prompt held P and steps ``0..step-1``; ``step == len(steps)`` for a request whose
+    answer the file does not hold), ``usage`` what the provider reported (``None``: nothing)."""
+
+    step: int
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True)
 class Trajectory:
     """A whole agent run: prompt ``P`` and steps ``S_1..S_T``.
 
     ``id`` is the format's own id where it has one, else ``FILE#INDEX``. ``meta`` holds
     adapter facts worth reporting (model name, format); it never holds raw records.
+    ``requests`` lists the model requests the source records, in order, with their usage
+    (``iclr savings``; docs/FORMAT.md, "Recorded usage"); empty when the format records
+    none, and then each step stands for one request. It is metadata: two trajectories that
+    differ only in it compare equal.
     """
 
     id: str
     prompt: tuple[Part, ...]
     steps: tuple[Step, ...]
     meta: Mapping[str, object] = field(default_factory=dict)
+    requests: tuple[Request, ...] = field(default=(), compare=False)
 
     def with_steps(self, steps: Sequence[Step]) -> Trajectory:
         """Return a copy with ``steps`` replacing the current ones."""

@@ -18,7 +18,7 @@ VPY=.venv/bin/python
 "$VPY" -m pip install -q --upgrade pip
 # torch first and exactly: a range would let pip pick a multi-GB CUDA build.
 "$VPY" -m pip install -q "torch==2.13.0"
-"$VPY" -m pip install -q -e ".[model,replay,report,serve,ray,test]"
+"$VPY" -m pip install -q -e ".[model,replay,report,serve,ray,analyze,test]"
 
 if ! "$VPY" -c "import llama_cpp.server" 2>/dev/null; then
   echo "setup: building llama-cpp-python[server] (a few minutes)..." >&2

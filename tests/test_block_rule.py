@@ -23,7 +23,7 @@ from iclr_cli.trajectory import Part, Step, Trajectory
 CASE = SHARED / "cases" / "turn2" / "05-tool-call-inside-think.json"
 CALL_BLOCK = 'Drafting the call: <tool_call>\n{"name": "bash", "arguments": {"command": "pytest -x tests/test_loader.py"}}\n</tool_call>'
 ACTION = '\n\n<tool_call>\n{"name": "bash", "arguments": {"command": "pytest -x tests/test_loader.py"}}\n</tool_call>'
-VARIANTS = ["iclr", "step-only", "delete-all", "random-10", "random-40", "random-100"]
+VARIANTS = ["iclr", "iclr-ext", "step-only", "delete-all", "random-10", "random-40", "random-100"]
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ def test_every_variant_leaves_tool_call_blocks_and_separators(text, variant, see
         assert [b for b in new.blocks if b in protected] == protected  # all there, in order, unedited
         assert report.tokens.generated == report.tokens.kept + report.tokens.deleted
         assert report.tokens.written == report.tokens.kept + report.tokens.marker_tokens
-        if variant in ("iclr", "step-only"):
+        if variant in ("iclr", "iclr-ext", "step-only"):
             assert new.seps == old.seps  # [SKIP] replaces a block's words, never its layout
         elif variant.startswith("random") and len(new.blocks) == len(old.blocks):
             # nothing removed whole: the edges and every line break are as generated

@@ -112,9 +112,11 @@ def drive(url: str, user: str, *, streamed=False, edit=None, after_reply=None, u
 
 
 def scored(state, n: int) -> None:
-    """Wait (not a timed assertion) until ``n`` steps were queued for scoring ahead."""
-    deadline = time.monotonic() + 30
-    while state.stats.eager.scored < n and time.monotonic() < deadline:
+    """Wait (not a timed assertion) until ``n`` steps were queued for scoring ahead and every
+    one of them is scored, as when the agent's tool outlasts the scoring; on a loaded machine
+    the next request would otherwise find its step still running and count a wait."""
+    deadline = time.monotonic() + 120
+    while (state.stats.eager.scored < n or state.scorer.in_progress) and time.monotonic() < deadline:
         time.sleep(0.005)
 
 

@@ -22,8 +22,10 @@ _COMMANDS: list[tuple[str, str, str]] = [
     ("convert", "iclr_cli.cli.convert", "convert"),
     ("diff", "iclr_cli.cli.diff", "diff"),
     ("report", "iclr_cli.cli.report", "report"),
+    ("savings", "iclr_cli.cli.savings", "savings"),
     ("replay", "iclr_cli.cli.replay", "replay"),
     ("serve", "iclr_cli.cli.serve", "serve"),
+    ("analyze", "iclr_cli.cli.analyze", "app"),
     ("formats", "iclr_cli.cli.formats_cmd", "formats"),
     ("model", "iclr_cli.cli.model", "app"),
 ]

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
 from iclr_cli.pipeline import ScorerConfig, Summary
+from iclr_cli.savings.estimate import Totals
 from iclr_cli.render.output import Output
 from iclr_cli.token_accounting import summary_rows
 
@@ -76,6 +77,19 @@ def interruptible(out: Output, done: Callable[[], str]) -> Iterator[None]:
         raise out.interrupted(done()) from None
 
 
+def resent_row(t: Totals) -> tuple[str, str]:
+    """``input tokens re-sent, static: X -> Y (-Z%)``: the input of every request of the
+    sessions as recorded (or counted by the proxy) and with online write-back (README, "What
+    compression would save"); sealed reasoning is not taken off and is named when present."""
+    from iclr_cli.savings.estimate import change_percent
+
+    pct = change_percent(t.input, t.saved)
+    value = f"{round(t.input):,} -> {round(t.input_after):,}" + (f" ({pct:.1f}%)" if pct is not None and t.saved else " (0%)" if pct is not None else "")
+    if round(t.sealed):
+        value += f"; sealed reasoning not counted: {round(t.sealed):,}"
+    return ("input tokens re-sent, static", value)
+
+
 # ``score`` scores every step with blocks; ``prune`` only those whose selection depends on
 # the scores (Settings.score_all): the label says which, so the two summaries' scored,
 # windowed and context rows differ visibly for that reason.
@@ -98,6 +112,7 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
         ("reasoning blocks", summary.blocks),
         (selected, summary.removed),
         *summary_rows(summary.tokens, tokenizer_name),
+        *([resent_row(summary.resent)] if summary.resent.requests else []),
         (SCORED_LABEL.get(command, "steps scored"), summary.scored),
         ("scored steps windowed (over --max-tokens)", summary.windowed),
         *([("context (scored steps)", ", ".join(f"{mode} {n}" for mode, n in sorted(summary.contexts.items())))]

@@ -42,7 +42,7 @@ OverflowChoice = choices("OverflowChoice", get_args(_OverflowLiteral))
 ContextChoice = choices("ContextChoice", CONTEXTS)
 DtypeChoice = choices("DtypeChoice", DTYPES)
 SplitChoice = choices("SplitChoice", SPLITTERS)
-ScoredVariant = choices("ScoredVariant", ("iclr", "step-only"))
+ScoredVariant = choices("ScoredVariant", ("iclr", "iclr-ext", "step-only"))
 OpaqueChoice = choices("OpaqueChoice", tuple(e.value for e in OpaqueEdits))
 ConvertTarget = choices("ConvertTarget", TARGETS)
 
@@ -65,7 +65,7 @@ Strict = Annotated[bool, typer.Option("--strict", help="Exit 2 when an assistant
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No summary, warnings or progress bar on stderr.")]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an -o file that is read-only (its mode is kept).")]
 Width = Annotated[Optional[int], typer.Option("--width", min=40, help="Table width in columns (default: the terminal's; the table's full width when stderr is not a terminal).")]
-ScoredVariantOpt = Annotated[ScoredVariant, typer.Option("--variant", "-v", help="iclr (context-conditioned) or step-only.")]
+ScoredVariantOpt = Annotated[ScoredVariant, typer.Option("--variant", "-v", help="iclr (context-conditioned), iclr-ext (iclr that never removes a block whose derived state is not yet externalized; this project's hypothesis) or step-only.")]
 EncryptedReasoning = Annotated[OpaqueChoice, typer.Option("--encrypted-reasoning", help="Edited reasoning items that carry encrypted_content (Codex/Responses): 'drop' the item or 'keep' it unedited.")]
 
 DEFAULT_RATIO_VALUE = DEFAULT_RATIO

@@ -12,7 +12,7 @@ from iclr_cli.cli import options as opt
 
 def prune(
     input: Annotated[Optional[str], typer.Argument(help="Trajectory file ('-' for stdin); none with --dataset.", show_default=False)] = None,
-    variant: Annotated[str, typer.Option("--variant", "-v", help="none, iclr (default), step-only, delete-all, random-R (e.g. random-10).")] = "iclr",
+    variant: Annotated[str, typer.Option("--variant", "-v", help="none, iclr (default), iclr-ext, step-only, delete-all, random-R (e.g. random-10). iclr-ext is this project's hypothesis from the paper's externalization finding, not the paper's method: BottomK as iclr, but a block whose derived state (identifiers, paths, numbers, quoted text, code it introduced) has not yet reached an action, a written file or a tool result is never removed.")] = "iclr",
     output: opt.Output = None,
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     seed: opt.Seed = 0,
@@ -45,8 +45,9 @@ def prune(
     """Prune reasoning online and write the trajectory back in its own format.
 
     Actions, tool calls and observations are never changed. A summary (steps, blocks, blocks
-    removed, reasoning tokens generated / deleted / kept, [SKIP] markers, written, and the
-    tokenizer that counted them) goes to stderr. Ctrl-C exits 130 and says what was kept.
+    removed, reasoning tokens generated / deleted / kept, [SKIP] markers, written, the
+    tokenizer that counted them, and the input tokens re-sent over the session's requests
+    before and after, as 'iclr savings' estimates them) goes to stderr. Ctrl-C exits 130 and says what was kept.
     With --dataset -o OUT_DIR: the dataset back as parquet, same rows in the same order, only
     the trajectory column pruned; an interrupted run restarted with the same -o resumes.
     """
@@ -58,6 +59,8 @@ def prune(
     from iclr_cli.pipeline import Summary, as_written, build_engines, compress_document, open_inputs, track_steps, with_last
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
+    from iclr_cli.savings.measure import static_totals
+    from iclr_cli.token_accounting import token_counter
 
     parsed = parse_variant(variant)
     if parsed.kind == "sliding-window":
@@ -105,4 +108,6 @@ def prune(
                 # Count what was written, not what compression asked for (Codex items dropped
                 # whole or kept unedited).
                 summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
+                # ...but the input re-sent as 'iclr savings' estimates it: sealed reasoning apart
+                summary.resent = summary.resent + static_totals(results, token_counter(tokenizer))
     print_summary(out, summary, tokenizer.name, parsed.name, splitter=splitter if parsed.needs_scores else None)

@@ -18,7 +18,7 @@ def replay(
     suite: Annotated[Optional[str], typer.Option("--suite", help="'all' or a domain of the task source: code, office, security, web.")] = None,
     tasks_dir: Annotated[Optional[str], typer.Option("--tasks", help="Folder of your own tasks (see docs/TASKS.md) instead of the built-in suite.")] = None,
     list_tasks: Annotated[bool, typer.Option("--list-tasks", help="Print the available tasks (name, domain, description) and exit.")] = False,
-    variant: Annotated[Optional[list[str]], typer.Option("--variant", "-v", metavar="VARIANT", help="none, iclr, step-only, delete-all, random-R, sliding-window-K (repeatable).", show_default=False)] = None,
+    variant: Annotated[Optional[list[str]], typer.Option("--variant", "-v", metavar="VARIANT", help="none, iclr, iclr-ext, step-only, delete-all, random-R, sliding-window-K (repeatable). iclr-ext is this project's hypothesis from the paper's externalization finding, not the paper's method: BottomK as iclr, but a block whose derived state (identifiers, paths, numbers, quoted text, code it introduced) has not yet reached an action, a written file or a tool result is never removed.", show_default=False)] = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Agent model name sent to the API (e.g. deepseek-chat).")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. https://api.deepseek.com or http://127.0.0.1:8080/v1.")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the API key, e.g. DEEPSEEK_API_KEY (default: none; local servers need none).")] = None,

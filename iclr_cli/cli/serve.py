@@ -19,7 +19,7 @@ def serve(
     sealed: Annotated[Sealed, typer.Option("--sealed", help="Signed or encrypted reasoning of a sealed upstream: keep it all (default), or drop-previous-turns: leave out what the provider documents as legal (earlier turns' thinking / reasoning items).")] = Sealed("keep"),
     host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback exposes the proxy (and your upstream key) to the network.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8788,
-    variant: Annotated[str, typer.Option("--variant", "-v", help="none, iclr, step-only, delete-all, random-R (e.g. random-10).")] = "iclr",
+    variant: Annotated[str, typer.Option("--variant", "-v", help="none, iclr, iclr-ext, step-only, delete-all, random-R (e.g. random-10). iclr-ext is this project's hypothesis from the paper's externalization finding, not the paper's method: BottomK as iclr, but a block whose derived state (identifiers, paths, numbers, quoted text, code it introduced) has not yet reached an action, a written file or a tool result is never removed.")] = "iclr",
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     seed: opt.Seed = 0,
     proxy_model: Annotated[str, typer.Option("--proxy-model", help="Proxy scorer and reasoning tokenizer: 'smollm2', 'fake' (dry runs), a folder, a .gguf, a HF id.")] = "smollm2",

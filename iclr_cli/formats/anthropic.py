@@ -30,6 +30,8 @@ A message's ``content`` is a string or a list of content blocks. Parts (METHOD.m
   ``reasoning_details``).
 A step is one assistant message. User messages after the first assistant message are
 observations of the step before them; everything before it, and a top-level ``system``, is P.
+Recorded usage (``iclr savings``): where assistant messages are API responses kept whole, each
+is one request and its ``usage`` is read; a list with no ``usage`` records none.
 
 Write-back (METHOD.md, "Provider rules"): only records holding an edited thinking block are
 re-serialised, in the input's own layout; everything else comes back byte for byte.
@@ -55,8 +57,9 @@ from iclr_cli.formats.reading import Where, base_name, load_chunks
 from iclr_cli.formats.markup import foreign_notes
 from iclr_cli.formats.sniff import ANTHROPIC_BLOCKS, STRUCTURE, Head, Match, census, chat_lists, describe, openai_evidence
 from iclr_cli.formats.think import outside_think, think_elements
+from iclr_cli.formats.usage import anthropic_usage
 from iclr_cli.formats.writeback import Path, Site, TextRef, WriteBackAdapter
-from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
+from iclr_cli.trajectory import Part, PartKind, Request, Step, Trajectory, Usage, WriteBack
 
 REDACTED_TEXT = "[redacted thinking]"
 """Text of the READ_ONLY part that stands for a ``redacted_thinking`` block in the render."""
@@ -250,6 +253,7 @@ def _read(value: object, where: Where) -> list[Trajectory] | None:
     if system is not None:
         prompt.extend(user_parts(system, "prompt", where, ("system",), label="system"))
     steps: list[list[Part]] = []
+    usage: dict[int, Usage] = {}
     for i, msg in enumerate(messages):  # type: ignore[union-attr]
         path = (*prefix, i)
         if not isinstance(msg, dict):
@@ -260,6 +264,8 @@ def _read(value: object, where: Where) -> list[Trajectory] | None:
         if "content" not in msg:
             raise where.error("message has no 'content'", (*path, "content"))
         if role == "assistant":
+            if (reported := anthropic_usage(msg.get("usage"), "usage")) is not None:
+                usage[len(steps)] = reported
             steps.append(assistant_parts(msg["content"], where, (*path, "content")))
             note_message_fields(msg, where, path)
         elif steps:
@@ -270,7 +276,8 @@ def _read(value: object, where: Where) -> list[Trajectory] | None:
     if isinstance(value, dict) and isinstance(value.get("model"), str):
         meta["model"] = value["model"]
     traj_id = f"{base_name(where.source)}#{where.first_index}"
-    return [Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta)]
+    requests = tuple(Request(i, usage.get(i)) for i in range(len(steps))) if usage else ()
+    return [Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta, requests=requests)]
 
 
 class AnthropicAdapter(WriteBackAdapter):

@@ -36,6 +36,9 @@ Decisions (this project's own; the Claude Code format documents none of this):
   (:mod:`iclr_cli.formats.writeback`).
 - A file with no user or assistant line (only bookkeeping) is an input error, never a
   silent empty result.
+- Recorded usage (``iclr savings``): each step is one request, with the ``message.usage`` of
+  its message (Claude Code repeats it on every line of the message; the last one counts).
+  Sidechain lines are a sub-agent's own requests and are not counted.
 """
 
 from __future__ import annotations
@@ -46,9 +49,10 @@ from iclr_cli.formats.anthropic import assistant_parts, note_message_fields, use
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, base_name, read_lines
+from iclr_cli.formats.usage import anthropic_usage
 from iclr_cli.formats.writeback import Records, WriteBackAdapter
 from iclr_cli.jsonio import BAD_LINE, loads
-from iclr_cli.trajectory import Part, Step, Trajectory
+from iclr_cli.trajectory import Part, Request, Step, Trajectory, Usage
 
 EVENT_TYPES = frozenset(
     {"user", "assistant", "progress", "system", "summary", "file-history-snapshot", "queue-operation", "result", "attachment"}
@@ -148,6 +152,7 @@ def _trajectory(records: Records, conversation: list[int], source: str, unrecogn
     prompt: list[Part] = []
     steps: list[list[Part]] = []
     step_of: dict[Hashable, int] = {}
+    usage: dict[int, Usage] = {}
     model = None
     for rec, value in enumerate(values):
         if not isinstance(value, dict):
@@ -167,6 +172,8 @@ def _trajectory(records: Records, conversation: list[int], source: str, unrecogn
                 step_of[key] = len(steps)
                 steps.append([])
             model = model or message.get("model")
+            if (reported := anthropic_usage(message.get("usage"), "message.usage")) is not None:
+                usage[step_of[key]] = reported
             steps[step_of[key]].extend(assistant_parts(message["content"], where, ("message", "content")))
             note_message_fields(message, where, ("message",))
         else:
@@ -177,7 +184,8 @@ def _trajectory(records: Records, conversation: list[int], source: str, unrecogn
     meta: dict[str, object] = {"format": "claude_code", "sidechain": sidechain}
     if isinstance(model, str):
         meta["model"] = model
-    return Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta)
+    requests = tuple(Request(i, usage.get(i)) for i in range(len(steps)))
+    return Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta, requests=requests)
 
 
 ADAPTER = ClaudeCodeAdapter()

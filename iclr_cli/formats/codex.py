@@ -41,6 +41,13 @@ own (of the current step), opaque when encrypted, and an edit removes that list 
 Unrecognised (reported): response items of a type this adapter does not know, and assistant
 message content parts without text (a ``refusal``, for example).
 
+Recorded usage (``iclr savings``): each ``event_msg`` of type ``token_count`` with an ``info``
+is one model request, counted from ``info.last_token_usage``; an event whose
+``info.total_token_usage`` equals the previous one's is a repeat and is not counted. A request
+belongs to the step its answer begins: the step in progress when the event comes after that
+step's model items with no observation between (newer CLIs log the event after the answer),
+else the next step (older CLIs log it before the answer's items).
+
 Echoes: Codex also logs each summary as an ``event_msg`` of type ``agent_reasoning`` (raw
 content as ``agent_reasoning_raw_content``). An echo is matched to a part when its ``text``
 equals the part's text and it lies between the non-reasoning response items around the
@@ -61,9 +68,10 @@ from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, base_name, read_lines, text_of
 from iclr_cli.formats.markup import foreign_notes
 from iclr_cli.formats.think import outside_think, think_elements
+from iclr_cli.formats.usage import openai_usage
 from iclr_cli.formats.writeback import Draft, Path, Site, WriteBackAdapter, freeze
 from iclr_cli.jsonio import BAD_LINE
-from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
+from iclr_cli.trajectory import Part, Request, Step, Trajectory, WriteBack
 
 _MODEL_ITEMS = {"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
 _OUTPUT_ITEMS = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
@@ -142,7 +150,7 @@ class CodexAdapter(WriteBackAdapter):
             raise InputError(source, "no session_meta or response_item line found: not a Codex rollout")
         traj_id = reader.traj_id or f"{base_name(source)}#0"
         steps = tuple(Step(i, freeze(p)) for i, p in enumerate(reader.steps))
-        traj = Trajectory(traj_id, tuple(reader.prompt), steps, meta=reader.meta)
+        traj = Trajectory(traj_id, tuple(reader.prompt), steps, meta=reader.meta, requests=tuple(reader.requests))
         if reader.sealed:
             warnings.append(f"{source}: {reader.sealed} reasoning items hold only encrypted_content (no summary text): nothing there to score or prune")
         return Document(self.name, source, [traj], records, warnings, unrecognised=reader.unrecognised)
@@ -166,6 +174,8 @@ class _Reader:
         self.live: dict[str, list[Draft]] = {}  # reasoning item identity -> its parts
         self.sealed = 0  # reasoning items with encrypted_content and no text
         self.prev_model = False
+        self.requests: list[Request] = []
+        self._last_total: object = None  # info.total_token_usage of the last token_count
 
     def record(self, rec: int, value: object, line: int) -> None:
         where = Where(self.source, rec, line, unrecognised=self.unrecognised)
@@ -189,6 +199,17 @@ class _Reader:
             if not isinstance(payload, dict):
                 raise where.error("response_item has no object 'payload'", "payload")
             self.response_item(payload, where)
+        elif kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count":
+            self.token_count(payload.get("info"))
+
+    def token_count(self, info: object) -> None:
+        """One model request, unless a repeat of the last event (see the module docstring)."""
+        if not isinstance(info, dict) or (self._last_total is not None and info.get("total_token_usage") == self._last_total):
+            return
+        self._last_total = info.get("total_token_usage")
+        usage = openai_usage(info.get("last_token_usage"), "token_count")
+        step = len(self.steps) - 1 if self.prev_model else len(self.steps)
+        self.requests.append(Request(step, usage))
 
     def response_item(self, item: dict, where: Where) -> None:
         kind = item.get("type")

@@ -25,6 +25,9 @@ Reasoning (METHOD.md), all edited in place:
 
 Unrecognised (reported): harmony channel markup in ``content``, text in a second content part.
 
+Recorded usage (``iclr savings``, v2): each assistant message is one request, with the
+``usage`` of its ``extra.response``.
+
 The real v2 sample (gpt-5-mini through litellm) has ``content: null`` on every assistant
 message and its reasoning is hidden (only ``reasoning_tokens`` counts): 0 reasoning blocks
 is the right answer there.
@@ -39,8 +42,9 @@ from iclr_cli.formats.base import Document
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.chat_reasoning import message_reasoning
 from iclr_cli.formats.reading import Where, base_name, dig, field_name, parse_document, text_of, whole
+from iclr_cli.formats.usage import openai_usage
 from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, locate
-from iclr_cli.trajectory import Part, Step, Trajectory
+from iclr_cli.trajectory import Part, Request, Step, Trajectory
 
 _COMMAND_FENCE = re.compile(r"^```(?:bash|mswea_bash_command)[ \t]*$", re.MULTILINE)
 _ANY_FENCE = re.compile(r"^```", re.MULTILINE)
@@ -84,6 +88,7 @@ class MiniSweAgentAdapter(WriteBackAdapter):
         prompt: list[Part] = []
         steps: list[list[Part]] = []
         hidden = 0  # assistant messages whose reasoning the provider kept back
+        requests: list[Request] = []
         where = Where(source)
         for i, msg in enumerate(messages):
             path = (*root, i)
@@ -91,6 +96,7 @@ class MiniSweAgentAdapter(WriteBackAdapter):
                 raise InputError(source, "message must be an object with a string 'role'", field=field_name(path))
             role = msg["role"]
             if role == "assistant":
+                requests.append(Request(len(steps), openai_usage(dig(msg, "extra", "response", "usage"), "extra.response.usage")))
                 steps.append(_assistant_parts(msg, path, where))
                 tokens = dig(msg, "extra", "response", "usage", "completion_tokens_details", "reasoning_tokens")
                 hidden += isinstance(tokens, int) and tokens > 0 and not any(p.kind == "reasoning" for p in steps[-1])
@@ -107,7 +113,8 @@ class MiniSweAgentAdapter(WriteBackAdapter):
         model = _model_name(doc)
         if model:
             meta["model"] = model
-        traj = Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta)
+        recorded = tuple(requests) if any(r.usage for r in requests) else ()
+        traj = Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta, requests=recorded)
         warnings = [f"{source}: {hidden} assistant messages report reasoning_tokens but hold no reasoning text (the provider hid it): nothing there to score or prune"] if hidden else []
         return Document(self.name, source, [traj], whole(data, doc), warnings, unrecognised=where.unrecognised)
 

@@ -7,7 +7,9 @@ Shapes accepted (one trajectory per message list):
 - a list of benchmark results, each with a ``traj`` message list (tau-bench);
 - API traffic logs, one ``{"request": {"messages": [...], "tools": [...]}, "response":
   {"choices": [...]}}`` per line: a trajectory is the request's messages plus the message its
-  response returned.
+  response returned. It records one model request, the logged one (``iclr savings``): its
+  answer is the last step (the earlier assistant turns are history, sent by earlier requests)
+  and its usage is the response's ``usage``.
 
 Messages are read and written back by :mod:`iclr_cli.formats.openai_messages` (every
 OpenAI-side reasoning shape, the ``tools`` part of P, unrecognised text), the same code
@@ -18,11 +20,14 @@ re-serialised (in the input's own layout), every other record comes back byte fo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from iclr_cli.formats.openai_messages import read_at
 from iclr_cli.formats.reading import Where, base_name, dig, field_name, load_chunks
 from iclr_cli.formats.sniff import PLAIN, STRUCTURE, Head, Match, census, chat_lists, is_messages, openai_evidence
+from iclr_cli.formats.usage import openai_usage
 from iclr_cli.formats.writeback import WriteBackAdapter, get
-from iclr_cli.trajectory import Trajectory
+from iclr_cli.trajectory import Request, Trajectory
 
 Path = tuple  # keys from a record's root to one message
 NOT_FOUND = "no message list found (expected a list of messages, 'messages', 'traj', or request/response)"
@@ -84,6 +89,10 @@ def _read(value, where: Where) -> list[Trajectory] | None:
         )
         where.unrecognised.extend(traj.unrecognised)
         where.sealed.extend(traj.sealed)
+        if paths and paths[0][0] == "request":  # a logged exchange: the one request it records
+            answered = paths[-1][0] == "response"
+            usage = openai_usage(value["response"].get("usage"), "response.usage") if answered else None
+            traj = replace(traj, requests=(Request(len(traj.steps) - answered, usage),))
         out.append(traj)
     return out
 

@@ -22,18 +22,25 @@ conversation with ``previous_response_id`` (or ``conversation``) holds only the 
 rest of its history is on the server, so it is not read, not pruned, and a warning says so.
 Write-back goes through the one engine (:mod:`iclr_cli.formats.writeback`): unedited records
 come back byte for byte.
+
+Recorded usage (``iclr savings``): a request/response pair records one request, the logged one;
+its answer is the response's model items and its usage the response's ``usage``
+(``input_tokens`` includes ``input_tokens_details.cached_tokens``). A record whose history is on
+the server records none: its prompt is not in the file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from iclr_cli.formats.openai_messages import render_tools
 from iclr_cli.formats.reading import Where, base_name, load_chunks, text_of
-from iclr_cli.formats.responses_items import MODEL_ITEMS, OUTPUT_ITEMS, item_type, read_items
+from iclr_cli.formats.responses_items import MODEL_ITEMS, OUTPUT_ITEMS, is_model_item, item_type, read_items
 from iclr_cli.formats.sniff import STRUCTURE, Head, Match, describe
+from iclr_cli.formats.usage import openai_usage
 from iclr_cli.formats.writeback import WriteBackAdapter
-from iclr_cli.trajectory import Part, Trajectory
+from iclr_cli.trajectory import Part, Request, Trajectory
 
 NOT_FOUND = "no Responses items found (expected an item list, a request with 'input', a response with 'output', or {request, response})"
 _TYPED = MODEL_ITEMS | OUTPUT_ITEMS | {"item_reference"}
@@ -128,7 +135,12 @@ def _read(value: object, where: Where) -> list[Trajectory] | None:
     )
     where.unrecognised.extend(read.unrecognised)
     where.sealed.extend(read.sealed_at)
-    return [read.trajectory]
+    traj = read.trajectory
+    if prefix and "server_history" not in meta:  # a logged pair: the one request it records
+        answered = any(p[0] == "response" and is_model_item(_get(value, p)) for p in paths)
+        usage = openai_usage(value["response"].get("usage"), "response.usage")
+        traj = replace(traj, requests=(Request(len(traj.steps) - answered, usage),))
+    return [traj]
 
 
 class OpenAIResponsesAdapter(WriteBackAdapter):

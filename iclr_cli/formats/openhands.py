@@ -34,6 +34,11 @@ Reasoning (METHOD.md), one part per text, scored once:
   is written into both.
 - The copies in the raw model response of every event of the same model call (V0) are
   edited with the part. ``think`` tool calls are actions: tool arguments are never edited.
+
+Recorded usage (``iclr savings``, V0): each step is one model request; its usage is the
+``llm_metrics.token_usages`` entry whose ``response_id`` is the step's model response id,
+else that response's own ``usage`` (LiteLLM's chat-completions shape). V1 events carry no
+usage: a V1 stream records none.
 """
 
 from __future__ import annotations
@@ -47,9 +52,10 @@ from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.chat_reasoning import message_reasoning
 from iclr_cli.formats.reading import Where, base_name, dig, document_error, field_name, read_lines, spread_document, text_of, try_document, whole
 from iclr_cli.formats.think import outside_think, think_elements
+from iclr_cli.formats.usage import count, openai_usage
 from iclr_cli.formats.writeback import Draft, Site, TextRef, WriteBackAdapter, locate
 from iclr_cli.jsonio import BAD_LINE
-from iclr_cli.trajectory import Part, Step, Trajectory
+from iclr_cli.trajectory import Part, Request, Step, Trajectory, Usage
 
 _V1_KINDS = re.compile(rb'"kind"\s*:\s*"(ActionEvent|MessageEvent|ObservationEvent|SystemPromptEvent)"')
 _V0_SOURCE = re.compile(rb'"source"\s*:\s*"(agent|user|environment)"')
@@ -78,16 +84,25 @@ class _Builder:
     def __init__(self) -> None:
         self.prompt: list[Part] = []
         self.steps: list[list[Part]] = []
+        self.usage: dict[int, Usage] = {}
         self._call: object = None
 
-    def step(self, parts: list[Part], call: object = None) -> None:
+    def step(self, parts: list[Part], call: object = None, usage: Usage | None = None) -> None:
         """Start a step, or continue the last one when ``call`` (the model response id)
-        is the same: parallel tool calls of one model call are one step."""
-        if call is not None and call == self._call and self.steps:
-            self.steps[-1].extend(parts)
-            return
-        self._call = call
-        self.steps.append(parts)
+        is the same: parallel tool calls of one model call are one step. ``usage`` is the
+        model call's recorded usage, if the event carries it."""
+        if not (call is not None and call == self._call and self.steps):
+            self._call = call
+            self.steps.append([])
+        self.steps[-1].extend(parts)
+        if usage is not None:
+            self.usage.setdefault(len(self.steps) - 1, usage)
+
+    def requests(self) -> tuple[Request, ...]:
+        """One request per step when any step recorded usage, else none (nothing known)."""
+        if not self.usage:
+            return ()
+        return tuple(Request(i, self.usage.get(i)) for i in range(len(self.steps)))
 
     def seen(self, text: str, label: str) -> None:
         if self.steps:
@@ -179,7 +194,7 @@ class OpenHandsAdapter(WriteBackAdapter):
         (_walk_v1 if v1 else _walk_v0)(events, build, source, unrecognised)
         meta = {"format": self.name, "version": "v1" if v1 else "v0"}
         steps = tuple(Step(i, tuple(p)) for i, p in enumerate(build.steps))
-        trajectory = Trajectory(f"{base_name(source)}#0", tuple(build.prompt), steps, meta=meta)
+        trajectory = Trajectory(f"{base_name(source)}#0", tuple(build.prompt), steps, meta=meta, requests=build.requests())
         return Document(self.name, source, [trajectory], records, warnings, unrecognised=unrecognised)
 
 
@@ -205,7 +220,8 @@ def _walk_v0(events: list, build: _Builder, source: str, unrecognised: list) -> 
                     agent_ids.add(event["id"])
                 where = Where(source, path[0], line, unrecognised=unrecognised)
                 rid = dig(event, "tool_call_metadata", "model_response", "id")
-                build.step(_v0_action(path, event, args, groups, by_path, reasoned, where), rid if isinstance(rid, str) else None)
+                rid = rid if isinstance(rid, str) else None
+                build.step(_v0_action(path, event, args, groups, by_path, reasoned, where), rid, _v0_usage(event, rid))
             elif event.get("source") == "user" and kind == "message":
                 build.seen(str(args.get("content", "")), "user")
             continue
@@ -246,6 +262,16 @@ def _v0_action(path, event, args, groups, by_path, reasoned, where: Where) -> li
     if kind != "message":
         pending.append(Part("action", _v0_call_text(meta, message, args), label=f"tool_call:{meta.get('function_name') or kind}"))
     return _freeze(pending)
+
+
+def _v0_usage(event: dict, rid: str | None) -> Usage | None:
+    """The recorded usage of an agent event's model call (see the module docstring)."""
+    entries = dig(event, "llm_metrics", "token_usages") if rid else None
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("response_id") == rid and count(entry.get("prompt_tokens")) is not None:
+            return Usage(entry["prompt_tokens"], count(entry.get("completion_tokens")), count(entry.get("cache_read_tokens")),
+                         count(entry.get("cache_write_tokens")), "llm_metrics")
+    return openai_usage(dig(event, "tool_call_metadata", "model_response", "usage"), "model_response.usage")
 
 
 def _v0_call_text(meta: dict, message, args: dict) -> str:

@@ -11,6 +11,9 @@ file opens with no network. Sections, each left out with a note when the run lac
 4. ``plot-heatmap``: per step (x) and block (y) the block's mean entropy in bits for one
    trajectory, removed blocks marked with a cross.
 
+For a session file (``iclr report FILE --html``) the page holds the ``iclr savings`` table and
+``plot-savings``: input tokens per request as recorded and with online write-back.
+
 The figures are built as data (:func:`build_figures`) and only then turned into HTML.
 """
 
@@ -19,11 +22,15 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from iclr_cli.errors import IclrError
 from iclr_cli.render.diffdata import ScoreMap
 from iclr_cli.render.runs import RunRecord, total_tokens
 from iclr_cli.replay.summary import VariantSummary, latest, table_rows
+
+if TYPE_CHECKING:
+    from iclr_cli.savings.run import SessionResult
 
 _PALETTE = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
 
@@ -148,10 +155,43 @@ def build_figures(runs: Sequence[RunRecord], heat: HeatMap | None) -> list[tuple
 
 def summary_table(rows: Sequence[VariantSummary]) -> str:
     """The per-variant summary as an HTML table (the cells of the terminal table)."""
-    columns, cells = table_rows(rows)
+    return html_table(*table_rows(rows))
+
+
+def html_table(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> str:
+    """A table of text cells (escaped), first column left-aligned."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in cells)
     return f"<table class=\"summary\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def savings_figures(sessions: Sequence[SessionResult]) -> list[tuple[str, str, object | str]]:
+    """``iclr report FILE --html``: input tokens of every request of each session, as recorded
+    (solid) and with online write-back (dashed), as ``iclr savings`` estimates them.
+
+    Raises:
+        IclrError: when plotly is not installed (``pip install 'iclr-cli[report]'``).
+    """
+    try:
+        import plotly.graph_objects as go
+    except ImportError:
+        raise IclrError("iclr report --html needs plotly: pip install 'iclr-cli[report]'") from None
+    heading = "Input tokens per request, as recorded and with write-back (static estimate)"
+    with_requests = [s for s in sessions if s.estimate.requests]
+    if not with_requests:
+        return [("plot-savings", heading, "no session with a request")]
+    longest = max(len(s.estimate.requests) for s in with_requests)
+    fig = go.Figure(layout=dict(template="plotly_white", height=420, margin=dict(l=60, r=20, t=40, b=50),
+                                xaxis=dict(title="request (in order)", dtick=_step_tick(longest)), yaxis_title="input tokens", legend=dict(title="session")))
+    for i, s in enumerate(with_requests):
+        colour = _PALETTE[i % len(_PALETTE)]
+        x = list(range(1, len(s.estimate.requests) + 1))
+        hover = [f"{s.id}: request {n}, answer is step {r.step}" for n, r in zip(x, s.estimate.requests)]
+        fig.add_trace(go.Scatter(x=x, y=[round(r.input) for r in s.estimate.requests], mode="lines+markers", name=f"{s.id} as recorded",
+                                 line=dict(color=colour), hovertext=hover))
+        fig.add_trace(go.Scatter(x=x, y=[round(r.input_after) for r in s.estimate.requests], mode="lines+markers", name=f"{s.id} with write-back",
+                                 line=dict(color=colour, dash="dash"), hovertext=hover))
+    return [("plot-savings", heading, fig)]
 
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
@@ -161,12 +201,19 @@ table.summary td:first-child,table.summary th:first-child{text-align:left}sectio
 
 def render_html(title: str, rows: Sequence[VariantSummary], figures: Sequence[tuple[str, str, object | str]]) -> str:
     """The whole page: title, summary table, one section per figure (plotly.js inlined once)."""
+    return render_page(title, "Summary per variant", summary_table(rows), figures)
+
+
+def render_page(title: str, heading: str, table: str, figures: Sequence[tuple[str, str, object | str]], notes: Sequence[str] = ()) -> str:
+    """A page: title, a summary section (``heading``, the HTML ``table`` and ``notes`` under
+    it), then one section per figure (plotly.js inlined once)."""
     parts = [
         "<!DOCTYPE html>",
         f"<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        "<section id=\"summary\"><h2>Summary per variant</h2>",
-        summary_table(rows),
+        f"<section id=\"summary\"><h2>{html.escape(heading)}</h2>",
+        table,
+        *(f"<p class=\"note\">{html.escape(n)}</p>" for n in notes),
         "</section>",
     ]
     js_included = False

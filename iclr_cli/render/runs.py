@@ -243,4 +243,4 @@ def heat_candidates(records: Sequence[RunRecord], spec: str | None) -> list[RunR
         if not found:
             raise UsageError(f"no replay record with a trajectory matches {spec!r} (TASK/VARIANT/SEED)")
         return found
-    return sorted(with_traj, key=lambda r: r.record["variant"] not in ("iclr", "step-only"))
+    return sorted(with_traj, key=lambda r: r.record["variant"] not in ("iclr", "iclr-ext", "step-only"))

@@ -67,6 +67,12 @@ class EagerScorer:
         """Results scored ahead (or being scored) that no request has asked for yet."""
         return len(self._pending)
 
+    @property
+    def in_progress(self) -> int:
+        """Results scored ahead that are still queued or being scored."""
+        with self._lock:
+            return sum(not future.done() for _, future in self._pending.values())
+
     def cache_info(self) -> dict | None:
         return self.inner.cache_info()
 

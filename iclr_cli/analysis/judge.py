@@ -1,0 +1,140 @@
+"""``--label judge``: an OpenAI-compatible model asked one fixed question per boundary.
+
+The question (:data:`QUESTION`, version :data:`VERSION`) shows the judge the reasoning of the
+completed step ``t`` and what the agent did in the next ``horizon`` steps (their reasoning and
+actions; observations are left out, they are not the agent's), each text cut to
+:data:`MAX_CHARS` characters (head and tail kept), and asks whether the later steps need that
+reasoning again: re-derive its conclusions, spend substantially more reasoning on the same
+problem, or explicitly change or restart the plan (the paper's target, section 3.3). The
+label is 1 for an answer starting with YES, 0 for NO; any other answer leaves the boundary
+unlabelled, with a warning.
+
+Requests go through the replay client (:mod:`iclr_cli.replay.client`: retries with backoff,
+temperature 0). Answers are cached in SQLite (the project's store for small durable state)
+under a hash of the model name, the question's version and the full prompt, so a rerun asks
+nothing twice and a changed question never reuses an old answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from iclr_cli.analysis.labels import Label, Labels, labelled_steps, reasoning_text
+from iclr_cli.errors import UsageError
+from iclr_cli.trajectory import Step, Trajectory
+
+VERSION = "1"
+MAX_CHARS = 4000
+SYSTEM = "You label AI agent trajectories for a research analysis. Answer with exactly one word: YES or NO."
+QUESTION = (
+    "Question: in those later steps, does the agent need the reasoning of step {t} again? That is, does it "
+    "re-derive conclusions that reasoning had already reached, spend substantially more reasoning on the same "
+    "problem, or explicitly change or restart its plan? Answer YES or NO."
+)
+
+
+def _cut(text: str, limit: int = MAX_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters left out ...]\n{text[-half:]}"
+
+
+def prompt(steps: Sequence[Step], t: int, horizon: int) -> str:
+    """The user message for the boundary after step ``t`` (module docstring)."""
+    later = []
+    for s in steps[t + 1 : t + 1 + horizon]:
+        text = reasoning_text(s)
+        if text.strip():
+            later.append(f"Step {s.index} reasoning:\n{_cut(text)}")
+        for part in s.parts:
+            if part.kind == "action" and part.text.strip():
+                later.append(f"Step {s.index} action ({part.label or 'action'}):\n{_cut(part.text)}")
+    n = min(horizon, len(steps) - t - 1)
+    return (f"An AI agent works on a task in steps. At step {t} it reasoned as follows:\n\n<reasoning>\n{_cut(reasoning_text(steps[t]))}\n</reasoning>\n\n"
+            f"In the next {n} step(s) it did this (reasoning and actions; tool outputs left out):\n\n<later>\n"
+            + "\n\n".join(later) + "\n</later>\n\n" + QUESTION.format(t=t))
+
+
+class AnswerCache:
+    """Judge answers on disk: one SQLite table keyed by a hash of model, version and prompt."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path))
+        self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, model TEXT, answer TEXT, at REAL)")
+        self._db.commit()
+
+    @staticmethod
+    def key(model: str, text: str) -> str:
+        return hashlib.sha256(f"{model}\0{VERSION}\0{SYSTEM}\0{text}".encode()).hexdigest()
+
+    def get(self, model: str, text: str) -> str | None:
+        row = self._db.execute("SELECT answer FROM answers WHERE key = ?", (self.key(model, text),)).fetchone()
+        return row[0] if row else None
+
+    def put(self, model: str, text: str, answer: str) -> None:
+        with self._db:
+            self._db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?)", (self.key(model, text), model, answer, time.time()))
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def parse(answer: str) -> int | None:
+    """1 for YES, 0 for NO (the first word, any case, punctuation ignored), else ``None``."""
+    words = answer.strip().split()
+    first = words[0].strip(".,:;!*\"'").upper() if words else ""
+    return {"YES": 1, "NO": 0}.get(first)
+
+
+def judge_labels(trajectories: Sequence[Trajectory], *, model: str | None, base_url: str | None, api_key_env: str | None,
+                 cache: str | None, horizon: int = 5, client=None) -> tuple[Labels, int, list[str]]:
+    """Labels from the judge for every labellable boundary; returns them, how many questions
+    were sent (the rest came from the cache) and the boundaries whose answer was neither YES
+    nor NO (``TRAJECTORY step T: ANSWER``). ``client`` replaces the HTTP client (tests pass one
+    with a fake transport).
+
+    Raises:
+        UsageError: ``--judge-model`` or ``--judge-base-url`` missing, or the key variable unset.
+        ApiError: the endpoint failed after its retries.
+    """
+    if not model or not base_url:
+        raise UsageError("--label judge needs --judge-model and --judge-base-url (an OpenAI-compatible endpoint)")
+    key = "no-key"
+    if api_key_env:
+        key = os.environ.get(api_key_env, "")
+        if not key:
+            raise UsageError(f"--judge-api-key-env {api_key_env}: the variable is not set")
+    from iclr_cli.replay.client import ChatClient, ClientConfig
+    from iclr_cli.scoring.loading import cache_root
+
+    chat = client or ChatClient(ClientConfig(base_url=base_url, model=model, api_key=key, temperature=0.0, max_output_tokens=8))
+    store = AnswerCache(cache or cache_root() / "judge.sqlite3")
+    labels: Labels = {}
+    asked = 0
+    unparsed: list[str] = []
+    try:
+        for traj in trajectories:
+            for t in labelled_steps(traj):
+                text = prompt(traj.steps, t, horizon)
+                answer = store.get(model, text)
+                if answer is None:
+                    reply = chat.complete([{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}], None)
+                    answer = str(reply.message.get("content") or reply.message.get("reasoning_content") or "")
+                    store.put(model, text, answer)
+                    asked += 1
+                value = parse(answer)
+                if value is None:
+                    unparsed.append(f"{traj.id} step {t}: {answer.strip()[:60]!r}")
+                else:
+                    labels[(traj.id, t)] = Label(value, (f"judge: {answer.strip()[:40]}",))
+    finally:
+        store.close()
+    return labels, asked, unparsed

@@ -1,0 +1,100 @@
+"""``iclr savings``: what online write-back would have saved on sessions already recorded."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from iclr_cli.cli import options as opt
+
+
+def savings(
+    paths: Annotated[list[str], typer.Argument(help="Session files or folders (searched recursively).", show_default=False)],
+    variant: Annotated[str, typer.Option("--variant", "-v", help="iclr (default), step-only, delete-all (the upper bound; tokenizer only), random-R, none.")] = "iclr",
+    as_json: Annotated[bool, typer.Option("--json", "-j", help="Print the estimate as JSON data instead of the table (both go to stdout).")] = False,
+    since: Annotated[Optional[str], typer.Option("--since", help="Only sessions last active on or after this day (YYYYMMDD or YYYY-MM-DD, UTC).", show_default=False)] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help="Only sessions last active on or before this day.", show_default=False)] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache of sessions already estimated.")] = False,
+    ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
+    seed: opt.Seed = 0,
+    model: opt.Model = "smollm2",
+    max_tokens: opt.MaxTokens = 42_000,
+    overflow: opt.Overflow = opt.WINDOW,
+    dtype: opt.Dtype = opt.FLOAT32,
+    no_prefix_cache: opt.NoPrefixCache = False,
+    batch_size: opt.BatchSize = None,
+    cache_tokens: opt.CacheTokens = None,
+    context: opt.Context = opt.CONTEXT,
+    device: opt.Device = None,
+    block_split: opt.BlockSplit = opt.PARAGRAPH,
+    fmt: opt.Format = None,
+    skip_bad_lines: opt.SkipBadLines = False,
+    width: opt.Width = None,
+    quiet: opt.Quiet = False,
+) -> None:
+    """Estimate, from recorded sessions, the input and cache-read tokens that online
+    write-back of a variant would have saved: per session and in total.
+
+    Request k (the one whose answer is step k) carries steps 0..k-1; with write-back each
+    of them went out compressed, so its input is the recorded input minus the tokens the
+    variant deletes from steps before k. A compressed step enters the prompt once, already
+    compressed, and never changes, so the recorded cache hits carry over. Token counts are
+    the provider's recorded usage where the log holds it (deleted text converted by the
+    session's own ratio), else the proxy tokenizer's; each row says which. Reasoning that is
+    signed or encrypted cannot be edited on its provider: it is counted apart ('sealed').
+
+    A static estimate: the same actions are assumed. A live run differs (trajectory
+    amplification); 'iclr replay' measures it. Files no format reads are skipped with one
+    line; sessions already estimated come from a cache. Ctrl-C prints the table so far and
+    exits 130.
+    """
+    from iclr_cli.cli.common import check_splitter, scorer_config, warn_precision
+    from iclr_cli.compress import Settings
+    from iclr_cli.errors import Interrupted, UsageError
+    from iclr_cli.policies import parse_variant
+    from iclr_cli.render import savings_view
+    from iclr_cli.render.output import Output
+    from iclr_cli.savings.cache import SavingsCache, default_path
+    from iclr_cli.savings.run import Options, SavingsRun
+    from iclr_cli.savings.sources import parse_day
+
+    parsed = parse_variant(variant)
+    if parsed.kind == "sliding-window":
+        raise UsageError("sliding-window-K drops whole steps; it exists only in 'iclr replay'")
+    settings = Settings(parsed, ratio=ratio, seed=seed, splitter=check_splitter(block_split.value), score_all=False)
+    config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
+                           context=context.value, cache_tokens=cache_tokens)
+    options = Options(settings, config, fmt, skip_bad_lines,
+                      parse_day(since, "--since") if since else None, parse_day(until, "--until") if until else None)
+    out = Output(None, quiet=quiet, width=width)
+    cache = SavingsCache(None if no_cache else default_path())
+    run = SavingsRun(options, cache)
+    interrupted = False
+    try:
+        warn_precision(out, config)
+        candidates = run.discover(paths)
+        with out.tracker(f"savings ({parsed.name}, {len(candidates)} files)") as progress:
+            run.progress = progress
+            run.run(candidates)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        cache.close()
+    if cache.problem:
+        out.warn(f"the savings cache could not be used ({cache.problem}); nothing was cached")
+    if as_json:
+        import orjson
+
+        out.write_bytes(orjson.dumps(savings_view.to_json(run, complete=not interrupted), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    else:
+        import sys
+
+        from iclr_cli.render.diff_view import make_console
+        from iclr_cli.render.output import FULL_WIDTH
+
+        # Off a terminal (a pipe, a file) the table keeps its full width instead of 80 columns.
+        savings_view.paint(make_console(width=width or (None if sys.stdout.isatty() else FULL_WIDTH)), run, interrupted=interrupted)
+    if interrupted:
+        done = run.files_read + run.files_cached
+        raise Interrupted(f"interrupted after {done} of {run.candidates} files: the {'JSON' if as_json else 'table'} covers those, and the same command goes on from there (they are cached)")

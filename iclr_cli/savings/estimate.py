@@ -1,0 +1,241 @@
+"""Per-request arithmetic of the static estimate (README, "What compression would save").
+
+Definitions (docs/FORMAT.md, "Recorded usage", says what a request is in each format):
+
+- **Request k** is the model request whose answer is step k (0-based assistant turn). Its
+  prompt is P and the complete steps ``0..k-1`` (reasoning, actions, observations); step k
+  itself is its answer, not part of its prompt.
+- **Online write-back** compresses step j once it is complete (its observations are in),
+  before request j+1 goes out, and never changes it again. So request k carries every step
+  ``j < k`` compressed, and the steps before k are exactly ``j = 0..k-1``: request 0 saves
+  nothing, and request k saves ``sum(deleted[j] for j < k)``.
+- **Cache reads carry over.** A compressed step enters the prompt once, already compressed,
+  so the prompt of request k still starts with the prompt of request k-1 and the provider's
+  cache hits where it hit before. The recorded ``cache_read`` of request k covered the first
+  ``cache_read`` tokens of its prompt; step j lay inside them when ``end[j] <= cache_read``,
+  where ``end[j]`` is the recorded input of the first later request whose prompt holds all of
+  step j. Deletions in such steps come off the cache read, the others off the uncached rest.
+- **Units.** Deleted, generated and rendered text is counted with the proxy's tokenizer. Where
+  the session records the provider's usage, proxy tokens are converted by the session's own
+  ratio (provider tokens per proxy token): the recorded input's growth between consecutive
+  recorded requests over the proxy tokens of the steps added in between (pairs where the
+  recorded input shrank, e.g. after a compaction, are left out); with no such pair (one
+  recorded request), the recorded inputs over the proxy tokens of the same prompts. Where
+  nothing is recorded, the input is the proxy count of the prompt and the ratio is 1.
+- **Sealed** reasoning (signed or encrypted, :mod:`iclr_cli.savings.measure`) cannot be edited
+  on its provider: its deletions are counted apart and never taken off the input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from iclr_cli.trajectory import Request
+
+
+@dataclass(frozen=True)
+class StepTokens:
+    """Proxy-tokenizer counts of one step.
+
+    ``rendered``: the whole step as it stands in the history (every part, with its label);
+    ``generated``: its reasoning as generated (read-only reasoning excluded); ``deleted``: what
+    the variant deletes from reasoning written back in place; ``sealed``: what it would delete
+    from signed or encrypted reasoning.
+    """
+
+    rendered: int
+    generated: int = 0
+    deleted: int = 0
+    sealed: int = 0
+
+
+@dataclass(frozen=True)
+class RequestEstimate:
+    """One request, in provider tokens where recorded (else proxy tokens).
+
+    ``input``: the prompt as recorded (or estimated); ``reasoning``: of which reasoning of
+    earlier steps; ``saved``: what write-back takes off it; ``cache_read`` / ``cache_saved``:
+    the recorded cache read and what write-back takes off that (``None``: not recorded);
+    ``sealed``: deletions in sealed reasoning, not taken off; ``recorded``: the input is the
+    provider's count.
+    """
+
+    step: int
+    input: float
+    reasoning: float
+    saved: float
+    cache_read: float | None
+    cache_saved: float | None
+    sealed: float
+    recorded: bool
+
+    @property
+    def input_after(self) -> float:
+        """The input with write-back."""
+        return self.input - self.saved
+
+    @property
+    def cache_read_after(self) -> float | None:
+        """The cache read with write-back (``None``: not recorded)."""
+        return None if self.cache_read is None or self.cache_saved is None else self.cache_read - self.cache_saved
+
+
+@dataclass(frozen=True)
+class SessionEstimate:
+    """Every request of one session, and the ratio that converted proxy tokens.
+
+    ``ratio``: provider tokens per proxy token (1.0 when nothing is recorded); ``basis``:
+    ``growth`` or ``prompt`` (how the ratio was found, see the module docstring) or ``proxy``
+    (nothing recorded).
+    """
+
+    requests: tuple[RequestEstimate, ...]
+    ratio: float
+    basis: str
+
+    @property
+    def recorded(self) -> int:
+        """Requests whose input is the provider's count."""
+        return sum(r.recorded for r in self.requests)
+
+
+def _prefix(values: Sequence[int]) -> list[int]:
+    """``out[k] = sum(values[:k])`` for k in 0..len(values)."""
+    out = [0]
+    for v in values:
+        out.append(out[-1] + v)
+    return out
+
+
+def session_ratio(proxy_input: Sequence[int], recorded: Sequence[tuple[int, int]]) -> tuple[float, str]:
+    """Provider tokens per proxy token, and its basis (see the module docstring).
+
+    ``proxy_input[k]``: proxy tokens of request k's prompt; ``recorded``: ``(step, input)`` of
+    the recorded requests in request order.
+    """
+    grown = added = 0
+    for (sa, ia), (sb, ib) in zip(recorded, recorded[1:]):
+        if sb > sa and ib >= ia:
+            grown += ib - ia
+            added += proxy_input[sb] - proxy_input[sa]
+    if grown > 0 and added > 0:
+        return grown / added, "growth"
+    prompts = sum(proxy_input[s] for s, _ in recorded)
+    if recorded and prompts > 0:
+        return sum(i for _, i in recorded) / prompts, "prompt"
+    return 1.0, "proxy"
+
+
+def estimate_session(prompt_tokens: int, steps: Sequence[StepTokens], requests: Sequence[Request] = ()) -> SessionEstimate:
+    """The static estimate of one session (see the module docstring).
+
+    Args:
+        prompt_tokens: proxy tokens of P as rendered.
+        steps: one :class:`StepTokens` per step, in order.
+        requests: the requests the source records (``Trajectory.requests``); empty: one per
+            step, nothing recorded. A request's step is clamped to ``0..len(steps)``.
+
+    Returns:
+        One :class:`RequestEstimate` per request, in order, and the ratio used.
+    """
+    n = len(steps)
+    reqs = [Request(min(max(r.step, 0), n), r.usage) for r in requests] or [Request(k) for k in range(n)]
+    proxy_input = [prompt_tokens + s for s in _prefix([s.rendered for s in steps])]
+    recorded = [(r.step, r.usage.input_tokens) for r in reqs if r.usage is not None and r.usage.input_tokens is not None]
+    ratio, basis = session_ratio(proxy_input, recorded)
+    deleted = _prefix([s.deleted for s in steps])
+    sealed = _prefix([s.sealed for s in steps])
+    generated = _prefix([s.generated for s in steps])
+    ends = _step_ends(n, reqs)
+    out = []
+    for r in reqs:
+        k = r.step
+        usage = r.usage
+        known = usage is not None and usage.input_tokens is not None
+        total = float(usage.input_tokens) if known else ratio * proxy_input[k]  # type: ignore[union-attr]
+        saved = min(total, ratio * deleted[k])
+        cache = usage.cache_read_tokens if usage is not None else None
+        cache_saved = None
+        if cache is not None:
+            inside = sum(steps[j].deleted for j in range(k) if ends[j] is not None and ends[j] <= cache)
+            cache_saved = min(float(cache), ratio * inside, saved)
+        out.append(RequestEstimate(k, total, ratio * generated[k], saved, None if cache is None else float(cache), cache_saved, ratio * sealed[k], known))
+    return SessionEstimate(tuple(out), ratio, basis)
+
+
+def _step_ends(n: int, requests: Sequence[Request]) -> list[int | None]:
+    """``end[j]``: the recorded input of the first request (in order) after step j whose prompt
+    holds all of step j (its step is above j); ``None`` when no such request is recorded."""
+    ends: list[int | None] = [None] * n
+    filled = 0  # every request fills a prefix of steps, so the filled ones are a prefix too
+    for r in requests:
+        if r.usage is None or r.usage.input_tokens is None:
+            continue
+        for j in range(filled, min(r.step, n)):
+            ends[j] = r.usage.input_tokens
+        filled = max(filled, min(r.step, n))
+    return ends
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Sums over requests (of one session or many), in the units of :class:`RequestEstimate`.
+
+    ``cache_read`` / ``cache_saved`` sum the requests that recorded a cache read, and are
+    ``None`` when none did; ``recorded`` counts requests whose input is the provider's count.
+    """
+
+    requests: int = 0
+    recorded: int = 0
+    input: float = 0.0
+    reasoning: float = 0.0
+    saved: float = 0.0
+    cache_read: float | None = None
+    cache_saved: float | None = None
+    sealed: float = 0.0
+
+    @classmethod
+    def of(cls, requests: Sequence[RequestEstimate]) -> Totals:
+        """The totals of ``requests``."""
+        cached = [r for r in requests if r.cache_read is not None]
+        return cls(
+            requests=len(requests),
+            recorded=sum(r.recorded for r in requests),
+            input=sum(r.input for r in requests),
+            reasoning=sum(r.reasoning for r in requests),
+            saved=sum(r.saved for r in requests),
+            cache_read=sum(r.cache_read for r in cached) if cached else None,  # type: ignore[misc]
+            cache_saved=sum(r.cache_saved or 0.0 for r in cached) if cached else None,
+            sealed=sum(r.sealed for r in requests),
+        )
+
+    def __add__(self, other: Totals) -> Totals:
+        def both(a: float | None, b: float | None) -> float | None:
+            return None if a is None and b is None else (a or 0.0) + (b or 0.0)
+
+        return Totals(
+            self.requests + other.requests,
+            self.recorded + other.recorded,
+            self.input + other.input,
+            self.reasoning + other.reasoning,
+            self.saved + other.saved,
+            both(self.cache_read, other.cache_read),
+            both(self.cache_saved, other.cache_saved),
+            self.sealed + other.sealed,
+        )
+
+    @property
+    def input_after(self) -> float:
+        return self.input - self.saved
+
+    @property
+    def cache_read_after(self) -> float | None:
+        return None if self.cache_read is None else self.cache_read - (self.cache_saved or 0.0)
+
+
+def change_percent(before: float | None, saved: float | None) -> float | None:
+    """``-100 * saved / before`` (negative: fewer tokens); ``None`` when ``before`` is 0 or unknown."""
+    if before is None or saved is None or before <= 0:
+        return None
+    return -100.0 * saved / before

@@ -1,0 +1,93 @@
+"""Proxy-token counts of a compressed session, per step, and which reasoning is sealed.
+
+Counts follow the one accounting of :mod:`iclr_cli.token_accounting` (deleted = generated -
+kept, per reasoning part, the text as generated against the text the variant asked for), with
+the proxy's tokenizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from iclr_cli.compress import CompressionResult
+from iclr_cli.context import render_part
+from iclr_cli.savings.estimate import StepTokens, Totals, estimate_session
+from iclr_cli.token_accounting import CountTokens, account
+from iclr_cli.trajectory import Part, WriteBack
+
+def sealed_kind(part: Part) -> str | None:
+    """The provider whose rule keeps ``part`` from being edited there (a sealed kind of
+    :mod:`iclr_cli.providers`: ``anthropic`` or ``openai``), or ``None`` for reasoning written
+    back in place.
+
+    Read from the part's write-back kind (METHOD.md, "Provider rules"): ``SIGNED`` is thinking
+    with an Anthropic signature, ``OPAQUE`` a reasoning item with OpenAI ``encrypted_content``.
+    ``READ_ONLY`` reasoning (redacted) is never scored or counted, so it has no kind here.
+    """
+    if part.write_back is WriteBack.SIGNED:
+        return "anthropic"
+    if part.write_back is WriteBack.OPAQUE:
+        return "openai"
+    return None
+
+
+def sealed_rule(kind: str) -> str:
+    """The rule of a sealed ``kind`` (:func:`sealed_kind`), from :data:`iclr_cli.providers.KINDS`:
+    what the provider's docs say, where, and what they allow a client to leave out."""
+    from iclr_cli.providers import get
+
+    rule = get(kind)
+    text = f"{rule.title}: {rule.rule}"
+    if rule.docs:
+        text += f" ({', '.join(rule.docs)})"
+    if rule.legal_drop:
+        text += f" What the docs allow to leave out instead: {rule.legal_drop}."
+    return text
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One compressed session in proxy tokens: P, each step, and the sealed kinds it holds."""
+
+    prompt: int
+    steps: tuple[StepTokens, ...]
+    sealed: tuple[str, ...]
+
+    @property
+    def reasoning(self) -> int:
+        """Reasoning tokens as generated, over every step."""
+        return sum(s.generated for s in self.steps)
+
+
+def measure(result: CompressionResult, count: CountTokens) -> Measured:
+    """Count ``result`` (a trajectory as recorded and as the variant compressed it)."""
+    kinds: set[str] = set()
+    steps = []
+    for original, compressed in zip(result.original.steps, result.compressed.steps, strict=True):
+        in_place: list[tuple[str, str]] = []
+        sealed: list[tuple[str, str]] = []
+        for before, after in zip(original.reasoning, compressed.reasoning, strict=True):
+            kind = sealed_kind(before)
+            (sealed if kind else in_place).append((before.text, after.text))
+            if kind:
+                kinds.add(kind)
+        free, locked = account(count, in_place), account(count, sealed)
+        steps.append(StepTokens(_rendered(original.parts, count), free.generated + locked.generated, free.deleted, locked.deleted))
+    return Measured(_rendered(result.original.prompt, count), tuple(steps), tuple(sorted(kinds)))
+
+
+def _rendered(parts: Sequence[Part], count: CountTokens) -> int:
+    """Proxy tokens of ``parts`` rendered as the scorer renders them, each part counted alone
+    (a whole-text count may differ by a token at a part's edge)."""
+    return sum(count(render_part(p)) for p in parts)
+
+
+def static_totals(results: Sequence[CompressionResult], count: CountTokens) -> Totals:
+    """The static estimate of ``results`` summed over their sessions (``prune``'s summary row
+    "input tokens re-sent, static"), each session with the requests its source recorded."""
+    total = Totals()
+    for result in results:
+        measured = measure(result, count)
+        total = total + Totals.of(estimate_session(measured.prompt, measured.steps, result.original.requests).requests)
+    return total

@@ -1,0 +1,306 @@
+"""Files -> trajectories -> batched online compression -> one estimate per session.
+
+The trajectories of several files go through :func:`iclr_cli.compress.compress_trajectories`
+together (step t of all of them in one scorer call), in batches of as many trajectories as the
+scorer forwards at once (its ``batch_size``: 64 rows on a GPU; 1 on a CPU, where wider batches
+measured slower and every trajectory in a batch keeps its key/value cache, so there a batch is
+one file), at most :data:`BATCH_TRAJECTORIES` trajectories or :data:`BATCH_BYTES` of input, and
+never two with the same id (ids key the scorer's per-trajectory caches). A file is never split. Each file's sessions are
+stored in the cache (:mod:`iclr_cli.savings.cache`) as soon as its batch is done, so an
+interrupted run keeps what it finished and the next run starts from there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date
+
+import orjson
+
+from iclr_cli.compress import Settings, compress_trajectories
+from iclr_cli.errors import InputError
+from iclr_cli.formats import registry
+from iclr_cli.pipeline import Input, ScorerConfig, build_engines, track_steps
+from iclr_cli.savings.cache import SavingsCache, cache_key
+from iclr_cli.savings.estimate import RequestEstimate, SessionEstimate, Totals, estimate_session
+from iclr_cli.savings.measure import measure
+from iclr_cli.savings.sources import Activity, Candidate, Skipped, activity, discover
+from iclr_cli.token_accounting import token_counter
+from iclr_cli.trajectory import Request, Trajectory, Usage
+
+BATCH_TRAJECTORIES = 64
+BATCH_BYTES = 16 * 1024 * 1024
+
+_FIELDS = ("step", "input", "reasoning", "saved", "cache_read", "cache_saved", "sealed", "recorded")
+
+
+@dataclass(frozen=True)
+class SessionResult:
+    """One session's estimate, with what the table and the JSON show of it.
+
+    ``reasoning``: reasoning tokens as generated (proxy tokens);
+    ``tokenizer``: the proxy whose tokens were counted; ``note``: why the recorded usage was
+    not used, if it was not; ``activity``: the file's dates (never cached: an mtime may change
+    while the content does not).
+    """
+
+    file: str
+    id: str
+    format: str
+    model: str | None
+    estimate: SessionEstimate
+    sealed: tuple[str, ...]
+    reasoning: int
+    tokenizer: str
+    note: str | None = None
+    activity: Activity | None = None
+
+    @property
+    def totals(self) -> Totals:
+        return Totals.of(self.estimate.requests)
+
+    @property
+    def source(self) -> str:
+        """Where the input counts came from: ``recorded`` (every request), ``proxy`` (none),
+        or ``recorded N/M + proxy``."""
+        n, known = len(self.estimate.requests), self.estimate.recorded
+        if known == n and n:
+            return "recorded"
+        return "proxy" if not known else f"recorded {known}/{n} + proxy"
+
+    def to_cache(self) -> dict:
+        """A JSON-able dict of everything but the file name and activity."""
+        return {
+            "id": self.id, "format": self.format, "model": self.model, "sealed": list(self.sealed),
+            "reasoning": self.reasoning, "tokenizer": self.tokenizer, "note": self.note,
+            "ratio": self.estimate.ratio, "basis": self.estimate.basis,
+            "requests": [[getattr(r, f) for f in _FIELDS] for r in self.estimate.requests],
+        }
+
+    @classmethod
+    def from_cache(cls, value: dict, file: str, when: Activity | None) -> SessionResult:
+        requests = tuple(RequestEstimate(**dict(zip(_FIELDS, row))) for row in value["requests"])
+        return cls(file, value["id"], value["format"], value["model"], SessionEstimate(requests, value["ratio"], value["basis"]),
+                   tuple(value["sealed"]), value["reasoning"], value["tokenizer"], value["note"], when)
+
+
+@dataclass(frozen=True)
+class Options:
+    """What ``iclr savings`` was asked: the variant's settings (``score_all=False``, as for
+    ``prune``), the scorer, ``--format``, ``--skip-bad-lines``, the ``--since`` / ``--until``
+    days (inclusive, on the last activity) and whether the cache is used."""
+
+    settings: Settings
+    config: ScorerConfig
+    fmt: str | None = None
+    skip_bad_lines: bool = False
+    since: date | None = None
+    until: date | None = None
+
+    def key(self) -> dict[str, object]:
+        """Everything that changes a file's estimate (the cache key's settings)."""
+        s, c = self.settings, self.config
+        key: dict[str, object] = {"variant": s.variant.name, "split": s.splitter, "model": c.model,
+                                  "format": self.fmt, "skip_bad_lines": self.skip_bad_lines}
+        if s.variant.kind == "random":
+            key["seed"] = s.seed
+        if s.variant.needs_scores:
+            key.update(ratio=s.ratio, max_tokens=c.max_tokens, overflow=c.overflow, dtype=c.dtype, context=c.context)
+        return key
+
+
+@dataclass
+class _Loaded:
+    candidate: Candidate
+    when: Activity
+    key: str
+    format: str
+    trajectories: list[Trajectory]
+    size: int
+    note: str | None = None
+
+
+@dataclass
+class SavingsRun:
+    """One ``iclr savings`` run; the fields fill up as files are done, so an interrupted run
+    still says what it finished.
+
+    ``files_read``: files estimated now; ``files_cached``: files whose sessions came from the
+    cache; ``filtered``: files outside ``--since`` / ``--until``; ``unrecognised`` /
+    ``warnings``: what the adapters reported, counted (``iclr score FILE`` shows them).
+    ``progress``: a :class:`~iclr_cli.render.progress.Tracker` (or anything with its ``plan``,
+    ``step`` and ``growing``) that each batch's steps and tokens are reported to, or ``None``.
+    """
+
+    options: Options
+    cache: SavingsCache
+    progress: object | None = None
+    sessions: list[SessionResult] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    files_read: int = 0
+    files_cached: int = 0
+    filtered: int = 0
+    unrecognised: int = 0
+    warnings: int = 0
+    candidates: int = 0
+    _engines: tuple | None = None
+
+    def discover(self, paths: Sequence[str]) -> list[Candidate]:
+        """The files under ``paths`` to read (:func:`~iclr_cli.savings.sources.discover`);
+        the replay run files left out are noted as skipped.
+
+        Raises:
+            InputError: for a path that does not exist.
+        """
+        candidates, skipped = discover(paths)
+        self.skipped.extend(skipped)
+        self.candidates = len(candidates)
+        return candidates
+
+    def run(self, candidates: Sequence[Candidate]) -> None:
+        """Estimate every session of ``candidates`` (from :meth:`discover`).
+
+        Raises:
+            InputError: for a file named on the command line that cannot be read as a
+                trajectory format.
+        """
+        batch: list[_Loaded] = []
+        self._growing(True)
+        for cand in candidates:
+            loaded = self._load(cand)
+            if loaded is None:
+                continue
+            if batch and not _fits(batch, loaded, self._batch_limit()):
+                self._finish(batch)
+                batch = []
+            batch.append(loaded)
+        self._growing(False)  # the last batch's work is all there is left
+        if batch:
+            self._finish(batch)
+
+    def _growing(self, value: bool) -> None:
+        if self.progress is not None:
+            self.progress.growing(value)  # type: ignore[attr-defined]
+
+    def _skip(self, cand: Candidate, error: InputError) -> None:
+        if cand.explicit:
+            raise error
+        where = f"line {error.line}: " if error.line is not None else ""
+        what = f"field {error.field!r}: " if error.field is not None else ""
+        # the first line only: an unknown format's message goes on to list every format tried
+        self.skipped.append(Skipped(cand.path, where + what + error.problem.split("\n")[0].rstrip(":")))
+
+    def _load(self, cand: Candidate) -> _Loaded | None:
+        from iclr_cli.jsonio import read_input
+
+        try:
+            data = read_input(cand.path)
+            log = read_input(cand.requests_log) if cand.requests_log else None
+        except InputError as exc:
+            self._skip(cand, exc)
+            return None
+        when = activity(data, cand.path)
+        day = when.last.date()
+        if (self.options.since and day < self.options.since) or (self.options.until and day > self.options.until):
+            self.filtered += 1
+            return None
+        key = cache_key(data, log, self.options.key())
+        stored = self.cache.get(key)
+        if stored is not None:
+            found = [SessionResult.from_cache(v, cand.path, when) for v in stored]
+            self.sessions.extend(found)
+            self.files_cached += 1
+            return None
+        try:
+            adapter = registry.get(self.options.fmt) if self.options.fmt else registry.detect(data, cand.path)
+            trajectories = []
+            for doc in Input(cand.path, adapter, data).documents(skip_bad_lines=self.options.skip_bad_lines):
+                trajectories.extend(doc.trajectories)
+                self.unrecognised += len(doc.unrecognised)
+                self.warnings += len(doc.warnings)
+            note = None
+            if cand.requests_log:
+                trajectories, note = _with_replay_requests(trajectories, data, cand.requests_log)
+        except InputError as exc:
+            self._skip(cand, exc)
+            return None
+        return _Loaded(cand, when, key, adapter.name, trajectories, len(data), note)
+
+    def _batch_limit(self) -> int:
+        """Most trajectories per batch: the scorer's rows per forward, else :data:`BATCH_TRAJECTORIES`."""
+        scorer, _ = self.engines()
+        rows = getattr(scorer, "batch_size", None)
+        return min(rows, BATCH_TRAJECTORIES) if isinstance(rows, int) and rows > 0 else BATCH_TRAJECTORIES
+
+    def engines(self):
+        """``(scorer or None, tokenizer)``, built on first use (a run served from the cache
+        loads no model)."""
+        if self._engines is None:
+            self._engines = build_engines(self.options.settings.variant, self.options.config)
+        return self._engines
+
+    def _finish(self, batch: list[_Loaded]) -> None:
+        scorer, tokenizer = self.engines()
+        trajectories = [t for item in batch for t in item.trajectories]
+        on_step = track_steps(self.progress, trajectories, tokenizer) if self.progress is not None else None
+        results = iter(compress_trajectories(trajectories, self.options.settings, scorer, tokenizer, on_step=on_step))
+        count = token_counter(tokenizer)
+        for item in batch:
+            found = []
+            for traj in item.trajectories:
+                measured = measure(next(results), count)
+                estimate = estimate_session(measured.prompt, measured.steps, traj.requests)
+                model = traj.meta.get("model")
+                found.append(SessionResult(item.candidate.path, traj.id, item.format, model if isinstance(model, str) else None,
+                                           estimate, measured.sealed, measured.reasoning, tokenizer.name, item.note, item.when))
+            self.cache.put(item.key, [s.to_cache() for s in found])
+            self.sessions.extend(found)
+            self.files_read += 1
+        reset = getattr(scorer, "reset", None)
+        if reset is not None:
+            reset()  # a finished batch's trajectories never come back: free their caches
+
+    @property
+    def totals(self) -> Totals:
+        total = Totals()
+        for s in self.sessions:
+            total = total + s.totals
+        return total
+
+
+def _fits(batch: Sequence[_Loaded], item: _Loaded, limit: int) -> bool:
+    ids = {t.id for b in batch for t in b.trajectories}
+    if any(t.id in ids for t in item.trajectories) or len({t.id for t in item.trajectories}) < len(item.trajectories):
+        return False
+    size = sum(b.size for b in batch) + item.size
+    count = sum(len(b.trajectories) for b in batch) + len(item.trajectories)
+    return size <= BATCH_BYTES and count <= limit
+
+
+def _with_replay_requests(trajectories: list[Trajectory], data: bytes, log: str) -> tuple[list[Trajectory], str | None]:
+    """A replay's ``generated.json`` with the requests of its ``requests.jsonl`` (README, replay
+    "Output"), when the replay ran variant ``none``: any other variant's requests carried
+    compressed history, so their usage is not the uncompressed figure and the proxy estimate is
+    used instead (the returned note says so).
+
+    Raises:
+        InputError: naming the log, line and field of a bad token count.
+    """
+    from iclr_cli.render.runs import read_requests_log
+
+    try:
+        meta = orjson.loads(data).get("meta")
+    except (orjson.JSONDecodeError, AttributeError):
+        meta = None
+    variant = meta.get("variant") if isinstance(meta, dict) else None
+    if variant not in (None, "none"):
+        return trajectories, f"replay of variant {variant}: its requests carried compressed history, so the proxy estimate is used"
+    if len(trajectories) != 1:
+        return trajectories, None
+    requests = tuple(
+        Request(u.step, Usage(u.input_tokens, u.output_tokens, u.cache_read_tokens, None, "requests.jsonl") if u.input_tokens is not None else None)
+        for u in read_requests_log(log)
+    )
+    return [dataclasses.replace(trajectories[0], requests=requests)], None

@@ -1,0 +1,142 @@
+"""The files ``iclr savings`` reads: folders walked, replay run folders understood, dates found.
+
+- A folder is walked recursively in name order; every file in it is a candidate, and the
+  ones no adapter reads are skipped later with their reason (:class:`Skipped`).
+- A replay run folder (``runs/TASK/VARIANT/seedN``: ``generated.json`` beside
+  ``requests.jsonl``) is one session: ``generated.json`` (the reasoning as generated) with the
+  usage of ``requests.jsonl`` as its requests. ``trajectory.json`` there is the compressed copy
+  of the same conversation, and ``requests.jsonl`` / ``block_scores.jsonl`` are the run's logs:
+  they are skipped, so nothing is counted twice.
+- A session's dates (first and last activity, UTC) are the earliest and latest timestamps the
+  file holds (``timestamp``, ``timestamp_start``, ``created_at``: ISO 8601 text or Unix
+  seconds), else the file's modification time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+from iclr_cli.errors import InputError, UsageError
+
+REPLAY_GENERATED = "generated.json"
+REPLAY_REQUESTS = "requests.jsonl"
+_REPLAY_COPIES = {
+    "trajectory.json": "replay run: the compressed copy of generated.json",
+    REPLAY_REQUESTS: "replay run: the request log of generated.json",
+    "block_scores.jsonl": "replay run: block scores, not a session",
+}
+_TIMESTAMP = re.compile(
+    rb'"(?:timestamp|timestamp_start|created_at|createdAt)"\s*:\s*'
+    rb'(?:"([0-9]{4}-[0-9]{2}-[0-9]{2}[^"]{0,40})"|([0-9]{9,11}(?:\.[0-9]+)?)\b)'
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file to read: ``explicit`` when named on the command line (its errors stop the run);
+    ``requests_log`` is the replay request log read with it, if any."""
+
+    path: str
+    explicit: bool = False
+    requests_log: str | None = None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file left out, and why (one line)."""
+
+    path: str
+    reason: str
+
+
+def discover(paths: Sequence[str]) -> tuple[list[Candidate], list[Skipped]]:
+    """The candidate files under ``paths`` (files as given, folders walked), and the replay
+    run files left out (see the module docstring). Each file is listed once.
+
+    Raises:
+        InputError: for a path that does not exist.
+    """
+    found: list[Candidate] = []
+    skipped: list[Skipped] = []
+    seen: set[str] = set()
+    for given in paths:
+        p = Path(given)
+        if not p.exists():
+            raise InputError(given, "no such file or folder")
+        files = [(str(p), True)] if not p.is_dir() else [(f, False) for f in _walk(p)]
+        for path, explicit in files:
+            real = os.path.realpath(path)
+            if real in seen:
+                continue
+            seen.add(real)
+            folder, name = os.path.split(path)
+            replay = os.path.isfile(os.path.join(folder, REPLAY_GENERATED)) and os.path.isfile(os.path.join(folder, REPLAY_REQUESTS))
+            if replay and name in _REPLAY_COPIES and not explicit:
+                skipped.append(Skipped(path, _REPLAY_COPIES[name]))
+                continue
+            log = os.path.join(folder, REPLAY_REQUESTS) if replay and name == REPLAY_GENERATED else None
+            found.append(Candidate(path, explicit, log))
+    return found, skipped
+
+
+def _walk(folder: Path) -> Iterator[str]:
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in sorted(files):
+            yield os.path.join(root, name)
+
+
+@dataclass(frozen=True)
+class Activity:
+    """First and last activity of a file (UTC), and where they came from (``content`` or
+    ``mtime``)."""
+
+    first: datetime
+    last: datetime
+    source: str
+
+
+def activity(data: bytes, path: str) -> Activity:
+    """The dates of ``data`` (read from ``path``; see the module docstring)."""
+    stamps = []
+    for m in _TIMESTAMP.finditer(data):
+        when = _parse(m.group(1), m.group(2))
+        if when is not None:
+            stamps.append(when)
+    if stamps:
+        return Activity(min(stamps), max(stamps), "content")
+    try:
+        mtime = datetime.fromtimestamp(os.stat(path).st_mtime, tz=timezone.utc)
+    except OSError:
+        mtime = datetime.now(tz=timezone.utc)
+    return Activity(mtime, mtime, "mtime")
+
+
+def _parse(iso: bytes | None, epoch: bytes | None) -> datetime | None:
+    try:
+        if iso is not None:
+            text = iso.decode("ascii", "replace").replace("Z", "+00:00")
+            when = datetime.fromisoformat(text)
+            return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+        return datetime.fromtimestamp(float(epoch), tz=timezone.utc)  # type: ignore[arg-type]
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def parse_day(text: str, option: str) -> date:
+    """A ``--since`` / ``--until`` day: ``YYYYMMDD`` (as ccusage takes it) or ``YYYY-MM-DD``.
+
+    Raises:
+        UsageError: naming the option, for anything else.
+    """
+    for fmt in ("%Y%m%d", "%Y-%m-%d"):
+        try:
+            return datetime.strptime(text, fmt).date()
+        except ValueError:
+            continue
+    raise UsageError(f"{option} {text!r}: give a day as YYYYMMDD or YYYY-MM-DD")

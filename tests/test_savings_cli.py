@@ -1,0 +1,469 @@
+"""``iclr savings`` as users run it: token sources, folders, the cache, Ctrl-C, --since, JSON."""
+
+import json
+
+import orjson
+import pytest
+
+from format_helpers import run_cli
+from iclr_cli.formats import registry
+
+# Regex-tokenizer counts (--model fake) of the session below, by hand: each part renders as
+# "[label]\ntext\n\n", i.e. "[", label, "]", "\n", the text's tokens, "\n\n" (5 + text tokens).
+# P: system "Sys", user "Task": 6 + 6 = 12. Step 0: reasoning "alpha beta" (3 tokens: alpha,
+# " ", beta) 8, answer "A0" 6, user "ok" 6: 20. Step 1: reasoning "gamma delta epsilon"
+# (5) 10 + 6 + 6 = 22. Step 2: reasoning "zeta" (1) 6 + 6 = 12.
+CHAT3 = [
+    {"role": "system", "content": "Sys"},
+    {"role": "user", "content": "Task"},
+    {"role": "assistant", "reasoning_content": "alpha beta", "content": "A0"},
+    {"role": "user", "content": "ok"},
+    {"role": "assistant", "reasoning_content": "gamma delta epsilon", "content": "A1"},
+    {"role": "user", "content": "ok"},
+    {"role": "assistant", "reasoning_content": "zeta", "content": "A2"},
+]
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    """Every test gets its own savings cache (the fake scorer needs no model cache)."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ICLR_CACHE_DIR", str(folder))
+    return folder
+
+
+def savings_json(capsys, *args):
+    code, out, err = run_cli(capsys, "savings", *args, "--model", "fake", "--json")
+    assert code == 0, err
+    return json.loads(out), err
+
+
+def write(path, value):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value))
+    return path
+
+
+def write_lines(path, values):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(v) + "\n" for v in values))
+    return path
+
+
+def test_hand_computed_three_steps_delete_all(tmp_path, capsys):
+    path = write(tmp_path / "chat3.json", CHAT3)
+    report, _ = savings_json(capsys, str(path), "--variant", "delete-all")
+    [s] = report["data"]
+    # requests 0, 1, 2 carry P, P + step 0, P + steps 0-1: 12 + 32 + 54 = 98 proxy tokens.
+    # delete-all empties each step's reasoning: request 1 saves step 0's 3 tokens, request 2
+    # steps 0 and 1's 3 + 5: 11 in all (j <= k would give 20, j < k - 1 would give 3).
+    assert (s["requests"], s["input_tokens"], s["reasoning_tokens_resent"], s["input_tokens_with_writeback"]) == (3, 98, 11, 87)
+    assert s["token_source"] == "proxy" and s["cache_read_tokens"] is None
+    assert report["summary"]["input_change_percent"] == pytest.approx(-100 * 11 / 98)
+
+
+def test_table_says_static_estimate_and_each_rows_source(tmp_path, capsys):
+    path = write(tmp_path / "chat3.json", CHAT3)
+    code, out, err = run_cli(capsys, "savings", str(path), "--variant", "delete-all", "--model", "fake", "--quiet")
+    assert code == 0 and err == ""  # the table is the result: stdout, even with --quiet
+    assert "static estimate" in out.splitlines()[0]
+    row = next(line for line in out.splitlines() if "chat3.json" in line)
+    assert "98" in row and "87 (-11.2%)" in row and "proxy" in row
+    assert "trajectory amplification" in out and "iclr replay" in out
+
+
+# --- token sources -----------------------------------------------------------------------
+
+def claude_line(kind, uuid, parent, day, message, **extra):
+    return {"type": kind, "sessionId": "sess-1", "uuid": uuid, "parentUuid": parent, "timestamp": f"{day}T10:00:00Z", "message": message, **extra}
+
+
+def claude_session(signature=""):
+    """Three assistant messages with usage; reasoning of four blocks each."""
+    thinking = "one two\n\nthree four\n\nfive six\n\nseven eight"
+    lines = [claude_line("user", "u0", None, "2025-05-01", {"role": "user", "content": "Fix the bug"})]
+    usages = [(3, 1000, 0), (4, 200, 1000), (5, 300, 1300)]  # input, cache write, cache read
+    for k, (inp, write_, read) in enumerate(usages):
+        lines.append(claude_line("assistant", f"a{k}", f"u{k}", "2025-05-01", {
+            "id": f"msg_{k}", "role": "assistant", "model": "claude-test",
+            "content": [{"type": "thinking", "thinking": thinking, "signature": signature},
+                        {"type": "tool_use", "id": f"t{k}", "name": "Bash", "input": {"command": "ls"}}],
+            "usage": {"input_tokens": inp, "cache_creation_input_tokens": write_, "cache_read_input_tokens": read, "output_tokens": 9},
+        }))
+        lines.append(claude_line("user", f"u{k + 1}", f"a{k}", "2025-05-01",
+                                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{k}", "content": "a.py b.py"}]}))
+    return lines
+
+
+def test_claude_code_message_usage_is_the_recorded_input(tmp_path, capsys):
+    path = write_lines(tmp_path / "session.jsonl", claude_session())
+    report, _ = savings_json(capsys, str(path), "--variant", "delete-all")
+    [s] = report["data"]
+    # input = input + cache creation + cache read of each message
+    assert s["input_tokens"] == 1003 + 1204 + 1605
+    assert s["cache_read_tokens"] == 2300
+    assert (s["token_source"], s["recorded_requests"], s["ratio_basis"]) == ("recorded", 3, "growth")
+    assert s["model"] == "claude-test" and s["sealed"] == []
+    # delete-all takes each step's 15 reasoning tokens (one two, three four, ... with their
+    # spaces and blank lines, regex tokens): request 1 loses step 0's, request 2 steps 0 and 1's
+    ratio = s["ratio"]
+    assert s["input_tokens_with_writeback"] == round(s["input_tokens"] - 45 * ratio)
+    # step 0 ends at 1204 recorded tokens (request 1's input), inside request 2's 1300-token
+    # cache read; step 1 ends at 1605, outside it: only step 0's 15 come off a cache read
+    assert s["cache_read_tokens_with_writeback"] == round(2300 - 15 * ratio)
+
+
+def test_signed_thinking_is_sealed_not_saved(tmp_path, capsys):
+    path = write_lines(tmp_path / "session.jsonl", claude_session(signature="c2lnbmF0dXJl"))
+    report, err = savings_json(capsys, str(path), "--variant", "delete-all")
+    [s] = report["data"]
+    assert s["sealed"] == ["anthropic"] and s["sealed_tokens"] > 0
+    assert s["input_tokens_with_writeback"] == s["input_tokens"]
+    # the rule of the provider table (iclr_cli.providers), with the provider's docs
+    rule = report["sealed_rules"]["anthropic"]
+    assert "signature" in rule and "https://platform.claude.com/docs" in rule
+
+
+def codex_lines():
+    def item(payload):
+        return {"timestamp": "2025-09-25T02:12:23Z", "type": "response_item", "payload": payload}
+
+    def count(total, last):
+        return {"timestamp": "2025-09-25T02:12:24Z", "type": "event_msg", "payload": {"type": "token_count", "info": {
+            "total_token_usage": {"input_tokens": total}, "last_token_usage": {"input_tokens": last, "cached_input_tokens": last // 2, "output_tokens": 7}}}}
+
+    reasoning = {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Look first.\n\nThen act."}]}
+    return [
+        {"timestamp": "2025-09-25T02:12:23Z", "type": "session_meta", "payload": {"id": "codex-1"}},
+        item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Do it"}]}),
+        count(1000, 1000),  # older CLIs: the request's count before its answer's items
+        item(reasoning),
+        item({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}),
+        item({"type": "function_call_output", "call_id": "c1", "output": "done"}),
+        item(reasoning),
+        item({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c2"}),
+        count(2400, 1400),  # newer CLIs: after its answer's items
+        count(2400, 1400),  # a repeat: not a request
+        item({"type": "function_call_output", "call_id": "c2", "output": "done"}),
+    ]
+
+
+def test_codex_token_count_events_map_to_their_steps_in_either_order(tmp_path):
+    path = write_lines(tmp_path / "rollout.jsonl", codex_lines())
+    _, doc = registry.load(str(path))
+    [traj] = doc.trajectories
+    assert [(r.step, r.usage.input_tokens, r.usage.cache_read_tokens) for r in traj.requests] == [(0, 1000, 500), (1, 1400, 700)]
+    assert {r.usage.source for r in traj.requests} == {"token_count"}
+
+
+def openhands_events():
+    def action(eid, rid, thought, usage, metrics=None):
+        event = {"id": eid, "timestamp": "2025-01-20T20:29:35", "source": "agent", "action": "run",
+                 "args": {"command": "ls", "thought": thought},
+                 "tool_call_metadata": {"function_name": "execute_bash", "tool_call_id": f"call{eid}", "model_response": {
+                     "id": rid, "choices": [{"message": {"role": "assistant", "content": thought, "tool_calls": [
+                         {"id": f"call{eid}", "type": "function", "function": {"name": "execute_bash", "arguments": "{\"command\": \"ls\"}"}}]}}],
+                     "usage": usage}}}
+        if metrics:
+            event["llm_metrics"] = {"accumulated_token_usage": {}, "token_usages": metrics}
+        return event
+
+    def observation(eid, cause):
+        return {"id": eid, "timestamp": "2025-01-20T20:29:36", "source": "agent", "observation": "run", "cause": cause, "content": "a.py", "extras": {}}
+
+    usage = {"prompt_tokens": 500, "completion_tokens": 9, "prompt_tokens_details": {"cached_tokens": 100}}
+    return [
+        {"id": 0, "timestamp": "2025-01-20T20:29:30", "source": "user", "action": "message", "args": {"content": "Do it"}},
+        action(1, "r1", "First look.\n\nThen list.", usage,
+               metrics=[{"prompt_tokens": 777, "completion_tokens": 9, "cache_read_tokens": 300, "cache_write_tokens": 0, "response_id": "r1"}]),
+        observation(2, 1),
+        action(3, "r2", "Now read.\n\nThen edit.", {"prompt_tokens": 900, "completion_tokens": 9, "cache_read_input_tokens": 700}),
+        observation(4, 3),
+    ]
+
+
+def test_openhands_llm_metrics_then_model_response_usage(tmp_path):
+    path = write(tmp_path / "events.json", openhands_events())
+    _, doc = registry.load(str(path))
+    [traj] = doc.trajectories
+    got = [(r.step, r.usage.input_tokens, r.usage.cache_read_tokens, r.usage.source) for r in traj.requests]
+    assert got == [(0, 777, 300, "llm_metrics"), (1, 900, 700, "model_response.usage")]
+
+
+def test_openai_traffic_log_line_is_the_one_request_it_logged(tmp_path, capsys):
+    messages = CHAT3[:6]
+    line = {"request": {"model": "deepseek-r1", "messages": messages},
+            "response": {"choices": [{"message": CHAT3[6]}], "usage": {"prompt_tokens": 162, "completion_tokens": 20, "prompt_cache_hit_tokens": 64}}}
+    path = write_lines(tmp_path / "exchanges.jsonl", [line])
+    report, _ = savings_json(capsys, str(path), "--variant", "delete-all")
+    [s] = report["data"]
+    # one request (the answer is step 2); its prompt is 54 proxy tokens for 162 recorded: 3 per
+    # proxy token; steps 0 and 1 lose 3 + 5 proxy tokens = 24 recorded
+    assert (s["requests"], s["input_tokens"], s["cache_read_tokens"]) == (1, 162, 64)
+    assert (s["ratio"], s["ratio_basis"]) == (3.0, "prompt")
+    assert s["input_tokens_with_writeback"] == 162 - 24
+
+
+def test_openai_responses_request_response_pair(tmp_path):
+    pair = {"request": {"model": "gpt-5", "instructions": "Be brief", "input": [
+                {"role": "user", "content": "Fix"},
+                {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Look.\n\nThen act."}]},
+                {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "shell", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "ok"}]},
+            "response": {"object": "response", "output": [
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Fixed"}]}],
+                "usage": {"input_tokens": 900, "input_tokens_details": {"cached_tokens": 512}, "output_tokens": 30}}}
+    _, doc = registry.load(str(write_lines(tmp_path / "responses.jsonl", [pair])))
+    [traj] = doc.trajectories
+    assert [(r.step, r.usage.input_tokens, r.usage.cache_read_tokens) for r in traj.requests] == [(1, 900, 512)]
+
+
+def test_anthropic_messages_with_usage(tmp_path):
+    messages = [{"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": [{"type": "thinking", "thinking": "a\n\nb", "signature": ""}, {"type": "text", "text": "Yes"}],
+                 "usage": {"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 3}},
+                {"role": "user", "content": "More"},
+                {"role": "assistant", "content": [{"type": "text", "text": "Done"}]}]
+    _, doc = registry.load(str(write(tmp_path / "anthropic.json", messages)), "anthropic")
+    [traj] = doc.trajectories
+    assert [(r.step, r.usage and r.usage.input_tokens) for r in traj.requests] == [(0, 100), (1, None)]
+
+
+def replay_run(root, variant="none"):
+    run = root / "runs" / "task-a" / variant / "seed0"
+    doc = {"messages": CHAT3, "tools": [], "meta": {"task": "task-a", "variant": variant, "seed": 0}}
+    write(run / "generated.json", doc)
+    write(run / "trajectory.json", doc)
+    write_lines(run / "requests.jsonl", [{"step": k, "input_tokens": n, "output_tokens": 5, "cache_read_tokens": None} for k, n in enumerate((24, 64, 108))])
+    write_lines(run / "block_scores.jsonl", [])
+    return run
+
+
+def test_replay_run_reads_generated_with_its_request_log_once(tmp_path, capsys):
+    replay_run(tmp_path / "out")
+    report, err = savings_json(capsys, str(tmp_path / "out"), "--variant", "delete-all")
+    [s] = report["data"]
+    assert s["file"].endswith("generated.json")
+    # recorded 24, 64, 108 against proxy 12, 32, 54: growth (40 + 44) / (20 + 22) = 2
+    assert (s["input_tokens"], s["token_source"], s["ratio"]) == (196, "recorded", 2.0)
+    assert s["input_tokens_with_writeback"] == 196 - 2 * 11
+    skipped = {(k["file"].rsplit("/", 1)[1], k["reason"].split(":")[0]) for k in report["skipped"]}
+    assert skipped == {("trajectory.json", "replay run"), ("requests.jsonl", "replay run"), ("block_scores.jsonl", "replay run")}
+
+
+def test_replay_of_a_compressing_variant_falls_back_to_the_proxy(tmp_path, capsys):
+    replay_run(tmp_path / "out", variant="iclr")
+    report, _ = savings_json(capsys, str(tmp_path / "out"), "--variant", "delete-all")
+    [s] = report["data"]
+    assert s["token_source"] == "proxy" and "variant iclr" in s["note"]
+
+
+# --- folders, unknown files, dates, cache, Ctrl-C -------------------------------------------
+
+def test_folder_skips_unknown_files_with_one_line(tmp_path, capsys):
+    write(tmp_path / "a" / "chat3.json", CHAT3)
+    (tmp_path / "a" / "notes.md").write_text("# not a session\n")
+    (tmp_path / "a" / "b").mkdir()
+    (tmp_path / "a" / "b" / "empty.json").write_text("")
+    (tmp_path / "a" / "b" / "broken.jsonl").write_text('{"role": "user", "content": "x"\n')
+    code, out, err = run_cli(capsys, "savings", str(tmp_path / "a"), "--variant", "delete-all", "--model", "fake")
+    assert code == 0
+    lines = [line for line in out.splitlines() if line.startswith("skipped")]
+    assert len(lines) == 1 and lines[0].startswith("skipped 3 files not read as a session")
+    report, _ = savings_json(capsys, str(tmp_path / "a"), "--variant", "delete-all")
+    assert report["files"] == {"candidates": 4, "read": 0, "cached": 1, "filtered": 0, "skipped": 3}
+    reasons = {k["file"].rsplit("/", 1)[1]: k["reason"] for k in report["skipped"]}
+    assert reasons["notes.md"].startswith("not a trajectory format iclr reads")
+    assert reasons["empty.json"] == "file is empty"
+    assert "\n" not in "".join(reasons.values())
+
+
+def test_a_file_named_explicitly_that_no_format_reads_is_an_input_error(tmp_path, capsys):
+    path = tmp_path / "notes.md"
+    path.write_text("# not a session\n")
+    code, _, err = run_cli(capsys, "savings", str(path), "--model", "fake")
+    assert code == 2 and "notes.md" in err
+    code, _, err = run_cli(capsys, "savings", str(tmp_path / "missing"), "--model", "fake")
+    assert code == 2 and "no such file or folder" in err
+
+
+def test_since_and_until_filter_on_the_last_activity(tmp_path, capsys):
+    old, new = claude_session(), claude_session()
+    for line in new:
+        line["timestamp"] = line["timestamp"].replace("2025-05-01", "2025-06-10")
+        line["sessionId"] = "sess-2"
+    write_lines(tmp_path / "s" / "old.jsonl", old)
+    write_lines(tmp_path / "s" / "new.jsonl", new)
+    report, _ = savings_json(capsys, str(tmp_path / "s"), "--variant", "delete-all", "--since", "20250601")
+    assert [s["session"] for s in report["data"]] == ["sess-2"] and report["files"]["filtered"] == 1
+    assert report["data"][0]["last_activity"].startswith("2025-06-10")
+    report, _ = savings_json(capsys, str(tmp_path / "s"), "--variant", "delete-all", "--until", "2025-05-31")
+    assert [s["session"] for s in report["data"]] == ["sess-1"]
+    code, _, err = run_cli(capsys, "savings", str(tmp_path / "s"), "--since", "June", "--model", "fake")
+    assert code == 2 and "YYYYMMDD" in err
+
+
+def test_second_run_takes_every_session_from_the_cache(tmp_path, capsys, monkeypatch):
+    write(tmp_path / "f" / "chat3.json", CHAT3)
+    write_lines(tmp_path / "f" / "session.jsonl", claude_session())
+    first, _ = savings_json(capsys, str(tmp_path / "f"))
+    assert (first["files"]["read"], first["files"]["cached"]) == (2, 0)
+
+    import iclr_cli.savings.run as run
+
+    def no_scoring(*_a, **_k):
+        raise AssertionError("a cached file was scored again")
+
+    monkeypatch.setattr(run, "compress_trajectories", no_scoring)
+    second, _ = savings_json(capsys, str(tmp_path / "f"))
+    assert (second["files"]["read"], second["files"]["cached"]) == (0, 2)
+    assert second["data"] == first["data"] and second["summary"] == first["summary"]
+    # another variant is another key: it is estimated, not served
+    monkeypatch.undo()
+    monkeypatch.setenv("ICLR_CACHE_DIR", str(tmp_path / "cache"))
+    third, _ = savings_json(capsys, str(tmp_path / "f"), "--variant", "delete-all")
+    assert (third["files"]["read"], third["files"]["cached"]) == (2, 0)
+    fourth, _ = savings_json(capsys, str(tmp_path / "f"), "--no-cache")
+    assert (fourth["files"]["read"], fourth["files"]["cached"]) == (2, 0)
+
+
+def test_changed_content_is_estimated_again(tmp_path, capsys):
+    path = write(tmp_path / "chat3.json", CHAT3)
+    savings_json(capsys, str(path), "--variant", "delete-all")
+    write(path, [*CHAT3, {"role": "user", "content": "more"}])
+    report, _ = savings_json(capsys, str(path), "--variant", "delete-all")
+    assert (report["files"]["read"], report["files"]["cached"]) == (1, 0)
+
+
+def test_ctrl_c_prints_the_table_so_far_and_exits_130(tmp_path, capsys, monkeypatch):
+    import iclr_cli.savings.run as run
+
+    for i in range(3):
+        chat = [dict(m) for m in CHAT3]
+        chat[1]["content"] = f"Task {i}"
+        write(tmp_path / "f" / f"chat{i}.json", chat)
+    monkeypatch.setattr(run, "BATCH_TRAJECTORIES", 1)  # one file per batch
+    real = run.compress_trajectories
+    calls = []
+
+    def interrupt_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run, "compress_trajectories", interrupt_second)
+    code, out, err = run_cli(capsys, "savings", str(tmp_path / "f"), "--variant", "delete-all", "--model", "fake")
+    assert code == 130
+    assert "interrupted: 1 of 3 files" in out
+    assert "chat0.json" in out and "chat1.json" not in out
+    assert err.rstrip().splitlines()[-1].startswith("iclr: interrupted after 1 of 3 files")
+    # the finished file was cached: the same command goes on from there
+    calls.clear()
+    monkeypatch.setattr(run, "compress_trajectories", real)
+    report, _ = savings_json(capsys, str(tmp_path / "f"), "--variant", "delete-all")
+    assert (report["files"]["cached"], report["files"]["read"]) == (1, 2)
+
+
+def test_json_schema(tmp_path, capsys):
+    write(tmp_path / "f" / "chat3.json", CHAT3)
+    write_lines(tmp_path / "f" / "session.jsonl", claude_session())
+    report, _ = savings_json(capsys, str(tmp_path / "f"), "--variant", "delete-all")
+    assert set(report) == {"type", "estimate", "variant", "ratio", "complete", "data", "summary", "files", "skipped", "sealed_rules"}
+    assert (report["type"], report["estimate"], report["variant"], report["complete"]) == ("savings", "static", "delete-all", True)
+    ints = {"requests", "recorded_requests", "input_tokens", "reasoning_tokens_resent", "input_tokens_with_writeback", "sealed_tokens"}
+    maybe_int = {"cache_read_tokens", "cache_read_tokens_with_writeback"}
+    maybe_float = {"input_change_percent", "cache_read_change_percent"}
+    for record in report["data"]:
+        assert set(record) == ints | maybe_int | maybe_float | {
+            "session", "file", "format", "model", "sealed", "token_source", "ratio", "ratio_basis", "proxy_tokenizer",
+            "first_activity", "last_activity", "activity_from", "note"}
+        assert all(isinstance(record[k], int) for k in ints)
+        assert all(record[k] is None or isinstance(record[k], int) for k in maybe_int)
+        assert all(record[k] is None or isinstance(record[k], float) for k in maybe_float)
+        assert record["proxy_tokenizer"] == "regex-words"
+    summary = report["summary"]
+    assert summary["sessions"] == 2
+    assert summary["input_tokens"] == sum(r["input_tokens"] for r in report["data"])
+    assert summary["cache_read_tokens"] == 2300  # only the Claude Code session records one
+    orjson.dumps(report)  # plain JSON types only
+
+
+def test_variants_are_checked(tmp_path, capsys):
+    path = write(tmp_path / "chat3.json", CHAT3)
+    code, _, err = run_cli(capsys, "savings", str(path), "--variant", "sliding-window-3", "--model", "fake")
+    assert code == 2 and "replay" in err
+    none, _ = savings_json(capsys, str(path), "--variant", "none")
+    assert none["summary"]["input_tokens_with_writeback"] == none["summary"]["input_tokens"]
+
+
+def test_prune_summary_has_the_static_resent_row(tmp_path, capsys):
+    path = write(tmp_path / "chat3.json", CHAT3)
+    code, _, err = run_cli(capsys, "prune", str(path), "--variant", "delete-all", "--model", "fake", "-o", str(tmp_path / "out.json"))
+    assert code == 0
+    row = next(line for line in err.splitlines() if "input tokens re-sent, static" in line)
+    assert "98 -> 87 (-11.2%)" in row
+
+
+def test_prune_summary_names_sealed_reasoning(tmp_path, capsys):
+    path = write_lines(tmp_path / "session.jsonl", claude_session(signature="c2lnbmF0dXJl"))
+    code, _, err = run_cli(capsys, "prune", str(path), "--variant", "delete-all", "--model", "fake", "-o", str(tmp_path / "out.jsonl"))
+    assert code == 0
+    row = next(line for line in err.splitlines() if "input tokens re-sent, static" in line)
+    assert "(0%)" in row and "sealed reasoning not counted" in row
+
+
+def test_report_html_for_a_file_plots_input_per_request_recorded_and_with_writeback(tmp_path, capsys):
+    pytest.importorskip("plotly")
+    path = write(tmp_path / "chat3.json", CHAT3)
+    page = tmp_path / "report.html"
+    code, out, err = run_cli(capsys, "report", str(path), "--variant", "delete-all", "--model", "fake", "--html", str(page))
+    assert code == 0, err
+    assert "87 (-11.2%)" in out  # the savings table on stdout
+    text = page.read_text()
+    assert 'id="section-plot-savings"' in text and "static estimate" in text
+
+    from iclr_cli.compress import Settings
+    from iclr_cli.pipeline import ScorerConfig
+    from iclr_cli.policies import parse_variant
+    from iclr_cli.render.report_html import savings_figures
+    from iclr_cli.savings.cache import SavingsCache
+    from iclr_cli.savings.run import Options, SavingsRun
+
+    run = SavingsRun(Options(Settings(parse_variant("delete-all"), score_all=False), ScorerConfig(model="fake")), SavingsCache(None))
+    run.run(run.discover([str(path)]))
+    [(div, _, fig)] = savings_figures(run.sessions)
+    recorded, after = fig.data
+    assert div == "plot-savings"
+    assert list(recorded.y) == [12, 32, 54] and list(after.y) == [12, 29, 46]
+    assert recorded.name.endswith("as recorded") and after.line.dash == "dash"
+
+
+@pytest.mark.parametrize(("rows", "calls"), [(None, [3]), (1, [1, 1, 1]), (2, [2, 1])])
+def test_files_are_batched_as_wide_as_the_scorer_forwards(tmp_path, capsys, monkeypatch, rows, calls):
+    import iclr_cli.savings.run as run
+    from iclr_cli.scoring.fake import FakeScorer
+
+    for i in range(3):
+        chat = [dict(m) for m in CHAT3]
+        chat[1]["content"] = f"Task {i}"
+        write(tmp_path / "f" / f"chat{i}.json", chat)
+
+    def engines(variant, config):
+        scorer = FakeScorer()
+        if rows is not None:
+            scorer.batch_size = rows  # a real scorer's rows per forward (1 on a CPU)
+        return scorer, scorer.tokenizer
+
+    seen = []
+    real = run.compress_trajectories
+
+    def spy(trajectories, *args, **kwargs):
+        seen.append(len(trajectories))
+        return real(trajectories, *args, **kwargs)
+
+    monkeypatch.setattr(run, "build_engines", engines)
+    monkeypatch.setattr(run, "compress_trajectories", spy)
+    report, _ = savings_json(capsys, str(tmp_path / "f"), "--no-cache")
+    assert seen == calls
+    assert len(report["data"]) == 3
