@@ -109,7 +109,7 @@ def probe(
     group_by: aopt.GroupBy = aopt.AUTO,
     outer_folds: Annotated[int, typer.Option("--outer-folds", min=2, help="Most outer folds (held-out tasks); fewer when there are fewer tasks.")] = 5,
     inner_folds: Annotated[int, typer.Option("--inner-folds", min=2, help="Most inner folds (on the training tasks) that choose layer, pooling, standardisation, PCA and C.")] = 3,
-    seed: opt.Seed = 0,
+    seed: aopt.ProbeSeed = 0,
     horizon: aopt.Horizon = 5,
     judge_model: aopt.JudgeModel = None,
     judge_base_url: aopt.JudgeUrl = None,

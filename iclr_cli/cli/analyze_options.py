@@ -21,6 +21,7 @@ GroupBy = Annotated[GroupByChoice, typer.Option("--group-by", help="Task unit of
 TaskColumn = Annotated[Optional[str], typer.Option("--task-column", help="With --dataset: the column naming each row's task (for --group-by auto/task).", rich_help_panel="Datasets", show_default=False)]
 LabelsFile = Annotated[Optional[str], typer.Option("--labels", help="Labels you wrote: JSONL, one {\"trajectory\", \"step\", \"label\": 0|1} per boundary ('step' is the completed step, as in 'iclr score').", show_default=False)]
 LabelSource = Annotated[Optional[LabelChoice], typer.Option("--label", help="Computed labels instead of --labels: 'heuristic' (documented rules on the later trajectory) or 'judge' (an OpenAI-compatible model, --judge-*).", show_default=False)]
+ProbeSeed = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap intervals and of PCA's randomized solver (the folds themselves are fixed: GroupKFold does not shuffle).")]
 Horizon = Annotated[int, typer.Option("--horizon", min=1, help="Later steps the heuristic and the judge look at after each boundary.")]
 JudgeModel = Annotated[Optional[str], typer.Option("--judge-model", help="--label judge: the model name sent to the endpoint.", rich_help_panel="Judge", show_default=False)]
 JudgeUrl = Annotated[Optional[str], typer.Option("--judge-base-url", help="--label judge: the OpenAI-compatible endpoint (e.g. http://127.0.0.1:8080/v1).", rich_help_panel="Judge", show_default=False)]
