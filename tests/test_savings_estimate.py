@@ -113,3 +113,23 @@ def test_totals_add_and_keep_unknown_apart_from_zero(cache):
     both = a + b
     assert both.requests == 4
     assert both.cache_read == (None if cache is None else 0)
+
+
+def test_sealed_kind_agrees_with_what_the_write_back_edits():
+    from iclr_cli.formats.base import OpaqueEdits
+    from iclr_cli.formats.writeback import Site, TextRef
+    from iclr_cli.savings.measure import plain_upstream, sealed_kind
+    from iclr_cli.trajectory import Part, WriteBack
+
+    signed = Part("reasoning", "t", ref=TextRef((Site((0, "a")),), strip_keys=(((0,), "signature"),)), write_back=WriteBack.SIGNED)
+    droppable = Part("reasoning", "t", ref=TextRef((Site((0, "a")),), drop=((0, "enc"),)), write_back=WriteBack.OPAQUE)
+    undroppable = Part("reasoning", "t", ref=TextRef((Site((0, "a")),)), write_back=WriteBack.OPAQUE)
+    # Anthropic's own API and OpenAI's: sealed whatever the write-back does
+    assert [sealed_kind(p) for p in (signed, droppable, undroppable)] == ["anthropic", "openai", "openai"]
+    # a plain upstream: the signature is dropped and the edit goes through; an encrypted entry is
+    # dropped with the edit only under DROP and when there is an entry to drop
+    assert [sealed_kind(p, True) for p in (signed, droppable, undroppable)] == [None, None, "openai"]
+    assert sealed_kind(droppable, True, OpaqueEdits.KEEP) == "openai"
+    assert plain_upstream({"format": "openai"}) and plain_upstream({"format": "litellm-spend", "provider": "deepseek"})
+    assert not plain_upstream({"format": "litellm-spend", "provider": "anthropic"})
+    assert not plain_upstream({"format": "claude_code"}) and not plain_upstream({"format": "codex"})
