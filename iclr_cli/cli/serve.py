@@ -67,10 +67,10 @@ def serve(
         import httpx_sse  # noqa: F401
         import prometheus_client  # noqa: F401
         import starlette  # noqa: F401
-        import uvicorn
+        import uvicorn  # noqa: F401
     except ImportError as exc:
         raise IclrError(f"iclr serve needs its extra: pip install 'iclr-cli[serve]' ({exc})") from None
-    from iclr_cli.serve.server import ServeOptions, build, listen, upstream_kind as resolve_kind, uvicorn_config
+    from iclr_cli.serve.server import ServeOptions, build, listen, make_server, upstream_kind as resolve_kind, uvicorn_config
     from iclr_cli.serve.upstream import redact
 
     options = ServeOptions(
@@ -113,7 +113,7 @@ def serve(
         output.info(f"iclr serve: upstream kind {kind.name} ({why}): {kind.reasoning} reasoning, {handled}; --upstream-kind to change")
         if host not in ("127.0.0.1", "localhost", "::1"):
             output.warn(f"--host {host}: the proxy is reachable from the network; anyone who reaches it uses your upstream{' key' if api_key else ''}")
-        server = uvicorn.Server(uvicorn_config(app, host, port, log_level.value))
+        server = make_server(uvicorn_config(app, host, port, log_level.value), state.stop)
         server.run(sockets=[sock])
     finally:
         sock.close()
