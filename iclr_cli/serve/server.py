@@ -27,6 +27,9 @@ class ServeOptions:
     requests, within ``cache_tokens`` over all conversations (``None``: from free memory).
     ``eager_scoring``: score a reply's step once it was relayed, while the agent runs its tool
     (:mod:`iclr_cli.serve.eager`).
+    ``context``: what the proxy model sees of a conversation over ``max_tokens`` (``auto``:
+    ``sliding`` in serve, where no conversation's future is known; ``fresh`` bounds every
+    step's forward pass by ``max_tokens``, P included: README, "Serve: the first step's cost").
     ``upstream_kind`` names a row of :data:`iclr_cli.providers.KINDS` (``None``: guessed from
     the upstream URL); ``sealed`` is ``keep`` or ``drop-previous-turns`` (what that row's
     provider documents as legal to leave out).
@@ -40,6 +43,7 @@ class ServeOptions:
     proxy_model: str = "smollm2"
     max_tokens: int = 42_000
     overflow: str = "window"
+    context: str = "auto"
     dtype: str = "float32"
     device: str | None = None
     batch_size: int = 8
@@ -96,6 +100,8 @@ def _settings_record(options: ServeOptions, scorer_name: str, kind: str) -> dict
         "max_tokens": options.max_tokens,
         "overflow": options.overflow,
         "dtype": options.dtype,
+        # only when set: state folders written before --context existed stay valid (auto was sliding)
+        **({"context": options.context} if options.context != "auto" else {}),
     }
 
 
@@ -128,7 +134,7 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
     check_splitter(options.split)
     kind, _ = upstream_kind(options)
     config = ScorerConfig(options.proxy_model, options.max_tokens, options.overflow, options.dtype, options.prefix_cache,
-                          options.batch_size, options.device, cache_tokens=options.cache_tokens)
+                          options.batch_size, options.device, context=options.context, cache_tokens=options.cache_tokens)
     if tokenizer is None:
         built, tokenizer = build_engines(variant, config)
         scorer = scorer if scorer is not None else built
@@ -171,6 +177,8 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         ("reasoning_tokenizer", tokenizer.name),
         ("state_dir", options.state_dir),
         ("max_conversations", options.max_conversations),
+        ("context", options.context),
+        ("max_tokens", options.max_tokens),
         ("prefix_cache", options.prefix_cache),
         ("eager_scoring", options.eager_scoring and serving is not batching),
     )
