@@ -73,3 +73,19 @@ def test_foreign_parts_and_text_fields_in_openai_messages_are_reported(capsys, t
     assert fields == ["messages[0].content[1]", "messages[1].content[0]", "messages[1].x_plan"]
     code, _, err = run_cli(capsys, "score", str(path), "--format", "openai", "--model", "fake", "--strict", "-o", str(tmp_path / "o"), "--force")
     assert code == 2 and "--strict" in err
+
+
+def test_an_unknown_message_role_is_reported_and_strict_refuses_it(capsys, tmp_path):
+    path = tmp_path / "robot.json"
+    msgs = [{"role": "user", "content": "q"},
+            {"role": "assistant", "reasoning_content": "think\n\nmore", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "robot", "tool_call_id": "c1", "content": "out"},
+            {"role": "ipython", "content": "tool output in Llama 3 style"}]
+    path.write_text(json.dumps({"messages": msgs}))
+    code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "-o", str(tmp_path / "s.jsonl"))
+    assert code == 0, err
+    warned = [line for line in err.splitlines() if "messages[2].role" in line]
+    assert len(warned) == 1 and "'robot'" in warned[0] and str(path) in warned[0]
+    assert "messages[3]" not in err  # ipython: Llama 3's tool-output role is known
+    code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "--strict", "-o", str(tmp_path / "t.jsonl"))
+    assert code == 2 and not (tmp_path / "t.jsonl").exists()

@@ -184,7 +184,9 @@ def read_at(
             starts.append(i)
             steps.append(_assistant(msg, i, reader))
             continue
-        label = "tool_result" if role in ("tool", "function") else role
+        if role not in _KNOWN_ROLES:
+            reader.report(i, ("role",), f"role {role!r} is not an OpenAI chat role; read as a message labelled {role!r}")
+        label = "tool_result" if role in _TOOL_ROLES else role
         kind: PartKind = "observation" if steps else "prompt"
         call_id = msg.get("tool_call_id") if isinstance(msg.get("tool_call_id"), str) else None
         content = msg.get("content")
@@ -211,6 +213,10 @@ def read_at(
 
 
 _INPUT_PARTS = {"text", "input_text", "output_text", *_NON_TEXT_PARTS}
+# Roles of the Chat Completions API (platform.openai.com/docs/api-reference/chat/create), and
+# ``ipython``: the tool-output role of Llama 3.1+ chat templates, which vLLM and llama.cpp pass through.
+_TOOL_ROLES = ("tool", "function", "ipython")
+_KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", *_TOOL_ROLES})
 
 
 def _check_parts(content: list, i: int, role: str, reader: _Reader) -> None:
