@@ -7,9 +7,11 @@ are folded into ``seps`` so that ``join(split(text)) == text`` for every string.
 One block rule for every variant (this project's decision, README "How the method is
 implemented"; issue 9 section 2). Two kinds of block are never candidates: a block whose whole
 text is the literal ``[SKIP]`` (removed by an earlier compression), and a block holding a
-text-encoded tool call (DeepSeek-R1 style ``<function=...>``, ``<tool_call>``,
-``<｜tool▁call▁begin｜>``), because agent frameworks parse the call out of the reasoning and
-removing it would remove an action. Every variant (``iclr``, ``step-only``, ``delete-all``,
+text-encoded tool call in any syntax of :data:`iclr_cli.model_syntax.TOOL_CALLS` (the tool
+parsers of vLLM and SGLang: ``<tool_call>``, ``<function=...>``, ``[TOOL_CALLS]``, Kimi's
+``<|tool_calls_section_begin|>``, DeepSeek's ``<｜tool▁calls▁begin｜>``, JSON and pythonic
+calls, ...), because agent frameworks parse the call out of the reasoning and removing it
+would remove an action. Every variant (``iclr``, ``step-only``, ``delete-all``,
 ``random-R``) edits reasoning only through :meth:`Split.edit`, which refuses to touch anything
 but a candidate block, so the rule lives here and nowhere else. Separators (the blank lines and
 the whitespace at block edges that format parsers rely on, e.g. the blank line between a
@@ -21,6 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from iclr_cli.model_syntax import ANY_REASONING, holds_tool_call
 
 SKIP = "[SKIP]"
 
@@ -130,12 +134,10 @@ def split_blocks(text: str, splitter: str = "paragraph") -> Split:
     return Split(tuple(seps), tuple(blocks), tuple(starts))
 
 
-_TOOL_CALL_MARKUP = re.compile(r"<function=|<tool_call>|<\|tool_call\|>|<｜tool▁call▁begin｜>|<｜tool▁calls▁begin｜>")
-
-
 def is_protected(block: str) -> bool:
-    """True when ``block`` holds a text-encoded tool call and must never be removed."""
-    return _TOOL_CALL_MARKUP.search(block) is not None
+    """True when ``block`` holds a text-encoded tool call (a syntax of
+    :data:`iclr_cli.model_syntax.TOOL_CALLS`) and must never be removed."""
+    return holds_tool_call(block)
 
 
 def is_candidate(block: str) -> bool:
@@ -150,18 +152,15 @@ def candidates(splits: Sequence[Split]) -> list[tuple[int, int]]:
     return [(pi, bi) for pi, sp in enumerate(splits) for bi, b in enumerate(sp.blocks) if is_candidate(b)]
 
 
-# Tags that delimit reasoning inside a string (``<think>``, gpt-oss harmony channel tokens).
-_DELIMITER_MARKUP = re.compile(r"</?think>|<\|(?:start|channel|message|end|return|call)\|>")
-
-
 def holds_delimiter(block: str) -> bool:
-    """True when ``block`` mentions a reasoning delimiter (say `` `</think>` `` in backticks).
+    """True when ``block`` mentions a reasoning delimiter (say `` `</think>` `` in backticks):
+    any start or end of :data:`iclr_cli.model_syntax.REASONING_DELIMITERS`, or a harmony token.
 
     Such a block is removed whole or left whole, never edited token by token (random-R):
     deleting the backtick after a quoted ``</think>`` turns it into the real closing tag, and
     the rest of the reasoning would read back as the answer.
     """
-    return _DELIMITER_MARKUP.search(block) is not None
+    return ANY_REASONING.search(block) is not None
 
 
 def is_skip(block: str) -> bool:

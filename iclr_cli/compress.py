@@ -59,6 +59,7 @@ class StepReport(TokenViews):
     history_kept: int | None = None
     context_tokens: int | None = None
     context: str | None = None
+    history_tail: int | None = None
 
     @property
     def n_removed(self) -> int:
@@ -191,6 +192,7 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
         history_kept=result.history_kept if result and not skipped else None,
         context_tokens=result.context_tokens if result and not skipped else None,
         context=result.context if result and not skipped else None,
+        history_tail=result.history_tail if result and not skipped else None,
     )
     return new_step, report
 

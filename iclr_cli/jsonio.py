@@ -7,6 +7,7 @@ leaves a partial file (and never touches the input).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import os
@@ -14,7 +15,8 @@ import re
 import stat
 import sys
 import tempfile
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -27,21 +29,97 @@ BOM = b"\xef\xbb\xbf"
 
 
 def read_input(path: str) -> bytes:
-    """Read a whole input file, or standard input for ``-``.
+    """Read a whole input file, or standard input for ``-``, as UTF-8 bytes: a UTF-16 or
+    UTF-32 file with a byte order mark is decoded (:func:`read_input_encoded`).
 
     Raises:
-        InputError: when the file does not exist or cannot be read.
+        InputError: when the file does not exist, cannot be read, or is not valid text in
+        the encoding its byte order mark names.
+    """
+    return read_input_encoded(path)[0]
+
+
+def read_input_encoded(path: str) -> tuple[bytes, TextEncoding | None]:
+    """The input as UTF-8 bytes, and the encoding it was stored in when that is UTF-16 or
+    UTF-32 with a byte order mark (None for UTF-8), so outputs can be written the same way.
+
+    Raises:
+        InputError: as :func:`read_input`.
     """
     if path == "-":
-        return sys.stdin.buffer.read()
-    try:
-        return Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, not a trajectory file") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            raise InputError(path, "no such file") from None
+        except IsADirectoryError:
+            raise InputError(path, "is a directory, not a trajectory file") from None
+        except OSError as exc:
+            raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    return decode_input(data, path)
+
+
+@dataclass(frozen=True)
+class TextEncoding:
+    """A file's encoding other than UTF-8: Python ``codec`` name and the byte order mark
+    (``bom``) it starts with. PowerShell and Windows editors write UTF-16 with a BOM."""
+
+    codec: str
+    bom: bytes
+
+    def encode(self, utf8: bytes) -> bytes:
+        """``utf8`` (no BOM) in this encoding, without the BOM (:func:`output_encoder` adds it once)."""
+        return utf8.decode("utf-8", errors="surrogatepass").encode(self.codec, errors="surrogatepass")
+
+
+# UTF-32 LE first: its BOM starts with the UTF-16 LE one (FF FE).
+_BOMS = (
+    TextEncoding("utf-32-le", codecs.BOM_UTF32_LE),
+    TextEncoding("utf-32-be", codecs.BOM_UTF32_BE),
+    TextEncoding("utf-16-le", codecs.BOM_UTF16_LE),
+    TextEncoding("utf-16-be", codecs.BOM_UTF16_BE),
+)
+
+
+def decode_input(data: bytes, source: str) -> tuple[bytes, TextEncoding | None]:
+    """``data`` as UTF-8 (BOM removed) when it starts with a UTF-16 or UTF-32 byte order mark,
+    with that encoding; other data as it is, with None. Lone surrogates pass through both
+    ways, as JSON text may hold them.
+
+    Raises:
+        InputError: when the text after the mark is not valid in its encoding.
+    """
+    for enc in _BOMS:
+        if data.startswith(enc.bom):
+            try:
+                text = data[len(enc.bom) :].decode(enc.codec, errors="surrogatepass")
+            except UnicodeDecodeError as exc:
+                where = exc.start + len(enc.bom)
+                raise InputError(source, f"starts with a {enc.codec.upper()} byte order mark but is not valid {enc.codec.upper()} text ({exc.reason} at byte {where})") from None
+            return text.encode("utf-8", errors="surrogatepass"), enc
+    return data, None
+
+
+def output_encoder(encoding: TextEncoding | None) -> Callable[[bytes], bytes]:
+    """A function that turns successive UTF-8 output chunks into ``encoding``, the byte order
+    mark before the first non-empty one (identity for None): an input's outputs are written
+    in the input's own encoding."""
+    if encoding is None:
+        return lambda chunk: chunk
+    started = False
+
+    def encode(chunk: bytes) -> bytes:
+        nonlocal started
+        if not chunk:
+            return chunk
+        out = encoding.encode(chunk)
+        if not started:
+            started = True
+            out = encoding.bom + out
+        return out
+
+    return encode
 
 
 def output_path(path: str, *, force: bool = False) -> Path:
@@ -150,19 +228,41 @@ def _temp_beside(target: Path) -> tuple[int, str]:
     return fd, tmp
 
 
-def loads(data: bytes | str):
+_OBJECT_HOOK: ContextVar[Callable | None] = ContextVar("iclr_json_object_hook", default=None)
+
+
+@contextlib.contextmanager
+def objects_as(hook: Callable[[list], dict]) -> Iterator[None]:
+    """While the block runs (in this thread or task), :func:`loads` builds every JSON object
+    with ``hook(pairs)`` (the stdlib parser's ``object_pairs_hook``): ``convert`` reads its
+    input with objects that record which keys the adapter asked for."""
+    token = _OBJECT_HOOK.set(hook)
+    try:
+        yield
+    finally:
+        _OBJECT_HOOK.reset(token)
+
+
+def loads(data: bytes | memoryview | str):
     """Parse one JSON value. orjson first; the stdlib parser as fallback because it accepts
-    lone UTF-16 surrogates (``"\\ud800"``) that real transcripts contain and orjson rejects.
+    lone UTF-16 surrogates (``"\\ud800"``) that real transcripts contain and orjson rejects
+    (and under :func:`objects_as`, which needs its object hook).
 
     Raises:
         ValueError: when neither parser accepts the text (message from the stdlib parser,
         which names the column).
     """
+    hook = _OBJECT_HOOK.get()
+    if hook is not None:
+        return json.loads(_text(data), object_pairs_hook=hook)
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        text = data.decode("utf-8", errors="surrogatepass") if isinstance(data, bytes) else data
-        return json.loads(text)
+        return json.loads(_text(data))
+
+
+def _text(data: bytes | memoryview | str) -> str:
+    return data if isinstance(data, str) else bytes(data).decode("utf-8", errors="surrogatepass")
 
 
 def dumps_like(value, original: bytes) -> bytes:
@@ -187,17 +287,21 @@ def _has_non_ascii(data: bytes) -> bool:
     return any(b >= 0x80 for b in data)
 
 
+_BLANK = re.compile(rb"\s*")
+
+
 @dataclass(frozen=True)
 class JsonLine:
     """One line of a JSONL file.
 
-    ``number`` is 1-based; ``raw`` is the line's bytes without its line end; ``end`` is the
-    line end as found (``b"\\n"``, ``b"\\r\\n"`` or ``b""`` on a last line without one);
-    ``value`` is the parsed JSON, or ``None`` for a blank line.
+    ``number`` is 1-based; ``raw`` is the line's bytes without its line end (a
+    ``memoryview`` into the file's bytes when read by :func:`iter_jsonl`: bytes-like, not a
+    copy); ``end`` is the line end as found (``b"\\n"``, ``b"\\r\\n"`` or ``b""`` on a last line
+    without one); ``value`` is the parsed JSON, or ``None`` for a blank line.
     """
 
     number: int
-    raw: bytes
+    raw: bytes | memoryview
     end: bytes
     value: object
     problem: str | None = None
@@ -215,23 +319,26 @@ def iter_jsonl(data: bytes, source: str, *, skip_bad_lines: bool = False, warnin
     start = 0
     number = 0
     size = len(data)
+    view = memoryview(data)
     while start < size:
         number += 1
         nl = data.find(b"\n", start)
-        if nl == -1:
-            line, end, start = data[start:], b"", size
-        else:
-            line, end, start = data[start:nl], b"\n", nl + 1
-        if line.endswith(b"\r"):
-            line, end = line[:-1], b"\r" + end
-        body = line[len(BOM) :] if number == 1 and line.startswith(BOM) else line
-        if not body.strip():
+        stop, end = (size, b"") if nl == -1 else (nl, b"\n")
+        if stop > start and data[stop - 1 : stop] == b"\r":
+            stop, end = stop - 1, b"\r" + end
+        # A view, not a copy: a 100 MB session is not held twice (the file's bytes are kept).
+        line = view[start:stop]
+        lead = len(BOM) if number == 1 and data.startswith(BOM, start, stop) else 0
+        body = line[lead:]
+        blank = _BLANK.fullmatch(data, start + lead, stop) is not None
+        start = stop + len(end)
+        if blank:
             yield JsonLine(number, line, end, None)
             continue
         try:
             value = loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
-            problem = _describe_bad_line(body, exc)
+            problem = _describe_bad_line(bytes(body), exc)
             if not skip_bad_lines:
                 raise InputError(source, problem + " (use --skip-bad-lines to skip such lines)", line=number) from None
             if warnings is not None:
@@ -250,8 +357,9 @@ def dump_lines(lines: Sequence[JsonLine], edited: Mapping[int, object], drops: C
         if rec in drops:
             continue
         if rec in edited:
-            bom = BOM if line.raw.startswith(BOM) else b""
-            out.append(bom + dumps_like(edited[rec], line.raw[len(bom) :]))
+            raw = bytes(line.raw)
+            bom = BOM if raw.startswith(BOM) else b""
+            out.append(bom + dumps_like(edited[rec], raw[len(bom) :]))
         else:
             out.append(line.raw)
         out.append(line.end)

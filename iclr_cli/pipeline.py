@@ -15,7 +15,7 @@ from iclr_cli.blocks import SPLITTERS
 from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories
 from iclr_cli.errors import UsageError
 from iclr_cli.formats import registry
-from iclr_cli.jsonio import read_input
+from iclr_cli.jsonio import TextEncoding, output_encoder, read_input_encoded
 from iclr_cli.formats.base import Document, FormatAdapter
 from iclr_cli.policies import Variant
 from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, Overflow, Scorer, Tokenizer
@@ -87,14 +87,22 @@ def check_splitter(split: str) -> str:
 
 @dataclass
 class Input:
-    """One input file: its bytes and the adapter that reads them. ``chosen`` says why that
-    adapter was chosen when another one could read the file too (``None`` otherwise, and
-    with ``--format``): the command prints it with the summary (issue 17 section 2)."""
+    """One input file: its bytes (UTF-8), the adapter that reads them, and the encoding the
+    file was stored in when it is UTF-16 or UTF-32 with a byte order mark. ``chosen`` says
+    why that adapter was chosen when another one could read the file too (``None``
+    otherwise, and with ``--format``): the command prints it with the summary (issue 17
+    section 2)."""
 
     path: str
     adapter: FormatAdapter
     data: bytes
     chosen: str | None = None
+    encoding: TextEncoding | None = None
+
+    def output_encoder(self):
+        """``chunk -> bytes`` for outputs written in this file's format: the file's own
+        encoding and byte order mark (:func:`iclr_cli.jsonio.output_encoder`)."""
+        return output_encoder(self.encoding)
 
     def documents(self, *, skip_bad_lines: bool, chunk_size: int = 256) -> Iterator[Document]:
         """The file's documents: several chunks for adapters that stream (one trajectory per
@@ -143,12 +151,12 @@ def open_inputs(paths: Sequence[str], fmt: str | None) -> list[Input]:
         raise UsageError("standard input ('-') can be read only once")
     inputs = []
     for path in paths:
-        data = read_input(path)
+        data, encoding = read_input_encoded(path)
         if fmt:
-            inputs.append(Input(path, registry.get(fmt), data))
+            inputs.append(Input(path, registry.get(fmt), data, encoding=encoding))
         else:
             found = registry.detect_why(data, path)
-            inputs.append(Input(path, found.adapter, data, found.note(path)))
+            inputs.append(Input(path, found.adapter, data, found.note(path), encoding))
     return inputs
 
 
@@ -255,9 +263,10 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
     Fields: ``trajectory``, ``step`` (0-based assistant turn), ``block`` (0-based), ``n_blocks``,
     ``n_tokens`` (proxy tokens), ``entropy_bits`` (mean bits per token), ``selected`` (the
     variant replaces it with ``[SKIP]``), ``text``, plus ``part``, ``source``, ``variant``,
-    ``windowed``, ``history_kept``, ``context_tokens``, and ``context`` (``fresh`` or ``sliding``)
-    when the scorer has context modes, and ``protected`` with ``iclr-ext`` (a block whose
-    derived state was not yet externalized, never removed). A step that was not scored yields one
+    ``windowed``, ``history_kept``, ``context_tokens``, ``context`` (``fresh`` or ``sliding``)
+    when the scorer has context modes, ``history_tail_tokens`` when the oldest kept history
+    segment was cut (only its most recent tokens fit), and ``protected`` with ``iclr-ext`` (a
+    block whose derived state was not yet externalized, never removed). A step that was not scored yields one
     record with ``skipped`` (the reason) and ``n_blocks`` instead of block records.
     """
     for result in results:
@@ -291,6 +300,7 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
                     "history_kept": report.history_kept,
                     "context_tokens": report.context_tokens,
                     **({"context": report.context} if report.context else {}),
+                    **({"history_tail_tokens": report.history_tail} if report.history_tail else {}),
                     **({"protected": block.protected} if variant.kind == "iclr-ext" else {}),
                 }
 

@@ -193,3 +193,21 @@ def test_the_default_proxy_on_a_real_trajectory():
     rf, _ = s.read("f", full.ids), s.read("d", dele.ids)
     for layer, lp in s.patch("d", rf.residuals, (3, 20)).items():
         assert torch.allclose(lp, s.patch_by_hook(dele.ids, layer, rf.residuals[layer]), atol=1e-4, rtol=0)
+
+
+def test_a_history_segment_over_the_budget_is_cut_to_its_tail_within_the_limit(tiny):  # noqa: F811
+    from iclr_cli.analysis.boundaries import lay_out
+
+    def encode(text):
+        words = text.split(" ")
+        offsets, pos = [], 0
+        for w in words:
+            offsets.append((pos, pos + len(w)))
+            pos += len(w) + 1
+        return list(range(len(words))), offsets
+
+    huge = " ".join(["w"] * 500)
+    lay = lay_out(["p p"], [huge, "a b c", "d e"], "h", 1, encode, 100)
+    assert len(lay.ids) <= 100
+    assert lay.plan.history_tail > 0 and lay.describe()["history_tail_tokens"] == lay.plan.history_tail
+    assert lay.history_starts[0] == 2  # right after P's two tokens

@@ -81,3 +81,19 @@ def test_detect_never_crashes():
             pass
 
     check()
+
+
+@pytest.mark.parametrize("value", [[], {}, 1, None, True])
+@pytest.mark.parametrize("shape", [
+    '[{{"type": {v}}}]',
+    '{{"input": [{{"type": {v}}}]}}',
+    '[{{"type": "message", "role": "user", "content": [{{"type": {v}}}]}}]',
+    '{{"messages": [{{"role": "user", "content": [{{"type": {v}}}]}}]}}',
+])
+def test_a_type_field_of_any_json_type_never_crashes_detection(shape, value):
+    data = shape.format(v=json.dumps(value)).encode()
+    for cut in (len(data), len(data) - 2):  # whole, and cut as a head read of a longer file is
+        try:
+            registry.detect(data[:cut], "x")
+        except InputError:
+            pass

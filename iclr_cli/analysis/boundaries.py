@@ -86,8 +86,11 @@ class Layout:
         return sum(s is not None for s in self.history_starts)
 
     def describe(self) -> dict:
-        """The window as it goes into records: tokens, windowed, history kept, skipped."""
+        """The window as it goes into records: tokens, windowed, history kept, the kept tail of a
+        cut history segment (``history_tail_tokens``, when there is one), skipped."""
         out = {"tokens": len(self.ids), "windowed": self.plan.windowed, "history_kept": self.history_kept}
+        if self.plan.history_tail:
+            out["history_tail_tokens"] = self.plan.history_tail
         if self.plan.skipped:
             out["skipped"] = self.plan.skipped
         return out
@@ -165,8 +168,10 @@ def lay_out(prompt: Sequence[str], history: Sequence[str], head: str, head_chars
         if i < plan.first_history and i < len(older):
             starts.append(None)
             continue
+        # The oldest kept segment may be cut: only its most recent tokens fit (plan.history_cut).
+        cut = plan.history_cut if i == plan.first_history else 0
         starts.append(len(ids))
-        ids.extend(seg_ids)
+        ids.extend(seg_ids[cut:])
     ids.extend(head_ids)
     pools = {"last64": tuple(range(max(0, len(ids) - 64), len(ids)))}
     if encoded and reasoning:

@@ -23,7 +23,7 @@ def convert(
     Output is JSONL, one trajectory per line. A refused conversion exits 2 with the first
     reason found (trajectory, step, part) and leaves the -o file untouched.
     """
-    from iclr_cli.formats.convert import convert_document
+    from iclr_cli.formats.convert import convert_document, reading_tracked
     from iclr_cli.pipeline import open_inputs
     from iclr_cli.render.output import Output
 
@@ -32,11 +32,12 @@ def convert(
     if item.chosen:
         out.info(item.chosen)
     trajectories = steps = 0
-    with out.stream() as sink:
+    encode = item.output_encoder()  # written in the input's encoding (UTF-16/32 with its BOM)
+    with out.stream() as sink, reading_tracked():
         for doc in item.documents(skip_bad_lines=skip_bad_lines):
             for w in doc.warnings:
                 out.warn(w)
-            sink.write(convert_document(doc, to.value))
+            sink.write(encode(convert_document(doc, to.value)))
             trajectories += len(doc.trajectories)
             steps += sum(len(t.steps) for t in doc.trajectories)
     out.info(f"converted {trajectories} trajectories ({steps} steps) from {item.adapter.name} to {to}")

@@ -94,6 +94,7 @@ def prune(
         scorer, tokenizer = build_engines(parsed, config)
         # Steps whose BottomK cannot depend on the scores (N = 1) are not scored: same output.
         settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
+        encode = item.output_encoder()  # a UTF-16/32 input is written back in its encoding
         with out.stream() as sink, out.tracker(f"pruning ({parsed.name})") as progress:
             for doc, last in with_last(item.documents(skip_bad_lines=skip_bad_lines)):
                 progress.growing(not last)  # the totals are final once the last document is read
@@ -103,7 +104,7 @@ def prune(
                 on_step = track_steps(progress, doc.trajectories, tokenizer)
                 results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step)
                 wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=edits)
-                sink.write(wrote.data)
+                sink.write(encode(wrote.data))
                 # Count what was written, not what compression asked for (Codex items dropped
                 # whole or kept unedited).
                 summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)

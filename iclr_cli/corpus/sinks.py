@@ -32,7 +32,7 @@ RECORD_FIELDS = (
     ("trajectory", "string"), ("row", "int64"), ("step", "int64"), ("block", "int64"), ("n_blocks", "int64"),
     ("n_tokens", "int64"), ("entropy_bits", "float64"), ("selected", "bool_"), ("text", "string"), ("part", "int64"),
     ("source", "string"), ("variant", "string"), ("windowed", "bool_"), ("history_kept", "int64"),
-    ("context_tokens", "int64"), ("context", "string"), ("skipped", "string"),
+    ("context_tokens", "int64"), ("context", "string"), ("skipped", "string"), ("history_tail_tokens", "int64"),
 )
 
 

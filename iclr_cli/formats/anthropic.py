@@ -54,6 +54,7 @@ from collections.abc import Iterator
 from iclr_cli.formats import media
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.reading import Where, base_name, load_chunks
+from iclr_cli.formats.markup import foreign_notes
 from iclr_cli.formats.sniff import ANTHROPIC_BLOCKS, STRUCTURE, Head, Match, census, chat_lists, describe, openai_evidence
 from iclr_cli.formats.think import outside_think, think_elements
 from iclr_cli.formats.usage import anthropic_usage
@@ -141,6 +142,17 @@ def _text_parts(text: str, path: Path) -> list[Part]:
     return parts
 
 
+def _visible_text(text: str, path: Path, where: Where, field: Path) -> list[Part]:
+    """:func:`_text_parts`, with reasoning markup of other models in the visible text noted
+    as unrecognised (``[THINK]``, ``<seed:think>``, ...: never silently taken for the answer)."""
+    parts = _text_parts(text, path)
+    for part in parts:
+        if part.kind == "action":
+            for note in foreign_notes(part.text):
+                where.note(field, note)
+    return parts
+
+
 def _thinking(block: dict, key: str, path: Path, label: str) -> Part:
     """A ``thinking`` (or ``reasoning``) block at ``path`` as a reasoning part: signed when it
     carries a signature (an edit then strips it); emptied, the block leaves its list."""
@@ -161,7 +173,7 @@ def assistant_parts(content: object, where: Where, field: Path) -> list[Part]:
     base = (where.rec, *field)
     blocks = _blocks(content, where, field)
     if blocks is None:
-        return _text_parts(content, base)  # type: ignore[arg-type]
+        return _visible_text(content, base, where, field)  # type: ignore[arg-type]
     parts: list[Part] = []
     for i, block in enumerate(blocks):
         kind = block["type"]
@@ -173,7 +185,7 @@ def assistant_parts(content: object, where: Where, field: Path) -> list[Part]:
             parts.append(Part("reasoning", REDACTED_TEXT, label="redacted_thinking", write_back=WriteBack.READ_ONLY))
         elif kind == "text":
             if isinstance(block.get("text"), str):
-                parts.extend(_text_parts(block["text"], (*base, i, "text")))
+                parts.extend(_visible_text(block["text"], (*base, i, "text"), where, (*field, i, "text")))
         elif kind in _TOOL_CALLS:
             parts.append(Part("action", _json_text(block.get("input")), label=f"tool_call:{block.get('name', '?')}", call_id=_string(block.get("id"))))
         elif kind in _RESULTS:

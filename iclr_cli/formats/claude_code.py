@@ -72,6 +72,11 @@ class ClaudeCodeAdapter(WriteBackAdapter):
 
     name = "claude_code"
     description = "Claude Code session JSONL (~/.claude/projects/*/*.jsonl; sub-agent transcripts too)"
+    # Format data with text that no conversion carries (``iclr convert``, formats/convert/carried.py):
+    # ``toolUseResult`` is a structured copy of the tool result ``message.content`` holds,
+    # ``data`` the payload of progress and hook events, ``content`` the notice of a ``system``
+    # line (a hook's output shown in the UI).
+    not_carried = frozenset({("toolUseResult",), ("data",), ("content",)})
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match when the first JSON lines are objects whose ``type`` is a Claude Code event

@@ -66,6 +66,7 @@ from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, base_name, read_lines, text_of
+from iclr_cli.formats.markup import foreign_notes
 from iclr_cli.formats.responses_items import call_text, output_text
 from iclr_cli.formats.think import outside_think, think_elements
 from iclr_cli.formats.usage import openai_usage
@@ -312,6 +313,8 @@ def _assistant_message(item: dict, where: Where) -> list[Draft | Part]:
             if el.inner(text).strip():
                 out.append(Draft(el.inner(text), [Site(paths[i], f"think:{k}")]))
         visible.append(outside_think(text, elements) if elements else text)
+        for note in foreign_notes(visible[-1]):
+            where.note(paths[i][1:], note)
     out.append(Part("action", "\n".join(visible), label="assistant"))
     return out
 

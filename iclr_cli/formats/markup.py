@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from iclr_cli.formats.think import code_spans, think_elements
 from iclr_cli.formats.writeback import register_site_kind
+from iclr_cli.model_syntax import FOREIGN_REASONING, delimiter_of
 
 _HARMONY = re.compile(
     r"(?:<\|start\|>(?P<role>[^<]*))?<\|channel\|>(?P<header>[^<]*?)(?:<\|constrain\|>[^<]*)?<\|message\|>"
@@ -28,12 +29,13 @@ _HARMONY = re.compile(
     re.DOTALL,
 )
 _RECIPIENT = re.compile(r"\bto=([^\s<]+)")
-# Reasoning markup of other model families that this project does not read as reasoning, and
-# think tags left unpaired: found in visible text (outside code), they are reported, never
-# silently taken for the answer. Case is ignored: ``<THINK>`` is not read as reasoning (the
-# pairing rules of :mod:`iclr_cli.formats.think` are for the lower-case tags models emit), but
-# it is reported.
-_FOREIGN = re.compile(r"<thinking>|<reasoning>|<thought>|<seed:think>|◁think▷|<\|begin_of_thought\|>|<\|channel\|>|</?think>", re.IGNORECASE)
+# Reasoning markup of other model families that this project does not read as reasoning (every
+# start and end of iclr_cli.model_syntax.REASONING_DELIMITERS not marked ``read``), harmony
+# channel tokens outside a harmony message, and think tags left unpaired: found in visible text
+# (outside code), they are reported, never silently taken for the answer. Case is ignored for
+# tags: ``<THINK>`` is not read as reasoning (the pairing rules of :mod:`iclr_cli.formats.think`
+# are for the lower-case tags models emit), but it is reported.
+_FOREIGN = re.compile(FOREIGN_REASONING.pattern + r"|(?i:<\|channel\|>|</?think>)")
 
 
 @dataclass(frozen=True)
@@ -101,13 +103,26 @@ def read(text: str) -> list[Piece]:
 
 
 def foreign_markup(text: str) -> list[str]:
-    """Reasoning-like tags in visible ``text`` outside code spans (distinct, in order of
-    first appearance): markup the reader did not take as reasoning."""
-    if "<" not in text and "◁" not in text:
-        return []
-    spans = code_spans(text) if "`" in text else []
-    found = [m.group(0) for m in _FOREIGN.finditer(text) if not any(s <= m.start() < e for s, e in spans)]
-    return list(dict.fromkeys(found))
+    """Reasoning-like tags in visible ``text`` outside code spans, in order of first
+    appearance, one per delimiter (``<thinking>...</thinking>`` gives ``<thinking>``): markup
+    the reader did not take as reasoning."""
+    found = list(_FOREIGN.finditer(text))
+    if found and "`" in text:
+        spans = code_spans(text)
+        found = [m for m in found if not any(s <= m.start() < e for s, e in spans)]
+    first: dict[object, str] = {}
+    for m in found:
+        tag = m.group(0)
+        row = delimiter_of(tag)
+        # Unpaired tags of a syntax this project reads (a stray </think>) are named one by one.
+        first.setdefault(row if row is not None and not row.read else tag.lower(), tag)
+    return list(first.values())
+
+
+def foreign_notes(text: str) -> list[str]:
+    """One unrecognised-note text per reasoning tag that :func:`foreign_markup` finds in the
+    visible ``text`` (the same wording in every adapter that reads visible text)."""
+    return [f"{tag} markup in the visible text: kept as the answer, not scored or pruned" for tag in foreign_markup(text)]
 
 
 def _splice_harmony(value: str, arg: str, old: str, new: str) -> str | None:

@@ -63,6 +63,9 @@ class MiniSweAgentAdapter(WriteBackAdapter):
 
     name = "mini-swe-agent"
     description = "mini-swe-agent .traj.json (v1 message list with fenced bash; v2 mini-swe-agent-1.1 tool calls)"
+    # Format data with text that no conversion carries (formats/convert/carried.py): run
+    # ``info`` (configuration and its templates, exit status).
+    not_carried = frozenset({("info",)})
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for ``trajectory_format: mini-swe-agent-*``, or a message list holding its

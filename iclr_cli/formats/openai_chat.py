@@ -102,6 +102,9 @@ class OpenAIChatAdapter(WriteBackAdapter):
 
     name = "openai"
     description = "OpenAI chat messages (JSON list, {messages, tools}, JSONL, tau-bench traj, request/response logs)"
+    # Dataset fields beside the conversation that no conversion carries
+    # (formats/convert/carried.py): tau-bench's ``info`` (the task given to the simulated user).
+    not_carried = frozenset({("info",)})
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for message lists where this adapter reads them, scored by what only

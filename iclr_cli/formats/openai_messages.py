@@ -51,7 +51,7 @@ from iclr_cli.errors import InputError
 from iclr_cli.formats import markup, media
 from iclr_cli.formats.base import OpaqueEdits, Unrecognised
 from iclr_cli.formats.reading import field_name, text_of
-from iclr_cli.formats.writeback import Site, TextRef, apply_edits
+from iclr_cli.formats.writeback import Site, TextRef, UnregisteredCopy, apply_edits, copy_error
 from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
@@ -128,9 +128,14 @@ def write_messages(messages: Sequence[Mapping], original: Trajectory, edited: Tr
     Raises:
         ValueError: when a part's text is no longer where it was read (``messages`` is not
         the list ``original`` was read from).
+        InputError: (source ``messages``) when a message holds a copy of an edited reasoning
+            text that is not read as one of its sites (the write-back engine's copy rule).
     """
     values = list(messages)
-    changed = apply_edits(values, [original], [edited], opaque).edited
+    try:
+        changed = apply_edits(values, [original], [edited], opaque).edited
+    except UnregisteredCopy as exc:
+        raise copy_error("messages", exc, None, record=("messages",)) from None
     return [changed.get(i, m) for i, m in enumerate(values)]
 
 
@@ -295,8 +300,8 @@ def _content(text: str, i: int, keys: tuple, reader: _Reader) -> list[Part]:
         else:
             parts.append(Part("action", piece.text, label=piece.label))
             if piece.kind == "visible":
-                for tag in markup.foreign_markup(piece.text):
-                    reader.report(i, keys, f"{tag} markup in the visible text: kept as the answer, not scored or pruned")
+                for note in markup.foreign_notes(piece.text):
+                    reader.report(i, keys, note)
     return parts
 
 

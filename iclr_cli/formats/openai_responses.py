@@ -165,11 +165,11 @@ class OpenAIResponsesAdapter(WriteBackAdapter):
                         if shape not in shapes:
                             shapes.append(shape)
             for item in (item for items in lists for item in items if isinstance(item, dict)):
-                if "role" not in item and item.get("type") in _TYPED:
+                if "role" not in item and item_type(item) in _TYPED:
                     types.add(item["type"])
                 content = item.get("content")
                 if isinstance(content, list):
-                    parts.update(p["type"] for p in content if isinstance(p, dict) and p.get("type") in _PARTS)
+                    parts.update(p["type"] for p in content if isinstance(p, dict) and isinstance(p.get("type"), str) and p["type"] in _PARTS)
         if not types and not parts:
             return None
         seen = ([f"Responses items {describe(types)}"] if types else []) + ([f"content parts {describe(parts)}"] if parts else [])

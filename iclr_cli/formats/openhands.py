@@ -152,6 +152,12 @@ class OpenHandsAdapter(WriteBackAdapter):
 
     name = "openhands"
     description = "OpenHands event stream (V0 action/observation events, V1 kind events; JSON list or JSONL)"
+    # Format data with text that no conversion carries (formats/convert/carried.py): each
+    # event's ``message`` (the UI's one-line summary), and renderings of what an observation
+    # or action holds (``extras.diff``, ``extras.formatted_output_and_error``,
+    # ``extras.metadata``, ``args.translated_ipython_code``).
+    not_carried = frozenset({("message",), ("extras", "diff"), ("extras", "formatted_output_and_error"),
+                             ("extras", "metadata"), ("args", "translated_ipython_code")})
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for V1 ``kind`` events, or V0 events with ``source`` and ``action`` /

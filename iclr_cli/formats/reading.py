@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document, Unrecognised
-from iclr_cli.formats.writeback import Records
+from iclr_cli.formats.writeback import Records, field_name
 from iclr_cli.jsonio import BAD_LINE, BOM, JsonLine, iter_jsonl, loads
 from iclr_cli.trajectory import Trajectory
 
@@ -117,11 +117,6 @@ def read_lines(data: bytes, source: str, *, skip_bad_lines: bool = False, warnin
 def whole(data: bytes, value: object) -> Records:
     """:class:`Records` of a file that is one JSON document ``value``."""
     return Records(data, None, [value])
-
-
-def field_name(path: Sequence[Hashable]) -> str:
-    """``trajectory[3].thought`` style name of a JSON path (for messages)."""
-    return "".join(f"[{k}]" if isinstance(k, int) else (f".{k}" if i else str(k)) for i, k in enumerate(path))
 
 
 def dig(value: object, *keys: Hashable) -> object:

@@ -68,6 +68,11 @@ class SweAgentAdapter(WriteBackAdapter):
 
     name = "swe-agent"
     description = "SWE-agent .traj (trajectory[] thought/action/observation, history[])"
+    # Format data with text that no conversion carries (formats/convert/carried.py): the
+    # environment ``state`` after each step, run ``info`` (submission, edited files),
+    # ``replay_config`` (templates, tool docs), and ``history[i].action``, SWE-agent's parse of
+    # the assistant message that history entry holds (the trajectory's action is read).
+    not_carried = frozenset({("trajectory", "state"), ("info",), ("replay_config",), ("history", "action")})
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for an object with a ``trajectory`` list and ``history`` / step keys."""

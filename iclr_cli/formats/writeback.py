@@ -25,6 +25,20 @@ rules"):
   Anthropic thinking block) is removed from its list, unless that would leave the list empty;
   the block then stays with empty text (an assistant message must have content).
 
+- **Every copy edited, or the record refused** (issue 17 section 3). After an edit, the
+  original text of the part may survive only in strings that are sites of some reasoning
+  part. A *copy* is any other string of the same record (a JSONL line; the whole document
+  for a JSON file; one message for :func:`apply_edits` on a message list) that contains the
+  original text, verbatim or JSON-escaped (a request stored as a JSON string), unless the
+  string is, or lies inside, the text of a part read as something else (an answer that
+  repeats the reasoning word for word is the answer; a tool argument is in its call's JSON)
+  or of a read-only reasoning part (a sealed item has no site but is reasoning). Texts shorter
+  than :data:`MIN_COPY_CHARS` characters (stripped) are not checked: they recur by chance
+  ("Done."). A copy means the adapter did not register every place the reasoning sits, and
+  writing one copy would leave the record half-edited: :func:`apply_edits` raises
+  :class:`UnregisteredCopy` and :func:`write_back` turns it into an input error naming the
+  file, line and field. Strings dropped with an opaque item do not count.
+
 Sites are found when the file is read, so at write time each still holds the original text.
 Records with no edit are written back byte for byte; edited ones are re-serialised in the
 input's own layout with every field kept. :func:`write_back` also returns the reasoning
@@ -35,10 +49,13 @@ edited part left unedited as its original text, so summaries count what the outp
 
 from __future__ import annotations
 
+import bisect
 import copy
-from collections.abc import Callable, Hashable, Sequence
+import json
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document, OpaqueEdits
 from iclr_cli.formats.think import replace_inner
 from iclr_cli.jsonio import JsonLine, dump_lines, dumps_document_like
@@ -189,6 +206,11 @@ def splice(value: str, how: str, old: str, new: str) -> str:
     return out
 
 
+def field_name(path: Sequence[Hashable]) -> str:
+    """``trajectory[3].thought`` style name of a JSON path (for messages)."""
+    return "".join(f"[{k}]" if isinstance(k, int) else (f".{k}" if i else str(k)) for i, k in enumerate(path))
+
+
 def get(root: object, path: Sequence[Hashable]) -> object:
     """The value at ``path`` (keys and list indices) inside ``root``.
 
@@ -217,13 +239,26 @@ class Records:
         return dump_lines(self.lines, edited, drops)
 
 
-@dataclass(frozen=True)
 class WriteResult:
     """What write-back produced: the output ``data``, and ``written``: the trajectories with
-    each reasoning part's text as it went to the output (same shape as the input)."""
+    each reasoning part's text as it went to the output (same shape as the input).
 
-    data: bytes
-    written: tuple[Trajectory, ...]
+    ``data`` may be given as a function that makes the bytes: they are made on first use,
+    so a caller that needs only ``written`` (``score``'s summary) never builds a copy of the
+    whole file (a 100 MB session).
+    """
+
+    __slots__ = ("_data", "written")
+
+    def __init__(self, data: bytes | Callable[[], bytes], written: tuple[Trajectory, ...]):
+        self._data = data
+        self.written = written
+
+    @property
+    def data(self) -> bytes:
+        if callable(self._data):
+            self._data = self._data()
+        return self._data
 
 
 @dataclass(frozen=True)
@@ -240,6 +275,20 @@ class Applied:
     written: tuple[Trajectory, ...]
 
 
+MIN_COPY_CHARS = 20
+"""Shortest reasoning text (stripped, in characters) whose unregistered copies are refused."""
+
+
+class UnregisteredCopy(ValueError):
+    """An edited reasoning text still sits, unedited, in a string of its record that is no
+    reasoning part's site (see the module docstring). ``path`` is that string's path,
+    ``site`` the part's primary site."""
+
+    def __init__(self, path: Path, site: Site):
+        self.path, self.site = path, site
+        super().__init__(f"{path} holds a copy of the reasoning at {site.path} that is not edited with it")
+
+
 def apply_edits(values: Sequence[object], originals: Sequence[Trajectory], trajectories: Sequence[Trajectory], opaque: OpaqueEdits = OpaqueEdits.DROP) -> Applied:
     """Write the reasoning edits of ``trajectories`` (``originals`` after compression, parts
     carrying :class:`TextRef` refs whose paths start with an index into ``values``) into
@@ -249,6 +298,8 @@ def apply_edits(values: Sequence[object], originals: Sequence[Trajectory], traje
     Raises:
         TypeError: when an edited part has no :class:`TextRef` (an adapter bug).
         ValueError: when a site no longer holds its text (an adapter bug).
+        UnregisteredCopy: when an edited text survives in a string of its record that is no
+            part's site (the record would be half-edited).
     """
     plans: list[tuple[TextRef, str, str]] = []
     drops: set[Path] = set()
@@ -291,6 +342,7 @@ def apply_edits(values: Sequence[object], originals: Sequence[Trajectory], traje
     for path in drops:
         if len(path) > 1 and not gone(path[:-1]):
             removals.setdefault(path[:-1], (set(), set()))[0].add(path[-1])
+    _refuse_copies(edited, plans, _site_paths(originals), gone, _Read(_read_texts(originals) | _siteless_texts(originals)))
     for (rec, *keys), (dropped, emptied) in removals.items():
         container = get(root(rec), keys)
         if isinstance(container, list) and emptied and len(dropped | emptied) >= len(container):
@@ -302,6 +354,89 @@ def apply_edits(values: Sequence[object], originals: Sequence[Trajectory], traje
     return Applied({rec: v for rec, v in edited.items() if rec not in whole_drops}, whole_drops, written)
 
 
+def _site_paths(originals: Sequence[Trajectory]) -> set[Path]:
+    """Paths of every string that holds some reasoning part (its sites)."""
+    return {site.path for traj in originals for step in traj.steps for part in step.reasoning
+            if isinstance(part.ref, TextRef) for site in part.ref.sites}
+
+
+def _read_texts(originals: Sequence[Trajectory]) -> set[str]:
+    """Texts the adapter read as something other than reasoning (prompts, actions,
+    observations): a string equal to one of them is that part's source, not a copy (an
+    answer that happens to repeat the reasoning word for word)."""
+    return {part.text for traj in originals for part in traj.prompt if part.text} | {
+        part.text for traj in originals for step in traj.steps for part in step.parts if part.kind != "reasoning" and part.text}
+
+
+def _siteless_texts(originals: Sequence[Trajectory]) -> set[str]:
+    """Texts of reasoning parts that have no sites (read-only parts: sealed, redacted)."""
+    return {part.text for traj in originals for step in traj.steps for part in step.parts
+            if part.kind == "reasoning" and part.text and not isinstance(part.ref, TextRef)}
+
+
+def _strings(value: object, path: Path) -> Iterator[tuple[Path, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _strings(item, (*path, i))
+
+
+class _Read:
+    """Texts read as other parts (actions, observations, prompts, read-only reasoning)."""
+
+    def __init__(self, texts: set[str]):
+        self.texts = texts
+        self._joined: str | None = None
+
+    def within(self, value: str) -> bool:
+        """True when ``value`` is, or is inside, one of the texts (verbatim or JSON-escaped)."""
+        if value in self.texts:
+            return True
+        if self._joined is None:  # built on the first match only: matches are rare
+            self._joined = "\0".join(self.texts)
+        return value in self._joined or json.dumps(value, ensure_ascii=False)[1:-1] in self._joined
+
+
+def _refuse_copies(edited: dict[int, object], plans: Sequence[tuple[TextRef, str, str]], registered: set[Path],
+                   gone: Callable[[Path], bool], read: _Read) -> None:
+    """Raise :class:`UnregisteredCopy` for the first edited text still found in a string of
+    its record that is no part's site and not read into another part (``read``: actions,
+    observations, prompts, and read-only reasoning, which has no site: a sealed item that
+    says the same words). Each record's other strings are joined once and searched once per
+    text, so the cost is one pass per edited part."""
+    needles: dict[int, list[tuple[str, Site]]] = {}
+    for ref, old, new in plans:
+        if old == new or len(old.strip()) < MIN_COPY_CHARS:
+            continue
+        forms = dict.fromkeys((old, json.dumps(old, ensure_ascii=False)[1:-1]))
+        for rec in dict.fromkeys(site.path[0] for site in ref.sites if not gone(site.path)):
+            needles.setdefault(rec, []).extend((form, ref.sites[0]) for form in forms)
+    for rec, wanted in needles.items():
+        found = [(p, s) for p, s in _strings(edited[rec], (rec,))
+                 if len(s) >= MIN_COPY_CHARS and p not in registered and not gone(p) and s not in read.texts]
+        if not found:
+            continue
+        starts, pos = [], 0
+        for _, s in found:
+            starts.append(pos)
+            pos += len(s) + 1
+        joined = "\0".join(s for _, s in found)
+        for needle, site in wanted:
+            at = joined.find(needle)
+            while at >= 0:
+                i = bisect.bisect_right(starts, at) - 1
+                text = found[i][1]
+                # Not across two strings, and not a value read into another part's text (a tool
+                # call's argument that says the same words is in that call's JSON).
+                if at + len(needle) <= starts[i] + len(text) and not read.within(text):
+                    raise UnregisteredCopy(found[i][0], site)
+                at = joined.find(needle, at + 1)
+
+
 def write_back(records: Records, doc: Document, trajectories: Sequence[Trajectory], opaque: OpaqueEdits = OpaqueEdits.DROP) -> WriteResult:
     """Write the reasoning edits of ``trajectories`` (``doc.trajectories`` after compression,
     parts carrying :class:`TextRef` refs) into ``records`` (see the module docstring and
@@ -311,11 +446,34 @@ def write_back(records: Records, doc: Document, trajectories: Sequence[Trajector
         TypeError: when an edited part has no :class:`TextRef` (an adapter bug).
         ValueError: when a site no longer holds its text, or a whole JSON document would be
         dropped (adapter bugs).
+        InputError: when an edited text has a copy in its record that the adapter did not
+            register (:class:`UnregisteredCopy`), naming the file, line and field.
     """
-    applied = apply_edits(records.values, doc.trajectories, trajectories, opaque)
+    try:
+        applied = apply_edits(records.values, doc.trajectories, trajectories, opaque)
+    except UnregisteredCopy as exc:
+        raise copy_error(doc.source, exc, records.lines[exc.path[0]].number if records.lines is not None else None) from None
     if records.lines is None and 0 in applied.dropped:
         raise ValueError("cannot drop the whole JSON document")
-    return WriteResult(records.dump(applied.edited, applied.dropped), applied.written)
+    return WriteResult(lambda: records.dump(applied.edited, applied.dropped), applied.written)
+
+
+def copy_error(source: str, exc: UnregisteredCopy, line: int | None, *, record: tuple = ()) -> InputError:
+    """The input error for an :class:`UnregisteredCopy` found in ``source`` at ``line``.
+
+    Fields are named from inside the record (a JSONL line, a document), or, with ``record``
+    (e.g. ``("messages",)``), from that prefix and the record index (``messages[3].content``).
+    """
+    def name(path: Path) -> str:
+        return field_name((*record, *path) if record else path[1:])
+
+    return InputError(
+        source,
+        f"holds a copy of the reasoning at '{name(exc.site.path)}' that this format's adapter does not edit "
+        "with it; writing one copy would leave the record half-edited, so nothing is written. Read the file with "
+        "another --format, or remove the copy",
+        line=line, field=name(exc.path),
+    )
 
 
 def _as_written(originals: Sequence[Trajectory], trajectories: Sequence[Trajectory], gone: Callable[[Path], bool], kept: set) -> list[Trajectory]:

@@ -76,6 +76,8 @@ class ScoreResult:
         context_tokens: length of the scorer input in proxy tokens.
         context: ``fresh`` or ``sliding``, the context mode the request was scored in
             (``None`` from scorers without modes, such as the fake one).
+        history_tail: when the oldest kept history segment did not fit whole (fresh window),
+            the number of its most recent tokens the proxy saw; ``None`` otherwise.
     """
 
     blocks: tuple[BlockScore, ...]
@@ -84,6 +86,7 @@ class ScoreResult:
     history_kept: int = 0
     context_tokens: int = 0
     context: str | None = None
+    history_tail: int | None = None
 
 
 @runtime_checkable

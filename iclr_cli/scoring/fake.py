@@ -81,6 +81,7 @@ class FakeScorer:
                     windowed=layout.plan.windowed,
                     history_kept=len(req.history) - layout.plan.first_history,
                     context_tokens=len(ids),
+                    history_tail=layout.plan.history_tail or None,
                 )
             )
         return results

@@ -12,6 +12,8 @@ tokens *split*: a literal ``<|im_start|>`` inside a tool output is data, never a
 from __future__ import annotations
 
 import json
+from array import array
+from collections.abc import Iterator
 from pathlib import Path
 
 from iclr_cli.errors import IclrError
@@ -57,6 +59,10 @@ class ProxyTokenizer:
         enc = self._tk.encode(text, add_special_tokens=False)
         return enc.ids, enc.offsets
 
+    def ids(self, text: str) -> list[int]:
+        """Token ids of ``text`` only (no offsets: a long history segment needs none)."""
+        return self._tk.encode(text, add_special_tokens=False).ids
+
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """``(start, end)`` character offsets of each token of ``text`` (no special tokens added)."""
         return self._tk.encode(text, add_special_tokens=False).offsets
@@ -78,3 +84,64 @@ def _bos_id(folder: Path, backend) -> int | None:
         elif isinstance(value, int):
             return value
     return None
+
+
+PIECE_CHARS = 1 << 20
+"""Characters per piece when a long text is tokenized in pieces (:func:`encode_ids`)."""
+_PROBE = 256
+
+
+def _ids(tokenizer, text: str) -> list[int]:
+    ids = getattr(tokenizer, "ids", None)
+    return ids(text) if ids is not None else tokenizer.encode(text)[0]
+
+
+def _boundary(tokenizer, text: str, cut: int) -> bool:
+    """True when a token of ``text`` starts at ``cut``: tokenizing the text around it shows
+    one there (pre-tokenizers resynchronise within a few characters)."""
+    lo = max(0, cut - _PROBE)
+    return any(start == cut - lo for start, _ in tokenizer.encode(text[lo : cut + _PROBE])[1])
+
+
+def _cut(tokenizer, text: str, lo: int, hi: int) -> int | None:
+    """A place in ``text[lo:hi]`` where a token starts: after a line break, else after a
+    space, else any of the last 64 characters (minified JSON has no line break), latest first."""
+    for sep in ("\n", " "):
+        at, tries = hi, 0
+        while tries < 16:
+            at = text.rfind(sep, lo, at)
+            if at < 0:
+                break
+            if _boundary(tokenizer, text, at + 1):
+                return at + 1
+            tries += 1
+    return next((c for c in range(hi - 1, max(lo, hi - 64), -1) if _boundary(tokenizer, text, c)), None)
+
+
+def pieces(tokenizer, text: str, size: int = PIECE_CHARS) -> Iterator[str]:
+    """``text`` in pieces of about ``size`` characters, cut only where a token of the whole
+    text starts (checked by tokenizing the text around the cut), so the pieces' tokens are the
+    whole text's tokens; one piece when no such place is found."""
+    start = 0
+    while len(text) - start > size:
+        cut = _cut(tokenizer, text, start + size // 2, start + size)
+        if cut is None:
+            break
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+def encode_ids(tokenizer, text: str) -> array:
+    """All token ids of ``text`` as a compact ``array("i")``, tokenized piece by piece
+    (:func:`pieces`): a 50 MB tool output never holds its whole token list, offsets and the
+    tokenizer's own encoding at once."""
+    out = array("i")
+    for piece in pieces(tokenizer, text):
+        out.extend(_ids(tokenizer, piece))
+    return out
+
+
+def count_ids(tokenizer, text: str) -> int:
+    """The number of tokens of ``text``, tokenized piece by piece, keeping no ids."""
+    return sum(len(_ids(tokenizer, piece)) for piece in pieces(tokenizer, text))

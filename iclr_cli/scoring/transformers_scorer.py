@@ -74,6 +74,7 @@ from iclr_cli.scoring.entropy import DEFAULT_CHUNK, logit_transform
 from iclr_cli.scoring.kv import probe
 from iclr_cli.scoring.sliding import SlidingJob, SlidingWindow
 from iclr_cli.scoring.streams import FreshJob, StreamCache
+from iclr_cli.scoring.segments import SegmentTokens
 from iclr_cli.scoring.window import Layout, lay_out, lay_out_whole
 
 DEFAULT_FORWARD_CHUNK = 1024
@@ -92,6 +93,7 @@ class _Meta:
     windowed: bool
     history_kept: int
     context_tokens: int
+    history_tail: int | None = None
 
 
 class _OneShot:
@@ -202,6 +204,7 @@ class TransformersScorer:
                               forward_chunk=forward_chunk, batch_size=self.batch_size, batch_tokens=self.batch_tokens)
         self._streams = StreamCache(self.max_streams, self.cache_tokens)
         self._memo: dict[str, tuple[list[int], list[tuple[int, int]]]] = {}
+        self._segments = SegmentTokens(tokenizer, self.max_tokens, _ENCODE_MEMO)
         self._call = 0
         self._modes: dict[str, str] = {}  # stream -> mode chosen by plan_contexts (auto)
 
@@ -260,12 +263,14 @@ class TransformersScorer:
             self._modes.pop(stream, None)
             fresh, prev, last = 0, (), None
             for req in requests:
-                lay = lay_out(req, self._encode, self.max_tokens, self.overflow)
+                lay = lay_out(req, self._encode, self.max_tokens, self.overflow, history=self._segments.tail)
                 if lay.plan.skipped:
                     continue
                 fresh += len(lay.ids) - (_common_prefix(prev, lay.ids) if self.prefix_cache else 0)
                 prev, last = lay.ids, req
-            sliding = len(lay_out_whole(last, self._encode, self.max_tokens, self.overflow).ids) if last else 0
+            sliding = 0
+            if last is not None:  # counted, not laid out: a huge segment's ids are never held
+                sliding = sum(map(self._segments.count, (*last.prompt, *last.history))) + len(self._encode(last.step)[0])
             self._modes[stream] = "fresh" if fresh * AUTO_MARGIN < sliding else "sliding"
         return {stream: self._modes[stream] for stream in previews}
 
@@ -273,8 +278,8 @@ class TransformersScorer:
         bos = self.tokenizer.bos_id
         if req.prompt or req.history or bos is None:
             if self.mode(req.stream) == "sliding":
-                return lay_out_whole(req, self._encode, self.max_tokens, self.overflow)
-            return lay_out(req, self._encode, self.max_tokens, self.overflow)
+                return lay_out_whole(req, self._encode, self.max_tokens, self.overflow, ids=self._segments.whole)
+            return lay_out(req, self._encode, self.max_tokens, self.overflow, history=self._segments.tail)
         layout = lay_out(req, self._encode, self.max_tokens - 1, self.overflow)
         if layout.plan.skipped:
             return layout
@@ -293,15 +298,15 @@ class TransformersScorer:
 
     def _meta(self, req: ScoreRequest, lay: Layout) -> _Meta:
         if self.mode(req.stream) != "sliding" or not (req.prompt or req.history):
-            return _Meta(lay.plan.windowed, len(req.history) - lay.plan.first_history, len(lay.ids))
-        prompt = sum(len(self._encode(seg)[0]) for seg in req.prompt)
+            return _Meta(lay.plan.windowed, len(req.history) - lay.plan.first_history, len(lay.ids), lay.plan.history_tail or None)
+        prompt = sum(len(self._segments.whole(seg)) for seg in req.prompt)
         window = SlidingWindow.for_prompt(prompt, self.max_tokens)
         last = len(lay.ids) - 1 - window.sink
         step_start = len(lay.ids) - len(self._encode(req.step)[0]) - window.sink
         seen_from = window.sink + window.start(max(0, step_start))
         end, kept = prompt, 0
         for seg in req.history:
-            end += len(self._encode(seg)[0])
+            end += len(self._segments.whole(seg))
             kept += end > seen_from
         return _Meta(len(lay.ids) > self.max_tokens, kept, window.sink + last + 1 - window.start(max(0, last)))
 
@@ -369,7 +374,7 @@ class TransformersScorer:
         state = self._streams.take(req.stream) if self.prefix_cache else None
         if self.mode(req.stream) == "fresh":
             return FreshJob(state, lay.ids, rows, self._shape, _common_prefix, keep=self.prefix_cache, most=self.max_tokens)
-        prompt = sum(len(self._encode(seg)[0]) for seg in req.prompt)
+        prompt = sum(len(self._segments.whole(seg)) for seg in req.prompt)
         window = SlidingWindow.for_prompt(prompt, self.max_tokens)
         step_start = len(lay.ids) - len(self._encode(req.step)[0])
         return SlidingJob(state, lay.ids, rows, window, step_start, self._shape, self._rotary, _common_prefix)
@@ -398,7 +403,7 @@ class TransformersScorer:
             blocks.append(BlockScore(len(hs), sum(hs) / len(hs) if hs else None))
         meta = self._meta(req, lay)
         return ScoreResult(tuple(blocks), windowed=meta.windowed, history_kept=meta.history_kept,
-                           context_tokens=meta.context_tokens,
+                           context_tokens=meta.context_tokens, history_tail=meta.history_tail,
                            context=self.mode(req.stream) if req.prompt or req.history else None)
 
     def cancel(self) -> None:
@@ -408,9 +413,12 @@ class TransformersScorer:
         self._engine.cancel()
 
     def reset(self) -> None:
-        """Forget every cached stream (frees their key/value memory) and every planned mode."""
+        """Forget every cached stream (frees their key/value memory), every planned mode and
+        the memoised tokens of segments."""
         self._streams.clear()
         self._modes.clear()
+        self._memo.clear()
+        self._segments.clear()
 
     def forget(self, stream: str) -> None:
         """Drop ``stream``'s cache and planned mode (``iclr serve``: the conversation was

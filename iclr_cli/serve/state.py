@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 import orjson
 
 from iclr_cli.compress import Settings, compress_step, score_request
-from iclr_cli.errors import IclrError
+from iclr_cli.errors import IclrError, InputError
+from iclr_cli.formats.writeback import UnregisteredCopy
 from iclr_cli.scoring.base import Scorer, ScoringCancelled, Tokenizer
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript
@@ -195,7 +196,11 @@ class ServeState:
                 log.warning("conversation %s: request not read as %s (%s); forwarded unchanged", conv_id, dialect.name, type(exc).__name__)
                 return Rewrite(raw, conv_id, request=request)
             edited, compressed = self._write_back(conv, dialect, sent, transcript)
-        out = dialect.write(sent, transcript, edited)
+        try:
+            out = dialect.write(sent, transcript, edited)
+        except (InputError, UnregisteredCopy) as exc:  # a copy of the reasoning the reader does not edit: never half-edit
+            log.warning("conversation %s: %s; forwarded unchanged", conv_id, exc)
+            return Rewrite(raw, conv_id, compressed, request)
         if out is None:
             return Rewrite(raw, conv_id, compressed, request)
         return Rewrite(orjson.dumps(out), conv_id, compressed, request)

@@ -19,12 +19,15 @@ import orjson
 
 from iclr_cli.errors import UsageError
 from iclr_cli.formats.base import Document
+from iclr_cli.formats.writeback import Records
 from iclr_cli.formats.convert.anthropic import to_anthropic
+from iclr_cli.formats.convert.carried import describe, first_not_carried, reading_tracked, tracked
 from iclr_cli.formats.convert.check import check_same
 from iclr_cli.formats.convert.openai import to_openai
 from iclr_cli.trajectory import Trajectory
 
 TARGETS = ("iclr", "openai", "anthropic")
+__all__ = ["TARGETS", "convert_document", "convert_trajectories", "reading_tracked"]
 
 
 def _to_iclr(traj: Trajectory) -> tuple[dict, Trajectory]:
@@ -63,9 +66,13 @@ def convert_document(doc: Document, to: str) -> bytes:
     could not read (``doc.unrecognised``) or provider signatures the model does not hold
     (``doc.signatures``, Gemini ``thoughtSignature`` on any part): neither would be carried.
 
+    When the file was read under :func:`~.carried.reading_tracked` (``iclr convert`` does),
+    the input as parsed JSON is checked too (:mod:`.carried`): a text under a key the adapter
+    never read that the output does not carry refuses the conversion.
+
     Raises:
-        UsageError: as :func:`convert_trajectories`, or naming the first unrecognised field
-        or signature (its step and field).
+        UsageError: as :func:`convert_trajectories`, or naming the first unrecognised field,
+        signature or text not carried (its line and field).
     """
     if doc.unrecognised:
         count = len(doc.unrecognised)
@@ -80,4 +87,26 @@ def convert_document(doc: Document, to: str) -> bytes:
             f"cannot convert {doc.source} to {to} without losing data: {count} {doc.format} signature{'s' if count > 1 else ''} "
             f"(thoughtSignature) would not be carried; the first: {first.describe(doc.source)}"
         )
-    return convert_trajectories(doc.trajectories, to)
+    data = convert_trajectories(doc.trajectories, to)
+    _check_carried(doc, to, data)
+    return data
+
+
+def _check_carried(doc: Document, to: str, data: bytes) -> None:
+    from iclr_cli.formats import registry
+
+    records = doc.state
+    if not isinstance(records, Records) or not tracked(records.values):
+        return
+    skip = getattr(registry.get(doc.format), "not_carried", frozenset())
+    lost = first_not_carried(records.values, data, skip)
+    if lost is None:
+        return
+    rec, path, text = lost
+    line = records.lines[rec].number if records.lines is not None else None
+    where = doc.source if line is None else f"{doc.source}:{line}"
+    preview = text if len(text) <= 60 else text[:57] + "..."
+    raise UsageError(
+        f"cannot convert {doc.source} to {to} without losing data: {where}: field {describe(path)!r}: "
+        f"text the {doc.format} adapter does not read would not be carried ({preview!r})"
+    )
