@@ -36,34 +36,7 @@ REALDATA = next((p for p in (ROOT.parent / "shared/realdata", ROOT.parent.parent
 FILES = ("codex_rollout/agentcmd_rollout-2025-09-24T20-12-23.jsonl",
          "claude_code/spotter_258c7280_main_session_slice.jsonl")
 
-# Runs inside the child process: argv[1] = JSON {"args": [...], "out": path}.
-DRIVER = r"""
-import json, os, resource, sys, time
-spec = json.loads(sys.argv[1])
-import iclr_cli.pipeline as pipeline
-kept = {}
-inner = pipeline.build_engines
-def build_engines(*a, **k):
-    scorer, tokenizer = inner(*a, **k)
-    kept["scorer"] = scorer
-    return scorer, tokenizer
-pipeline.build_engines = build_engines
-from iclr_cli.cli.app import main
-sys.argv = ["iclr", *spec["args"]]
-t = time.perf_counter()
-code = 0
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code or 0
-wall = time.perf_counter() - t
-use = resource.getrusage(resource.RUSAGE_SELF)
-peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
-stats = kept.get("scorer") and getattr(kept["scorer"], "stats", None)
-json.dump({"code": code, "wall": wall, "cpu": use.ru_utime + use.ru_stime, "peak_mib": peak,
-           "forward_tokens": getattr(stats, "forward_tokens", None),
-           "reused_tokens": getattr(stats, "reused_tokens", None)}, open(spec["out"], "w"))
-"""
+CHILD = str(Path(__file__).resolve().parent / "measure_child.py")  # see its docstring
 
 
 def rendered_tokens(path: Path) -> int:
@@ -84,7 +57,7 @@ def run_one(tree: Path, args: list[str], python: str) -> dict:
         load = os.getloadavg()[0]
         env = {**os.environ, "PYTHONPATH": str(tree)}
         t = time.perf_counter()
-        proc = subprocess.run([python, "-c", DRIVER, json.dumps({"args": [*args, "-q", "-o", str(Path(tmp) / "out")], "out": str(out)})],
+        proc = subprocess.run([python, CHILD, json.dumps({"args": [*args, "-q", "-o", str(Path(tmp) / "out")], "out": str(out), "scorer_stats": True})],
                               cwd=tree, env=env, capture_output=True, text=True)
         if not out.is_file():
             return {"error": (proc.stderr or proc.stdout)[-400:], "load_start": load}

@@ -32,23 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Runs inside the child process: argv[1] = JSON {"args": [...], "out": path}.
-DRIVER = r"""
-import json, resource, sys, time
-spec = json.loads(sys.argv[1])
-from iclr_cli.cli.app import main
-sys.argv = ["iclr", *spec["args"]]
-t = time.perf_counter()
-code = 0
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code or 0
-wall = time.perf_counter() - t
-use = resource.getrusage(resource.RUSAGE_SELF)
-peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
-json.dump({"code": code, "wall": wall, "cpu": use.ru_utime + use.ru_stime, "peak_mib": peak}, open(spec["out"], "w"))
-"""
+CHILD = str(Path(__file__).resolve().parent / "measure_child.py")  # see its docstring
 
 WORDS = ("the", "parser", "fails", "when", "header", "is", "missing", "so", "check", "config", "loader", "path",
          "month", "helper", "clamp", "date", "report", "test", "value", "returns", "None", "first", "then")
@@ -108,7 +92,7 @@ def run_one(tree: Path, args: list[str]) -> dict:
         load = os.getloadavg()[0]
         env = {**os.environ, "PYTHONPATH": str(tree)}
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps({"args": [*args, "-q", "-o", str(Path(tmp) / "scores.jsonl")], "out": str(out)})],
+        proc = subprocess.run([sys.executable, CHILD, json.dumps({"args": [*args, "-q", "-o", str(Path(tmp) / "scores.jsonl")], "out": str(out)})],
                               cwd=tree, env=env, capture_output=True, text=True)
         if not out.is_file():
             return {"error": (proc.stderr or proc.stdout)[-400:], "load_start": load}

@@ -29,23 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REALDATA = next((p for p in (ROOT.parent / "shared/realdata", ROOT.parent.parent / "shared/realdata") if p.is_dir()),
                 ROOT.parent / "shared/realdata")
 
-# Runs inside the child process: argv[1] = JSON {"args": [...], "out": path, "stdout": path}.
-DRIVER = r"""
-import json, resource, sys, time, contextlib
-spec = json.loads(sys.argv[1])
-from iclr_cli.cli.app import main
-t = time.perf_counter()
-code = 0
-with open(spec["stdout"], "w") as sink, contextlib.redirect_stdout(sink):
-    try:
-        main(spec["args"])
-    except SystemExit as exc:
-        code = exc.code or 0
-wall = time.perf_counter() - t
-use = resource.getrusage(resource.RUSAGE_SELF)
-peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
-json.dump({"code": code, "wall": wall, "cpu": use.ru_utime + use.ru_stime, "peak_mib": peak}, open(spec["out"], "w"))
-"""
+CHILD = str(Path(__file__).resolve().parent / "measure_child.py")  # see its docstring
 
 
 def cache_folder(tmp: Path) -> Path:
@@ -66,7 +50,7 @@ def run(args: list[str], cache: Path, tmp: Path) -> dict:
     out, stdout = tmp / "result.json", tmp / "stdout.json"
     env = {**os.environ, "ICLR_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
     spec = json.dumps({"args": args, "out": str(out), "stdout": str(stdout)})
-    subprocess.run([sys.executable, "-c", DRIVER, spec], env=env, cwd=ROOT, check=True, stderr=subprocess.DEVNULL)
+    subprocess.run([sys.executable, CHILD, spec], env=env, cwd=ROOT, check=True, stderr=subprocess.DEVNULL)
     result = json.loads(out.read_text())
     report = json.loads(stdout.read_text()) if result["code"] == 0 else {}
     result["files"] = report.get("files", {})
