@@ -256,7 +256,9 @@ def _check_types(msg: Mapping, i: int, reader: _Reader) -> None:
     for name in REASONING_FIELDS:
         value = msg.get(name)
         if value is not None and not isinstance(value, (str, dict, list)):
-            raise reader.error(i, (name,), f"must be a string, not {type(value).__name__}")
+            # A number or boolean is no provider's shape; a list or object may be one
+            # (structured reasoning): those are reported and kept in place (_field_reasoning).
+            raise reader.error(i, (name,), f"must be a string (a list or object is reported as unrecognised and kept as it is), not {_json_kind(value)}")
     calls = msg.get("tool_calls")
     if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
         raise reader.error(i, ("tool_calls",), "must be a list of tool-call objects or null")
@@ -394,7 +396,7 @@ def _field_reasoning(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
         if isinstance(value, str):
             groups.setdefault(value, []).append(name)
         elif value is not None:
-            reader.report(i, (name,), f"{name} holds a JSON {type(value).__name__}, not text: not scored or pruned")
+            reader.report(i, (name,), f"{name} holds a JSON {_json_kind(value)}, not text (a string is the documented form; a number would be an input error): not scored or pruned; kept in place by prune")
     entries, dropped = _structured(msg, i, reader)
     if dropped and not entries and not groups:  # encrypted only: nothing readable goes with it
         for keys in dropped:

@@ -11,7 +11,8 @@ tool call, and ``convert`` said nothing). This check looks at the input itself:
   Iterating an object (``items()``) is not asking: an adapter that scans keys to report the
   ones it does not know has not read them.
 - Every **text** under an unread key must be **carried**: found in the output (equal to one
-  of its strings, or inside one, verbatim or JSON-escaped, as tool arguments are). A text is a
+  of its strings, or inside one, verbatim or JSON-escaped, as tool arguments are; a JSON object
+  or list by an equal JSON value, as an object or a string). A text is a
   string with whitespace between words (prose, code, a tool output); ids, timestamps, hashes,
   enum values, numbers and booleans are format data the model does not hold
   (docs/FORMAT.md, "convert").
