@@ -181,10 +181,12 @@ def forced_error(adapter: FormatAdapter, data: bytes, source: str, exc: InputErr
         found = detect_why(data, source)
         looks = f"it looks like {found.adapter.name} ({found.match.reason}): use --format {found.adapter.name}, or leave --format out"
     except InputError as other:
-        looks = other.problem.split("\n")[0].removesuffix(":")
+        if other.problem.startswith(("not a trajectory format", "file is empty")):
+            return exc  # no other reading to offer (a JSON syntax error, say): the reader's error says more
+        looks = other.problem
     where = (f"line {exc.line}: " if exc.line is not None else "") + (f"field {exc.field!r}: " if exc.field else "")
     problem = exc.problem.split(" (use --skip-bad-lines")[0]  # skipping lines would not help here
-    return InputError(source, f"does not look like {adapter.name} ({adapter.description}); {looks}. Read as {adapter.name}, it fails at {where}{problem}")
+    return InputError(source, f"does not look like {adapter.name} ({adapter.description}); {looks}. Read as {adapter.name}: {where}{problem}")
 
 
 def _holds_nul(head: bytes) -> bool:
