@@ -22,14 +22,14 @@ def test_a_bad_field_of_a_json_document_names_its_line(capsys, tmp_path):
 
 
 def test_a_field_whose_name_cannot_be_walked_says_json_document(capsys, tmp_path):
-    path = tmp_path / "one_line.json"  # a key with a dot elsewhere does not disturb the walk
-    path.write_text(json.dumps({"a.b": 1, "messages": [CHAT[0], {**CHAT[1], "reasoning_content": True}]}))
+    path = tmp_path / "dotted.json"  # a key with a dot elsewhere does not disturb the walk
+    path.write_text(json.dumps({"a.b": 1, "messages": [CHAT[0], {**CHAT[1], "reasoning_content": True}]}, indent=1))
     code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "-o", str(tmp_path / "s.jsonl"))
-    assert code == 2 and f"{path}:1: field 'messages[1].reasoning_content'" in err
+    assert code == 2 and f"{path}:11: field 'messages[1].reasoning_content'" in err
     from iclr_cli.errors import InputError
     from iclr_cli.formats.reading import located
 
-    data = b'{"x.y": {"z": 1}}'
+    data = b'{"x.y":\n {"z": 1}}'
     assert str(located(InputError("f.json", "bad", field="x.y.z"), data)) == "f.json (JSON document): field 'x.y.z': bad"
     data = b'[\n {"a": [0,\n  {"b": "c"}]},\n {"a": "d", "e": {"f": 1}}\n]'
     assert located(InputError("f.json", "bad", field="[1].e.f"), data).line == 4

@@ -72,8 +72,9 @@ def located(exc: InputError, data: bytes) -> InputError:
     """``exc`` (raised while reading the JSON document ``data``, so without a line) with the
     line of its field, found by walking the text with the stdlib decoder (orjson keeps no
     positions; this runs only on error). When the field cannot be found (a key holding ``.``
-    or ``[``, a duplicate key), the message says ``FILE (JSON document)`` instead."""
-    if exc.line is not None or not exc.field:
+    or ``[``, a duplicate key), the message says ``FILE (JSON document)`` instead. A document
+    on one line (a dataset cell, a minified file) has nothing to locate: ``exc`` is returned."""
+    if exc.line is not None or not exc.field or b"\n" not in data.strip():
         return exc
     line = _line_of(strip_bom(data), exc.field)
     if line is None:
