@@ -87,3 +87,14 @@ def test_wide_text_without_a_bom_is_named(capsys, tmp_path, encoding, name):
     path.write_bytes(json.dumps({"messages": CHAT}).encode(encoding))
     code, _, err = run_cli(capsys, "score", str(path), "--model", "fake")
     assert code == 2 and f"looks like {name} text without a byte order mark; save it as UTF-8" in err and "binary" not in err
+
+
+def test_score_of_a_file_without_reasoning_says_so(capsys, tmp_path):
+    path = tmp_path / "plain.jsonl"
+    path.write_text(json.dumps({"messages": [CHAT[0], {"role": "assistant", "content": "a"}]}) + "\n")
+    code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "-o", str(tmp_path / "s.jsonl"))
+    assert code == 0 and "no reasoning blocks in the input: nothing to score (0 records written)" in err
+    assert (tmp_path / "s.jsonl").read_bytes() == b""
+    path.write_text(json.dumps({"messages": [CHAT[0], {**CHAT[1], "reasoning_content": "one\n\ntwo"}]}) + "\n")
+    code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "-o", str(tmp_path / "t.jsonl"))
+    assert code == 0 and "no reasoning blocks" not in err and (tmp_path / "t.jsonl").read_bytes()
