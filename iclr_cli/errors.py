@@ -36,6 +36,13 @@ class InputError(IclrError):
         what = problem if field is None else f"field {field!r}: {problem}"
         super().__init__(f"{where}: {what}")
 
+    @property
+    def summary(self) -> str:
+        """The problem's first line, without the colon that introduces what follows it (an
+        unknown format's message goes on to list every format tried): for one-line lists
+        of files passed over."""
+        return self.problem.split("\n", 1)[0].rstrip().rstrip(":")
+
 
 class Interrupted(IclrError):
     """Ctrl-C (SIGINT) stopped a command (exit 130); the message says what was kept."""

@@ -72,6 +72,10 @@ def test_a_folder_passes_over_other_files_with_a_warning(tmp_path, capsys):
     code, out, err = run_cli(capsys, "analyze", "externalization", str(tmp_path))
     assert code == 0, err
     assert "passed over 1 file(s)" in err and "notes.txt" in err and out.strip()
+    from iclr_cli.formats import registry
+
+    n = len(registry.names())
+    assert f"notes.txt (not a trajectory format iclr reads: none of the {n} formats tried matched)" in " ".join(err.split())
 
 
 def test_probe_end_to_end_with_a_labels_file(tiny_dir, tmp_path, capsys):  # noqa: F811
@@ -99,6 +103,15 @@ def test_probe_end_to_end_with_a_labels_file(tiny_dir, tmp_path, capsys):  # noq
     assert {p["fold"] for p in report["predictions"]} == {0, 1, 2, 3}
     assert 0.0 <= report["metrics"]["auroc"]["value"] <= 1.0
     assert "what each outer fold selected" in err and "16 boundaries from 4 tasks" in err
+    assert "probe on held-out tasks" in err.splitlines()[0]  # the title fits on one line
+    assert f"labels: file {labels};" in " ".join(err.split())
+
+
+def test_probe_help_says_what_its_seed_seeds(capsys):
+    code, out, _ = run_cli(capsys, "analyze", "probe", "--help")
+    text = " ".join(out.split())
+    assert code == 0 and "Seed of the bootstrap intervals and of PCA's randomized solver" in text
+    assert "random-R" not in text
 
 
 def _messages(i):

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from format_helpers import run_cli
+from replay_fixtures import completion, fake_openai
 
 from iclr_cli.analysis.externalization import join, trace
 from iclr_cli.analysis.labels import Label
@@ -93,3 +94,25 @@ def test_cli_needs_one_label_source(tmp_path, capsys):
     f = _write(tmp_path, make("t1"))
     code, _, err = run_cli(capsys, "analyze", "probe", str(f), "--model", "fake")
     assert code == 2 and "--labels FILE.jsonl, --label heuristic or --label judge" in err
+
+
+def test_cli_judge_counts_and_names_an_unparsed_answer(tmp_path, capsys):
+    f = _write(tmp_path, make("t1"))
+    cache = tmp_path / "judge.sqlite3"
+    long = "I am not sure what the agent needs here, " * 5
+    script = [completion("<think>yes.</think>\n\nYES"), completion(long), completion("NO"), completion("YES")]
+    with fake_openai(script) as server:
+        args = ("analyze", "externalization", str(f), "--label", "judge", "--judge-model", "qwen3",
+                "--judge-base-url", server.url, "--judge-cache", str(cache), "-o", str(tmp_path / "ext.jsonl"))
+        code, _, err = run_cli(capsys, *args)
+        assert code == 0, err
+        err = " ".join(err.split())  # rich wraps long lines
+        assert "judge qwen3: 3 question(s), all sent to the judge" in err
+        assert "1 of 3 judge answer(s) were neither YES nor NO" in err and "a rerun asks again" in err
+        assert "e.g. t1 step 1: 'I am not sure what the agent needs here, I am not sure what the agent needs h...'" in err  # 80 characters
+        code, _, err = run_cli(capsys, *args)
+        assert code == 0 and "judge qwen3: 3 question(s): 1 sent to the judge, 2 answered from the cache" in " ".join(err.split())
+        assert "neither YES nor NO" not in err
+        code, _, err = run_cli(capsys, *args)
+        assert "judge qwen3: 3 question(s), all answered from the cache" in " ".join(err.split())
+    assert len(server.requests) == 4

@@ -120,6 +120,40 @@ def test_judge_parse():
     assert parse("maybe") is None and parse("") is None
 
 
+def test_judge_parse_reads_the_answer_after_inline_reasoning():
+    assert parse("<think>\nThe agent re-reads the file, so yes.\n</think>\n\nYES") == 1
+    assert parse("<think>It is not needed: the answer is yes.</think>NO") == 0
+    assert parse("the agent thought</think> no") == 0  # opening tag was in the prompt
+    assert parse("<think>the answer is YES but I was cut") is None  # never closed: no answer
+
+
+def test_judge_labels_think_wrapped_answers(tmp_path):
+    t = traj(["Reason A.", "Reason B.", "Reason C."])
+    script = [completion("<think>\nThey re-read it, so yes.\n</think>\n\nYES"), completion("<think>no need</think>\nNo.")]
+    with fake_openai(script) as server:
+        labels, asked, unparsed = judge_labels([t], model="qwen3", base_url=server.url, api_key_env=None, cache=str(tmp_path / "j.sqlite3"))
+    assert asked == 2 and unparsed == []
+    assert {k: v.value for k, v in labels.items()} == {("t", 0): 1, ("t", 1): 0}
+    assert labels[("t", 1)].reasons == ("judge: No.",)
+
+
+def test_judge_never_takes_the_answer_from_reasoning_content_and_asks_unparsed_again(tmp_path):
+    t = traj(["Reason A.", "Reason B.", "Reason C."])
+    cache = str(tmp_path / "j.sqlite3")
+    script = [completion(None, reasoning_content="YES"), completion("NO"),
+              completion("<think>Let me look at step", finish_reason="length"),  # cut while thinking
+              ]
+    with fake_openai(script) as server:
+        labels, asked, unparsed = judge_labels([t], model="r1", base_url=server.url, api_key_env=None, cache=cache)
+        assert asked == 2 and {k: v.value for k, v in labels.items()} == {("t", 1): 0}
+        assert unparsed == ["t step 0: empty content"]
+        # the unparsed boundary is asked again, the parsed one comes from the cache
+        labels, asked, unparsed = judge_labels([t], model="r1", base_url=server.url, api_key_env=None, cache=cache, max_tokens=8)
+        assert asked == 1 and len(server.requests) == 3 and server.requests[2]["max_tokens"] == 8
+        assert unparsed == ["t step 0: no answer after the reasoning '<think>Let me look at step' (cut off at --judge-max-tokens 8)"]
+    assert AnswerCache(cache).get("r1", prompt(t.steps, 0, 5)) is None
+
+
 def test_judge_prompt_shows_the_boundary_and_later_actions_not_observations():
     t = traj(["Reason A.", "Reason B.", "Reason C."])
     text = prompt(t.steps, 0, horizon=1)

@@ -61,6 +61,9 @@ def test_run_then_resume_then_summary(tmp_path):
     assert proc.returncode == 0, proc.stderr
     row = next(line for line in proc.stderr.splitlines() if "delete-all" in line)
     assert "amplification" in proc.stderr and "0/1/0" in row
+    legend = " ".join(proc.stderr.split())
+    assert "amplification: change in total API tokens (input + output) against 'none' / reasoning tokens removed (proxy tokens)" in legend
+    assert "--proxy-model fake counts whitespace runs as tokens" in legend
 
 
 def test_a_resume_with_another_ratio_or_block_split_is_warned(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from iclr_cli.replay.summary import summarize, table_rows
+from iclr_cli.replay.summary import legend, summarize, table_rows
 
 
 def rec(task, variant, seed, reward, inp, out, cache=None, gen=0, removed=0, status="submitted", requests=3):
@@ -82,3 +82,12 @@ def test_table_shows_na_for_unreported_cache_and_changes():
     assert row["W/T/L"] == "0/1/0"
     assert row["deleted"] == "10.0%"
     assert row["amplification"] == "-65.00"
+
+
+def test_legend_gives_each_columns_unit_and_flags_the_fake_tokenizer():
+    text = legend(["smollm2", None])
+    assert "input, output, cache read: API tokens" in text
+    assert "deleted: reasoning tokens removed / generated, both in the proxy's tokenizer" in text
+    assert "so API tokens per proxy token" in text
+    assert "--proxy-model fake" not in text
+    assert legend(["regex-words"]).endswith("(a real proxy's tokens carry their leading space).")

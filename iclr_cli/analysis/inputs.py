@@ -129,7 +129,7 @@ def _documents(file: str, fmt: str | None, skip_bad_lines: bool, *, lenient: boo
     except InputError as exc:
         if not lenient:
             raise
-        return exc.problem.splitlines()[0]
+        return exc.summary
     item = Input(file, adapter, data)
     loader = getattr(adapter, "load_chunks", None)
     docs = loader(data, file, skip_bad_lines=skip_bad_lines) if loader else [adapter.load(data, file, skip_bad_lines=skip_bad_lines)]

@@ -9,10 +9,18 @@ problem, or explicitly change or restart the plan (the paper's target, section 3
 label is 1 for an answer starting with YES, 0 for NO; any other answer leaves the boundary
 unlabelled, with a warning.
 
+The answer is the reply's ``content`` with its inline ``<think>`` elements removed
+(:mod:`iclr_cli.formats.think`, the project's one parser of that markup): a model that
+thinks inline (Qwen3, DeepSeek-R1 distills) writes ``<think>...</think>YES``. A separate
+``reasoning_content`` field is the model's reasoning, never its answer (DeepSeek's
+reasoning-model docs: "reasoning_content ... the content of the CoT", the final answer is
+``content``), so a reply whose content is empty once the reasoning is removed is unparsed.
+
 Requests go through the replay client (:mod:`iclr_cli.replay.client`: retries with backoff,
 temperature 0). Answers are cached in SQLite (the project's store for small durable state)
-under a hash of the model name, the question's version and the full prompt, so a rerun asks
-nothing twice and a changed question never reuses an old answer.
+under a hash of the model name, the version and the full prompt, so a rerun asks nothing
+twice and a changed question never reuses an old answer. Only answers that parse to YES or
+NO are cached: an unparsed one is asked again on the next run.
 """
 
 from __future__ import annotations
@@ -26,10 +34,15 @@ from pathlib import Path
 
 from iclr_cli.analysis.labels import Label, Labels, labelled_steps, reasoning_text
 from iclr_cli.errors import UsageError
+from iclr_cli.formats.think import outside_think
 from iclr_cli.trajectory import Step, Trajectory
 
-VERSION = "1"
+# Version of the question and of how an answer is read; part of the cache key. Version 1
+# took the answer from reasoning_content when content was empty and cached unparsed
+# answers, so its entries are not reused.
+VERSION = "2"
 MAX_CHARS = 4000
+MAX_TOKENS = 8  # default output limit: the answer is one word
 SYSTEM = "You label AI agent trajectories for a research analysis. Answer with exactly one word: YES or NO."
 QUESTION = (
     "Question: in those later steps, does the agent need the reasoning of step {t} again? That is, does it "
@@ -88,18 +101,39 @@ class AnswerCache:
 
 
 def parse(answer: str) -> int | None:
-    """1 for YES, 0 for NO (the first word, any case, punctuation ignored), else ``None``."""
-    words = answer.strip().split()
+    """1 for YES, 0 for NO (the first word outside any ``<think>`` element, any case,
+    punctuation ignored), else ``None``."""
+    words = outside_think(answer).strip().split()
     first = words[0].strip(".,:;!*\"'").upper() if words else ""
     return {"YES": 1, "NO": 0}.get(first)
 
 
+def shown(answer: str, limit: int = 80) -> str:
+    """``answer`` on one line, cut to ``limit`` characters, quoted: for warnings."""
+    flat = " ".join(answer.split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 3] + "...")
+
+
+def unparsed_note(answer: str, cut: bool, max_tokens: int) -> str:
+    """Why ``answer`` gave no label, for the warning: the answer itself (cut to 80
+    characters), or that nothing was left outside the reasoning; and whether the reply
+    stopped at the output-token limit."""
+    if not answer.strip():
+        note = "empty content"
+    elif not outside_think(answer).strip():
+        note = f"no answer after the reasoning {shown(answer)}"
+    else:
+        note = shown(answer)
+    return note + (f" (cut off at --judge-max-tokens {max_tokens})" if cut else "")
+
+
 def judge_labels(trajectories: Sequence[Trajectory], *, model: str | None, base_url: str | None, api_key_env: str | None,
-                 cache: str | None, horizon: int = 5, client=None) -> tuple[Labels, int, list[str]]:
+                 cache: str | None, horizon: int = 5, max_tokens: int = MAX_TOKENS, client=None) -> tuple[Labels, int, list[str]]:
     """Labels from the judge for every labellable boundary; returns them, how many questions
-    were sent (the rest came from the cache) and the boundaries whose answer was neither YES
-    nor NO (``TRAJECTORY step T: ANSWER``). ``client`` replaces the HTTP client (tests pass one
-    with a fake transport).
+    were sent (the others came from the cache) and the boundaries whose answer was neither YES
+    nor NO (``TRAJECTORY step T: NOTE``, :func:`unparsed_note`). ``max_tokens`` is each
+    request's output limit (a model that thinks before answering needs hundreds or more).
+    ``client`` replaces the HTTP client (tests pass one with a fake transport).
 
     Raises:
         UsageError: ``--judge-model`` or ``--judge-base-url`` missing, or the key variable unset.
@@ -115,7 +149,7 @@ def judge_labels(trajectories: Sequence[Trajectory], *, model: str | None, base_
     from iclr_cli.replay.client import ChatClient, ClientConfig
     from iclr_cli.scoring.loading import cache_root
 
-    chat = client or ChatClient(ClientConfig(base_url=base_url, model=model, api_key=key, temperature=0.0, max_output_tokens=8))
+    chat = client or ChatClient(ClientConfig(base_url=base_url, model=model, api_key=key, temperature=0.0, max_output_tokens=max_tokens))
     store = AnswerCache(cache or cache_root() / "judge.sqlite3")
     labels: Labels = {}
     asked = 0
@@ -124,17 +158,19 @@ def judge_labels(trajectories: Sequence[Trajectory], *, model: str | None, base_
         for traj in trajectories:
             for t in labelled_steps(traj):
                 text = prompt(traj.steps, t, horizon)
-                answer = store.get(model, text)
+                answer, cut = store.get(model, text), False
                 if answer is None:
                     reply = chat.complete([{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}], None)
-                    answer = str(reply.message.get("content") or reply.message.get("reasoning_content") or "")
-                    store.put(model, text, answer)
+                    answer = str(reply.message.get("content") or "")
+                    cut = reply.finish_reason == "length"
                     asked += 1
+                    if parse(answer) is not None:
+                        store.put(model, text, answer)
                 value = parse(answer)
                 if value is None:
-                    unparsed.append(f"{traj.id} step {t}: {answer.strip()[:60]!r}")
+                    unparsed.append(f"{traj.id} step {t}: {unparsed_note(answer, cut, max_tokens)}")
                 else:
-                    labels[(traj.id, t)] = Label(value, (f"judge: {answer.strip()[:40]}",))
+                    labels[(traj.id, t)] = Label(value, (f"judge: {outside_think(answer).strip()[:40]}",))
     finally:
         store.close()
     return labels, asked, unparsed

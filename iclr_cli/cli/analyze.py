@@ -109,12 +109,13 @@ def probe(
     group_by: aopt.GroupBy = aopt.AUTO,
     outer_folds: Annotated[int, typer.Option("--outer-folds", min=2, help="Most outer folds (held-out tasks); fewer when there are fewer tasks.")] = 5,
     inner_folds: Annotated[int, typer.Option("--inner-folds", min=2, help="Most inner folds (on the training tasks) that choose layer, pooling, standardisation, PCA and C.")] = 3,
-    seed: opt.Seed = 0,
+    seed: aopt.ProbeSeed = 0,
     horizon: aopt.Horizon = 5,
     judge_model: aopt.JudgeModel = None,
     judge_base_url: aopt.JudgeUrl = None,
     judge_api_key_env: aopt.JudgeKeyEnv = None,
     judge_cache: aopt.JudgeCache = None,
+    judge_max_tokens: aopt.JudgeMaxTokens = 8,
     model: opt.Model = "smollm2",
     max_tokens: opt.MaxTokens = 42_000,
     overflow: opt.Overflow = opt.WINDOW,
@@ -156,7 +157,7 @@ def probe(
         for src in sources:
             src.group(group_by.value)  # a trajectory without a task fails before the model loads
         labels, label_source = aopt.labels_for(sources, labels_file, label, horizon,
-                                               (judge_model, judge_base_url, judge_api_key_env, judge_cache), out)
+                                               (judge_model, judge_base_url, judge_api_key_env, judge_cache, judge_max_tokens), out)
         if not labels:
             raise UsageError("no boundary has a label (a boundary needs reasoning in its step and a later step)")
         sensor = aopt.build_sensor(model, max_tokens, overflow.value, dtype.value, device, out)
@@ -191,6 +192,7 @@ def externalization(
     judge_base_url: aopt.JudgeUrl = None,
     judge_api_key_env: aopt.JudgeKeyEnv = None,
     judge_cache: aopt.JudgeCache = None,
+    judge_max_tokens: aopt.JudgeMaxTokens = 8,
     fmt: opt.Format = None,
     skip_bad_lines: opt.SkipBadLines = False,
     force: opt.Force = False,
@@ -224,7 +226,7 @@ def externalization(
         joined = None
         if labels_file is not None or label is not None:
             labels, label_source = aopt.labels_for(sources, labels_file, label, horizon,
-                                                   (judge_model, judge_base_url, judge_api_key_env, judge_cache), out)
+                                                   (judge_model, judge_base_url, judge_api_key_env, judge_cache, judge_max_tokens), out)
             scores = analysis_view.read_probe_scores(probe_report) if probe_report else None
             joined = ext.join(records, labels, groups, scores)
         out.write_records(records)

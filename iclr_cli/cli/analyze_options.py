@@ -21,10 +21,12 @@ GroupBy = Annotated[GroupByChoice, typer.Option("--group-by", help="Task unit of
 TaskColumn = Annotated[Optional[str], typer.Option("--task-column", help="With --dataset: the column naming each row's task (for --group-by auto/task).", rich_help_panel="Datasets", show_default=False)]
 LabelsFile = Annotated[Optional[str], typer.Option("--labels", help="Labels you wrote: JSONL, one {\"trajectory\", \"step\", \"label\": 0|1} per boundary ('step' is the completed step, as in 'iclr score').", show_default=False)]
 LabelSource = Annotated[Optional[LabelChoice], typer.Option("--label", help="Computed labels instead of --labels: 'heuristic' (documented rules on the later trajectory) or 'judge' (an OpenAI-compatible model, --judge-*).", show_default=False)]
+ProbeSeed = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap intervals and of PCA's randomized solver (the folds themselves are fixed: GroupKFold does not shuffle).")]
 Horizon = Annotated[int, typer.Option("--horizon", min=1, help="Later steps the heuristic and the judge look at after each boundary.")]
 JudgeModel = Annotated[Optional[str], typer.Option("--judge-model", help="--label judge: the model name sent to the endpoint.", rich_help_panel="Judge", show_default=False)]
 JudgeUrl = Annotated[Optional[str], typer.Option("--judge-base-url", help="--label judge: the OpenAI-compatible endpoint (e.g. http://127.0.0.1:8080/v1).", rich_help_panel="Judge", show_default=False)]
 JudgeKeyEnv = Annotated[Optional[str], typer.Option("--judge-api-key-env", help="--label judge: environment variable holding the API key (none is read otherwise).", rich_help_panel="Judge", show_default=False)]
+JudgeMaxTokens = Annotated[int, typer.Option("--judge-max-tokens", min=1, help="--label judge: output-token limit of each answer (one word needs 8; a model that thinks before answering needs room for its reasoning).", rich_help_panel="Judge")]
 JudgeCache = Annotated[Optional[str], typer.Option("--judge-cache", help="--label judge: SQLite file of cached answers (default: judge.sqlite3 in the iclr cache folder).", rich_help_panel="Judge", show_default=False)]
 
 
@@ -72,6 +74,17 @@ def build_sensor(model: str, max_tokens: int, overflow: str, dtype: str, device:
     return Sensor(lm, tokenizer, name=source.name, max_tokens=max_tokens, overflow=overflow)
 
 
+def judge_counts(total: int, asked: int) -> str:
+    """How the judge's ``total`` questions were answered, ``asked`` of them by the endpoint."""
+    if total == 0:
+        return "no boundary to ask about"
+    if asked == total:
+        return f"{total} question(s), all sent to the judge"
+    if asked == 0:
+        return f"{total} question(s), all answered from the cache"
+    return f"{total} question(s): {asked} sent to the judge, {total - asked} answered from the cache"
+
+
 def labels_for(sources, labels_file, label, horizon, judge, out: Output):
     """The boundary labels of ``--labels`` / ``--label`` (:mod:`iclr_cli.analysis.labels`) and
     the name of their source for reports.
@@ -93,11 +106,13 @@ def labels_for(sources, labels_file, label, horizon, judge, out: Output):
     if label == "judge":
         from iclr_cli.analysis.judge import judge_labels
 
-        model, base_url, key_env, cache = judge
-        labels, asked, unparsed = judge_labels(trajectories, model=model, base_url=base_url, api_key_env=key_env, cache=cache, horizon=horizon)
-        out.info(f"judge {model}: {asked} question(s) sent, the rest answered from the cache")
+        model, base_url, key_env, cache, max_tokens = judge
+        labels, asked, unparsed = judge_labels(trajectories, model=model, base_url=base_url, api_key_env=key_env, cache=cache,
+                                               horizon=horizon, max_tokens=max_tokens)
+        out.info(f"judge {model}: {judge_counts(len(labels) + len(unparsed), asked)}")
         if unparsed:
-            out.warn(f"{len(unparsed)} judge answer(s) were neither YES nor NO; those boundaries have no label: " + "; ".join(unparsed[:5]))
+            out.warn(f"{len(unparsed)} of {len(labels) + len(unparsed)} judge answer(s) were neither YES nor NO, so those boundaries "
+                     f"have no label (they are not cached: a rerun asks again); e.g. {unparsed[0]}")
         return labels, f"judge {model}"
     raise UsageError(f"--label {label!r}: choose heuristic or judge")
 

@@ -55,7 +55,10 @@ def replay(
     Writes --out/results.jsonl (one record per task, variant and seed), each trajectory in
     OpenAI chat JSON (readable by score, prune and diff), a per-request usage log, and a
     per-variant summary (reward, wins/ties/losses against none, tokens, deletion ratio,
-    amplification). A failed run prints its reason; when every run failed the exit code is 1.
+    amplification). Units: input, output and cache read are API tokens (the provider's
+    usage); deleted is reasoning tokens removed / generated in the proxy's tokenizer;
+    amplification is the change in total API tokens against none per proxy token removed
+    (mixed units). A failed run prints its reason; when every run failed the exit code is 1.
     Ctrl-C exits 130, saying how many finished runs are kept; the same command resumes
     (finished cells are skipped).
     """
@@ -122,7 +125,7 @@ def _print_summary(output, out_dir) -> None:
     from iclr_cli.errors import InputError
     from iclr_cli.jsonio import write_output
     from iclr_cli.replay.runner import RESULTS, ResultsLog
-    from iclr_cli.replay.summary import summarize, table_rows, to_records
+    from iclr_cli.replay.summary import legend, summarize, table_rows, to_records
 
     import orjson
 
@@ -134,4 +137,5 @@ def _print_summary(output, out_dir) -> None:
     rows = summarize(log.records)
     write_output(str(out_dir / "summary.json"), orjson.dumps(to_records(rows), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     columns, display = table_rows(rows)
-    output.table(f"replay summary ({out_dir}); tokens are API tokens, change against 'none' on the same task and seed", columns, display)
+    output.table(f"replay summary ({out_dir})", columns, display)
+    output.info(legend(r.get("reasoning_tokenizer") for r in log.records))

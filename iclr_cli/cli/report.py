@@ -61,7 +61,8 @@ def report(
 
         # Off a terminal (a pipe, a log) the table keeps its full width instead of 80 columns.
         full = width or (None if sys.stdout.isatty() else FULL_WIDTH)
-        report_view.paint(diff_view.make_console(width=full), Path(run_dir).name, rows)
+        report_view.paint(diff_view.make_console(width=full), Path(run_dir).name, rows,
+                          [r.record.get("reasoning_tokenizer") for r in records])
     if html:
         from iclr_cli.jsonio import write_output
         from iclr_cli.render import report_html

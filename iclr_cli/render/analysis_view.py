@@ -79,7 +79,9 @@ def probe_report(features, y: Sequence[int], result, label_source: str, model: s
 def probe_table(out: Output, report: Mapping) -> None:
     """The probe's metrics and the outer folds' choices on stderr."""
     rows = [[name.replace("_", " "), fmt_ci(m["value"], tuple(m["ci95"]) if m["ci95"] else None)] for name, m in report["metrics"].items()]
-    out.table(f"iclr analyze probe ({report['label_source']} labels): outer held-out tasks", ["metric", "value [95% CI]"], rows)
+    # Short: rich wraps a title to the table's width (two narrow columns here); the label
+    # source, which can be a long path, goes in the closing line.
+    out.table("probe on held-out tasks", ["metric", "value [95% CI]"], rows)
     folds = []
     for f in report["folds"]:
         sel = f["selected"] or {}
@@ -89,7 +91,8 @@ def probe_table(out: Output, report: Mapping) -> None:
     out.table("what each outer fold selected (on its training tasks only)",
               ["fold", "tasks", "n", "positives", "layer", "pooling", "standardize", "PCA", "C", "inner AUROC", "held-out AUROC"], folds)
     out.info(f"{report['n_boundaries']} boundaries from {report['n_tasks']} tasks ({report['group_by']}), "
-             f"{report['n_positives']} positive; sensor {report['model']}; {len(report['skipped'])} labelled boundaries without features.")
+             f"{report['n_positives']} positive; labels: {report['label_source']}; sensor {report['model']}; "
+             f"{len(report['skipped'])} labelled boundaries without features.")
 
 
 def read_probe_scores(path: str) -> dict[tuple[str, int], float]:

@@ -7,13 +7,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from iclr_cli.replay.summary import VariantSummary, table_rows
-
-NOTE = (
-    "W/T/L: reward against 'none' on the same task and seed; (±%): change against 'none' on those runs; "
-    "deleted: reasoning tokens removed / generated; amplification: change in total tokens / reasoning tokens deleted "
-    "(negative: saved; below -1: each deleted token saved more than itself)."
-)
+from iclr_cli.replay.summary import VariantSummary, legend, table_rows
 
 
 def render(title: str, rows: Sequence[VariantSummary]) -> Table:
@@ -27,12 +21,13 @@ def render(title: str, rows: Sequence[VariantSummary]) -> Table:
     return table
 
 
-def paint(console: Console, title: str, rows: Sequence[VariantSummary]) -> None:
-    """Print the table, with a line explaining its columns."""
+def paint(console: Console, title: str, rows: Sequence[VariantSummary], tokenizers: Sequence[str | None] = ()) -> None:
+    """Print the table, with a line giving its columns' units (``tokenizers``: the runs'
+    ``reasoning_tokenizer``, see :func:`~iclr_cli.replay.summary.legend`)."""
     from iclr_cli.render.diff_view import emit
 
     def draw(c: Console) -> None:
         c.print(render(f"replay run {title}", rows))
-        c.print(NOTE, style="dim")
+        c.print(legend(tokenizers), style="dim")
 
     emit(console, draw, pager=False)

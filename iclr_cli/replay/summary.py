@@ -132,6 +132,30 @@ def summarize(records: Iterable[Mapping], baseline: str = "none") -> list[Varian
     return rows
 
 
+# The columns' units. input/output/cache read are the provider's usage (API tokens, the
+# served model's tokenizer); deleted counts reasoning with the proxy's tokenizer, which is all
+# iclr has for the reasoning it edits; amplification divides one by the other.
+LEGEND = (
+    "W/T/L: reward against 'none' on the same task and seed. "
+    "input, output, cache read: API tokens (the provider's usage), summed over runs; (±%): change against 'none' on those runs. "
+    "deleted: reasoning tokens removed / generated, both in the proxy's tokenizer (results.jsonl: reasoning_tokenizer). "
+    "amplification: change in total API tokens (input + output) against 'none' / reasoning tokens removed (proxy tokens), "
+    "so API tokens per proxy token (negative: saved; below -1: each deleted token saved more than itself)."
+)
+FAKE_TOKENIZER = "regex-words"
+FAKE_NOTE = (
+    "--proxy-model fake counts whitespace runs as tokens: a deleted word also joins the whitespace on its two sides, "
+    "so 'deleted' reads about twice a random-R's R% (a real proxy's tokens carry their leading space)."
+)
+
+
+def legend(tokenizers: Iterable[str | None] = ()) -> str:
+    """The line under the summary table saying each column's unit (:data:`LEGEND`), with
+    :data:`FAKE_NOTE` when a run counted reasoning with the fake scorer's tokenizer
+    (``tokenizers``: the records' ``reasoning_tokenizer``)."""
+    return LEGEND + (" " + FAKE_NOTE if FAKE_TOKENIZER in set(tokenizers) else "")
+
+
 def to_records(rows: Sequence[VariantSummary]) -> list[dict]:
     """Plain dicts (numbers, not display strings) for ``summary.json``."""
     from dataclasses import asdict

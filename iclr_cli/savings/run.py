@@ -189,8 +189,7 @@ class SavingsRun:
             raise error
         where = f"line {error.line}: " if error.line is not None else ""
         what = f"field {error.field!r}: " if error.field is not None else ""
-        # the first line only: an unknown format's message goes on to list every format tried
-        self.skipped.append(Skipped(cand.path, where + what + error.problem.split("\n")[0].rstrip(":")))
+        self.skipped.append(Skipped(cand.path, where + what + error.summary))
 
     def _load(self, cand: Candidate) -> _Loaded | None:
         from iclr_cli.jsonio import read_input
