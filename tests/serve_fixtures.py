@@ -158,5 +158,5 @@ def proxy(upstream_url: str, **options) -> Iterator[tuple[str, object]]:
     tokenizer = options.pop("tokenizer", None)
     options.setdefault("proxy_model", "fake")
     app, state = build(ServeOptions(upstream=upstream_url, **options), scorer=scorer, tokenizer=tokenizer)
-    with running(app) as url:
+    with running(app, on_exit=state.stop) as url:
         yield url, state

@@ -5,7 +5,7 @@ import json
 import orjson
 import pytest
 
-from format_helpers import run_cli
+from format_helpers import field_case, run_cli, summary_value
 from iclr_cli.formats import registry
 
 # Regex-tokenizer counts (--model fake) of the session below, by hand: each part renders as
@@ -78,11 +78,11 @@ def claude_line(kind, uuid, parent, day, message, **extra):
     return {"type": kind, "sessionId": "sess-1", "uuid": uuid, "parentUuid": parent, "timestamp": f"{day}T10:00:00Z", "message": message, **extra}
 
 
-def claude_session(signature=""):
-    """Three assistant messages with usage; reasoning of four blocks each."""
+def claude_session(signature="", usages=((3, 1000, 0), (4, 200, 1000), (5, 300, 1300))):
+    """Three assistant messages with usage (input, cache write, cache read); reasoning of four
+    blocks each."""
     thinking = "one two\n\nthree four\n\nfive six\n\nseven eight"
     lines = [claude_line("user", "u0", None, "2025-05-01", {"role": "user", "content": "Fix the bug"})]
-    usages = [(3, 1000, 0), (4, 200, 1000), (5, 300, 1300)]  # input, cache write, cache read
     for k, (inp, write_, read) in enumerate(usages):
         lines.append(claude_line("assistant", f"a{k}", f"u{k}", "2025-05-01", {
             "id": f"msg_{k}", "role": "assistant", "model": "claude-test",
@@ -102,15 +102,46 @@ def test_claude_code_message_usage_is_the_recorded_input(tmp_path, capsys):
     # input = input + cache creation + cache read of each message
     assert s["input_tokens"] == 1003 + 1204 + 1605
     assert s["cache_read_tokens"] == 2300
-    assert (s["token_source"], s["recorded_requests"], s["ratio_basis"]) == ("recorded", 3, "growth")
+    # the recorded input grows by 201 and 401 for steps of a few dozen proxy tokens: no
+    # tokenizer's ratio, so deletions stay proxy tokens (and the row says so)
+    assert (s["token_source"], s["recorded_requests"], s["ratio_basis"], s["ratio"]) == ("recorded, deleted: proxy", 3, "unconverted", 1.0)
+    assert s["ratio_rejected"] > 2
     assert s["model"] == "claude-test" and s["sealed"] == []
     # delete-all takes each step's 15 reasoning tokens (one two, three four, ... with their
-    # spaces and blank lines, regex tokens): request 1 loses step 0's, request 2 steps 0 and 1's
-    ratio = s["ratio"]
-    assert s["input_tokens_with_writeback"] == round(s["input_tokens"] - 45 * ratio)
+    # spaces and blank lines, regex tokens): request 1 re-sends step 0's, request 2 steps 0 and 1's
+    assert s["reasoning_tokens_resent"] == 45
+    assert s["input_tokens_with_writeback"] == s["input_tokens"] - 45
     # step 0 ends at 1204 recorded tokens (request 1's input), inside request 2's 1300-token
     # cache read; step 1 ends at 1605, outside it: only step 0's 15 come off a cache read
-    assert s["cache_read_tokens_with_writeback"] == round(2300 - 15 * ratio)
+    assert s["cache_read_tokens_with_writeback"] == 2300 - 15
+
+
+def test_claude_code_system_prompt_not_in_the_file_never_scales_reasoning(tmp_path, capsys):
+    # Claude Code's usage counts its system prompt and tool schemas (~14k tokens), which the
+    # session file does not hold. Each request here records 14,000 tokens more than the file's
+    # prompt, and the input then grows by about 1.2 recorded tokens per proxy token of the
+    # steps added. Reasoning re-sent is the 15 proxy tokens of each earlier step's reasoning
+    # (0 + 15 + 30 = 45) times the growth ratio; the old whole-prompt ratio made it 45 times
+    # ~14,000 / (the prompt's proxy tokens).
+    from iclr_cli.context import render_part
+    from iclr_cli.scoring.fake import RegexTokenizer
+
+    probe = write_lines(tmp_path / "probe.jsonl", claude_session())
+    _, doc = registry.load(str(probe))
+    [traj] = doc.trajectories
+    count = RegexTokenizer().token_spans
+    steps = [sum(len(count(render_part(p))) for p in step.parts) for step in traj.steps]
+    grown = [round(1.2 * steps[0]), round(1.2 * steps[1])]
+    inputs = [14000, 14000 + grown[0], 14000 + grown[0] + grown[1]]
+    ratio = sum(grown) / (steps[0] + steps[1])
+    assert 1.15 < ratio < 1.25
+    path = write_lines(tmp_path / "session.jsonl", claude_session(usages=[(i, 0, 0) for i in inputs]))
+    report, _ = savings_json(capsys, str(path), "--variant", "delete-all")
+    [s] = report["data"]
+    assert (s["ratio_basis"], s["token_source"]) == ("growth", "recorded")
+    assert s["ratio"] == pytest.approx(ratio)
+    assert s["reasoning_tokens_resent"] == round(45 * ratio)
+    assert s["input_tokens_with_writeback"] == round(sum(inputs) - 45 * ratio)
 
 
 def test_signed_thinking_is_sealed_not_saved(tmp_path, capsys):
@@ -197,11 +228,12 @@ def test_openai_traffic_log_line_is_the_one_request_it_logged(tmp_path, capsys):
     path = write_lines(tmp_path / "exchanges.jsonl", [line])
     report, _ = savings_json(capsys, str(path), "--variant", "delete-all")
     [s] = report["data"]
-    # one request (the answer is step 2); its prompt is 54 proxy tokens for 162 recorded: 3 per
-    # proxy token; steps 0 and 1 lose 3 + 5 proxy tokens = 24 recorded
+    # one request (the answer is step 2): no growth between two recorded requests, so no
+    # ratio; steps 0 and 1 lose their 3 + 5 proxy tokens, not scaled by the whole prompt's
+    # 162 recorded / 54 proxy tokens (it may hold text the log does not)
     assert (s["requests"], s["input_tokens"], s["cache_read_tokens"]) == (1, 162, 64)
-    assert (s["ratio"], s["ratio_basis"]) == (3.0, "prompt")
-    assert s["input_tokens_with_writeback"] == 162 - 24
+    assert (s["ratio"], s["ratio_basis"]) == (1.0, "unconverted")
+    assert s["input_tokens_with_writeback"] == 162 - 8
 
 
 def test_openai_responses_request_response_pair(tmp_path):
@@ -376,7 +408,7 @@ def test_json_schema(tmp_path, capsys):
     maybe_float = {"input_change_percent", "cache_read_change_percent"}
     for record in report["data"]:
         assert set(record) == ints | maybe_int | maybe_float | {
-            "session", "file", "format", "model", "sealed", "token_source", "ratio", "ratio_basis", "proxy_tokenizer",
+            "session", "file", "format", "model", "sealed", "token_source", "ratio", "ratio_basis", "ratio_rejected", "proxy_tokenizer",
             "first_activity", "last_activity", "activity_from", "note"}
         assert all(isinstance(record[k], int) for k in ints)
         assert all(record[k] is None or isinstance(record[k], int) for k in maybe_int)
@@ -467,3 +499,96 @@ def test_files_are_batched_as_wide_as_the_scorer_forwards(tmp_path, capsys, monk
     report, _ = savings_json(capsys, str(tmp_path / "f"), "--no-cache")
     assert seen == calls
     assert len(report["data"]) == 3
+
+
+def test_codex_total_token_usage_differences_when_last_token_usage_is_missing(tmp_path):
+    # older CLIs log only the running sum: request 0 read 1000 tokens, request 1 the
+    # 2500 - 1000 = 1500 the sum grew by; step 2's request logged no event: no usage
+    def item(payload):
+        return {"timestamp": "2025-09-25T02:12:23Z", "type": "response_item", "payload": payload}
+
+    def total(n, cached):
+        return {"timestamp": "2025-09-25T02:12:24Z", "type": "event_msg", "payload": {"type": "token_count", "info": {
+            "total_token_usage": {"input_tokens": n, "cached_input_tokens": cached, "output_tokens": 7}}}}
+
+    reasoning = item({"type": "reasoning", "summary": [{"type": "summary_text", "text": "Look first.\n\nThen act."}]})
+    lines = [
+        {"timestamp": "2025-09-25T02:12:23Z", "type": "session_meta", "payload": {"id": "s1"}},
+        item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Do it"}]}),
+        total(1000, 0), reasoning, item({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}),
+        item({"type": "function_call_output", "call_id": "c1", "output": "done"}),
+        total(2500, 900), total(2500, 900),  # the second is a repeat
+        reasoning, item({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c2"}),
+        item({"type": "function_call_output", "call_id": "c2", "output": "done"}),
+        reasoning, item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}),
+    ]
+    path = write_lines(tmp_path / "rollout.jsonl", lines)
+    _, doc = registry.load(str(path))
+    [traj] = doc.trajectories
+    assert len(traj.steps) == 3
+    got = [(r.step, r.usage and (r.usage.input_tokens, r.usage.cache_read_tokens)) for r in traj.requests]
+    assert got == [(0, (1000, 0)), (1, (1500, 900)), (2, None)]
+    assert traj.requests[1].usage.source == "token_count total_token_usage difference"
+
+
+def test_codex_sample_with_sparse_token_counts_is_one_request_per_step(capsys):
+    # the sample logs one token_count with only total_token_usage (4210 input) and one with
+    # info null, for 4 steps: 4 requests, the first recorded
+    report, _ = savings_json(capsys, "sample_trajectories/codex_rollout.jsonl", "--variant", "delete-all")
+    [s] = report["data"]
+    assert (s["requests"], s["recorded_requests"], s["token_source"]) == (4, 1, "recorded 1/4 + proxy, deleted: proxy")
+    assert s["input_tokens"] > 4 * 4210 and s["reasoning_tokens_resent"] > 0
+
+
+def test_litellm_spend_rows_are_one_recorded_request_each(capsys):
+    # two rows, each one API call recording prompt_tokens 1000; row 2's history (row 1's
+    # request and reply) is its own prompt, not a second request
+    path = field_case("04-litellm-spend-logs.jsonl", "turn3")
+    report, _ = savings_json(capsys, str(path), "--variant", "delete-all")
+    got = [(s["requests"], s["recorded_requests"], s["input_tokens"], s["token_source"]) for s in report["data"]]
+    assert got == [(1, 1, 1000, "recorded, deleted: proxy")] * 2
+    # the file's dates come from the rows' startTime / endTime (not its modification time)
+    assert {(s["first_activity"], s["last_activity"]) for s in report["data"]} == {("2026-05-02T09:01:00+00:00", "2026-05-02T09:02:05+00:00")}
+    assert {s["activity_from"] for s in report["data"]} == {"content"}
+    # row 1 re-sends nothing; row 2 re-sends row 1's reasoning, all of it deleted (deepseek: plain)
+    assert report["data"][0]["reasoning_tokens_resent"] == 0
+    row2 = report["data"][1]
+    assert row2["reasoning_tokens_resent"] > 0 and row2["sealed_tokens"] == 0
+    assert row2["input_tokens_with_writeback"] == 1000 - row2["reasoning_tokens_resent"]
+
+
+def test_litellm_spend_sample_reads_cache_and_provider(capsys):
+    report, _ = savings_json(capsys, "sample_trajectories/litellm_spend_logs.jsonl", "--variant", "delete-all")
+    got = [(s["requests"], s["input_tokens"], s["cache_read_tokens"], s["sealed"]) for s in report["data"]]
+    # prompt_tokens 1400 each; metadata.additional_usage_values.cache_read_input_tokens 1024;
+    # custom_llm_provider anthropic: its signed thinking_blocks are Anthropic's, sealed
+    assert got == [(1, 1400, 1024, ["anthropic"])] * 2
+    assert report["data"][1]["sealed_tokens"] == report["data"][1]["reasoning_tokens_resent"] > 0
+
+
+def test_openrouter_signed_entry_the_write_back_edits_is_not_sealed(capsys, tmp_path):
+    # prune empties the signed reasoning.text entry and removes its signature: on OpenRouter (a
+    # plain upstream) that is a request it takes, so the estimate counts it as saved, not sealed
+    path = field_case("02-openrouter-reasoning-details.json")
+    report, _ = savings_json(capsys, str(path), "--variant", "delete-all")
+    [s] = report["data"]
+    assert (s["sealed"], s["sealed_tokens"]) == ([], 0)
+    assert s["reasoning_tokens_resent"] > 0
+    assert s["input_tokens"] - s["input_tokens_with_writeback"] == s["reasoning_tokens_resent"]
+    code, _, err = run_cli(capsys, "prune", str(path), "--variant", "delete-all", "--model", "fake", "-o", str(tmp_path / "out.json"))
+    assert code == 0
+    row = summary_value(err, "input tokens re-sent, static")
+    assert "sealed" not in row
+    assert row == f"{s['input_tokens']:,} -> {s['input_tokens_with_writeback']:,} ({s['input_change_percent']:.1f}%)"
+    written = json.loads((tmp_path / "out.json").read_text())
+    entry = written["messages"][2]["reasoning_details"][0]
+    assert entry["text"] == "" and "signature" not in entry
+
+
+def test_file_time_dates_are_marked(tmp_path, capsys):
+    write(tmp_path / "chat3.json", CHAT3)
+    code, out, _ = run_cli(capsys, "savings", str(tmp_path / "chat3.json"), "--variant", "delete-all", "--model", "fake", "--no-cache")
+    assert code == 0
+    assert "(file time)" in out and "modification time" in out
+    code, out, _ = run_cli(capsys, "savings", "--help")
+    assert "modification time" in " ".join(out.split())

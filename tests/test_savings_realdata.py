@@ -47,7 +47,11 @@ def test_claude_code_usage_matches_the_raw_lines(data):
                 usage[v["message"]["id"]] = v["message"]["usage"]
         [s] = _by_file(data, path.name)
         expected = sum(u["input_tokens"] + u.get("cache_creation_input_tokens", 0) + u.get("cache_read_input_tokens", 0) for u in usage.values())
-        assert (s["input_tokens"], s["requests"], s["token_source"]) == (expected, len(usage), "recorded"), path.name
+        assert (s["input_tokens"], s["requests"]) == (expected, len(usage)), path.name
+        # a one-request file has no growth to find a ratio from: its deletions stay proxy tokens
+        # (its recorded prompt holds Claude Code's system prompt, which the file does not)
+        assert s["token_source"] == ("recorded" if s["ratio_basis"] == "growth" else "recorded, deleted: proxy"), path.name
+        assert 0.5 <= s["ratio"] <= 2, path.name
         assert s["cache_read_tokens"] == sum(u.get("cache_read_input_tokens", 0) for u in usage.values())
     # all the thinking in these sessions is signed: delete-all saves nothing there, all of it is sealed
     [main_session] = _by_file(data, "spotter_258c7280_main_session_slice.jsonl")

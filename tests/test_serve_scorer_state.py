@@ -204,3 +204,28 @@ def test_scoring_ahead_with_kept_state_sends_the_same_bytes_over_http(tiny):
     assert f"iclr_serve_scorer_state_bytes {float(info['bytes'])}" in metrics
     assert "iclr_serve_scorer_state_conversations 2.0" in metrics and "iclr_serve_scorer_state_evictions_total 0.0" in metrics
     assert f'iclr_serve_eager_scoring_total{{outcome="scored"}} 10.0' in metrics
+
+
+@pytest.mark.parametrize("context", ["auto", "fresh"])
+def test_the_first_step_prefills_all_of_p_unless_the_context_is_fresh(tiny_dir, context):
+    """An agent's P (system prompt and tools) is tens of thousands of tokens: in serve's
+    default (sliding) context the first compressed step runs all of it through the proxy
+    whatever ``--max-tokens`` says; ``--context fresh`` cuts it to ``--max-tokens``."""
+    from iclr_cli.serve.server import ServeOptions, build
+
+    system = "You are a coding agent. " + " ".join(f"Rule {i}: read the file before you edit it." for i in range(120))
+    messages = [{"role": "system", "content": system}, *conversation(7, 1)[1:]]
+    app, state = build(ServeOptions(upstream="http://127.0.0.1:9/v1", proxy_model=str(tiny_dir), max_tokens=LIMIT,
+                                    context=context, eager_scoring=False, batch_size=1))
+    try:
+        prompt_tokens = len(state.tokenizer.encode(system)[0])
+        assert prompt_tokens > 8 * LIMIT
+        body = send(state, messages)
+        forwarded = state.scorer.cache_info()["forward_tokens"]
+    finally:
+        state.scorer.close()
+    assert state.stats.total.steps_compressed == 1 and b"[SKIP]" in body
+    if context == "fresh":
+        assert 0 < forwarded <= LIMIT
+    else:
+        assert forwarded > prompt_tokens

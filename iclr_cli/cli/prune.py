@@ -109,5 +109,5 @@ def prune(
                 # whole or kept unedited).
                 summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
                 # ...but the input re-sent as 'iclr savings' estimates it: sealed reasoning apart
-                summary.resent = summary.resent + static_totals(results, token_counter(tokenizer))
+                summary.resent = summary.resent + static_totals(results, token_counter(tokenizer), edits)
     print_summary(out, summary, tokenizer.name, parsed.name, splitter=splitter if parsed.needs_scores else None)

@@ -25,6 +25,7 @@ def serve(
     proxy_model: Annotated[str, typer.Option("--proxy-model", help="Proxy scorer and reasoning tokenizer: 'smollm2', 'fake' (dry runs), a folder, a .gguf, a HF id.")] = "smollm2",
     max_tokens: opt.MaxTokens = 42_000,
     overflow: opt.Overflow = opt.WINDOW,
+    context: opt.Context = opt.CONTEXT,
     dtype: opt.Dtype = opt.FLOAT32,
     device: opt.Device = None,
     batch_size: opt.BatchSize = 8,
@@ -67,10 +68,10 @@ def serve(
         import httpx_sse  # noqa: F401
         import prometheus_client  # noqa: F401
         import starlette  # noqa: F401
-        import uvicorn
+        import uvicorn  # noqa: F401
     except ImportError as exc:
         raise IclrError(f"iclr serve needs its extra: pip install 'iclr-cli[serve]' ({exc})") from None
-    from iclr_cli.serve.server import ServeOptions, build, listen, upstream_kind as resolve_kind, uvicorn_config
+    from iclr_cli.serve.server import ServeOptions, build, listen, make_server, upstream_kind as resolve_kind, uvicorn_config
     from iclr_cli.serve.upstream import redact
 
     options = ServeOptions(
@@ -82,6 +83,7 @@ def serve(
         proxy_model=proxy_model,
         max_tokens=max_tokens,
         overflow=overflow.value,
+        context=context.value,
         dtype=dtype.value,
         device=device,
         batch_size=batch_size,
@@ -113,7 +115,7 @@ def serve(
         output.info(f"iclr serve: upstream kind {kind.name} ({why}): {kind.reasoning} reasoning, {handled}; --upstream-kind to change")
         if host not in ("127.0.0.1", "localhost", "::1"):
             output.warn(f"--host {host}: the proxy is reachable from the network; anyone who reaches it uses your upstream{' key' if api_key else ''}")
-        server = uvicorn.Server(uvicorn_config(app, host, port, log_level.value))
+        server = make_server(uvicorn_config(app, host, port, log_level.value), state.stop)
         server.run(sockets=[sock])
     finally:
         sock.close()

@@ -42,11 +42,15 @@ Unrecognised (reported): response items of a type this adapter does not know, an
 message content parts without text (a ``refusal``, for example).
 
 Recorded usage (``iclr savings``): each ``event_msg`` of type ``token_count`` with an ``info``
-is one model request, counted from ``info.last_token_usage``; an event whose
-``info.total_token_usage`` equals the previous one's is a repeat and is not counted. A request
-belongs to the step its answer begins: the step in progress when the event comes after that
-step's model items with no observation between (newer CLIs log the event after the answer),
-else the next step (older CLIs log it before the answer's items).
+is one model request, counted from ``info.last_token_usage``, else (older CLIs log only the
+running sum) from the difference of ``info.total_token_usage`` and the previous event's (the
+first event's sum is its own request); an event whose ``info.total_token_usage`` equals the
+previous one's is a repeat and is not counted. A request belongs to the step its answer
+begins: the step in progress when the event comes after that step's model items with no
+observation between (newer CLIs log the event after the answer), else the next step (older
+CLIs log it before the answer's items). Every step is the answer of a model request, so a step
+no event is counted for is one request with no usage (``iclr savings`` counts it from the last
+recorded input plus the proxy count of the steps added since).
 
 Echoes: Codex also logs each summary as an ``event_msg`` of type ``agent_reasoning`` (raw
 content as ``agent_reasoning_raw_content``). An echo is matched to a part when its ``text``
@@ -72,7 +76,7 @@ from iclr_cli.formats.think import outside_think, think_elements
 from iclr_cli.formats.usage import openai_usage
 from iclr_cli.formats.writeback import Draft, Path, Site, WriteBackAdapter, freeze
 from iclr_cli.jsonio import BAD_LINE
-from iclr_cli.trajectory import Part, Request, Step, Trajectory, WriteBack
+from iclr_cli.trajectory import Part, Request, Step, Trajectory, Usage, WriteBack
 
 _MODEL_ITEMS = {"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
 _OUTPUT_ITEMS = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
@@ -132,10 +136,38 @@ class CodexAdapter(WriteBackAdapter):
             raise InputError(source, "no session_meta or response_item line found: not a Codex rollout")
         traj_id = reader.traj_id or f"{base_name(source)}#0"
         steps = tuple(Step(i, freeze(p)) for i, p in enumerate(reader.steps))
-        traj = Trajectory(traj_id, tuple(reader.prompt), steps, meta=reader.meta, requests=tuple(reader.requests))
+        traj = Trajectory(traj_id, tuple(reader.prompt), steps, meta=reader.meta, requests=_every_step(reader.requests, len(steps)))
         if reader.sealed:
             warnings.append(f"{source}: {reader.sealed} reasoning items hold only encrypted_content (no summary text): nothing there to score or prune")
         return Document(self.name, source, [traj], records, warnings, unrecognised=reader.unrecognised)
+
+
+def _difference(total: Usage | None, previous: object, earlier: bool) -> Usage | None:
+    """One request's usage as the growth of the running sum ``total`` over the ``previous``
+    event's ``total_token_usage`` (the sum itself when there is no earlier request); ``None``
+    when either sum is unreadable or a count went down."""
+    if total is None:
+        return None
+    if not earlier:
+        return total
+    before = openai_usage(previous, "token_count total_token_usage")
+    if before is None or before.input_tokens is None:
+        return None
+
+    def minus(a: int | None, b: int | None) -> int | None:
+        return None if a is None or b is None or a < b else a - b
+
+    grown = minus(total.input_tokens, before.input_tokens)
+    if grown is None:
+        return None
+    return Usage(grown, minus(total.output_tokens, before.output_tokens), minus(total.cache_read_tokens, before.cache_read_tokens),
+                 None, "token_count total_token_usage difference")
+
+
+def _every_step(requests: list[Request], steps: int) -> tuple[Request, ...]:
+    """``requests`` (in step order) with one usage-less request for each step none answers."""
+    answered = {r.step for r in requests}
+    return tuple(sorted([*requests, *(Request(k) for k in range(steps) if k not in answered)], key=lambda r: r.step))
 
 
 class _Reader:
@@ -188,8 +220,11 @@ class _Reader:
         """One model request, unless a repeat of the last event (see the module docstring)."""
         if not isinstance(info, dict) or (self._last_total is not None and info.get("total_token_usage") == self._last_total):
             return
-        self._last_total = info.get("total_token_usage")
+        total = info.get("total_token_usage")
         usage = openai_usage(info.get("last_token_usage"), "token_count")
+        if usage is None:
+            usage = _difference(openai_usage(total, "token_count total_token_usage"), self._last_total, bool(self.requests))
+        self._last_total = total
         step = len(self.steps) - 1 if self.prev_model else len(self.steps)
         self.requests.append(Request(step, usage))
 

@@ -16,6 +16,13 @@ different reasoning is refused (exit 2), naming the row and step. A row with no 
 conversation (prompts not stored, or not a chat call) holds no trajectory: it passes through
 byte for byte and a warning counts such rows. A body stored as a JSON string (instead of an
 object) is refused, naming the field: editing inside it would re-encode the whole string.
+
+Recorded usage (``iclr savings``): a row is the one request it logged, answered by its last
+step (the reply; the earlier assistant turns are history sent by earlier rows' requests), with
+``response.usage`` as LiteLLM returned it (OpenAI's names: ``prompt_tokens`` includes the
+cached part), else the row's own ``prompt_tokens`` / ``completion_tokens``; the cache read is
+the usage's, else ``metadata.additional_usage_values.cache_read_input_tokens`` (where LiteLLM
+keeps the provider's extra counts). The row's dates are ``startTime`` / ``endTime``.
 """
 
 from __future__ import annotations
@@ -27,8 +34,9 @@ from iclr_cli.formats.base import Document
 from iclr_cli.formats.openai_messages import MessageTrajectory, read_at
 from iclr_cli.formats.reading import Where, dig, field_name, load_chunks
 from iclr_cli.formats.sniff import MARKER, Head, Match
+from iclr_cli.formats.usage import count, openai_usage
 from iclr_cli.formats.writeback import Path, TextRef, WriteBackAdapter, merge_refs
-from iclr_cli.trajectory import Trajectory
+from iclr_cli.trajectory import Request, Trajectory, Usage
 
 _NOT_FOUND = "no LiteLLM spend-log row found (expected objects with 'request_id' and 'call_type', a list of them, or {'data': [...]})"
 _REQUESTS: tuple[Path, ...] = (("messages",), ("proxy_server_request", "messages"))
@@ -70,6 +78,8 @@ def _read_row(row: dict, at: Path, where: Where) -> Trajectory | None:
     meta: dict[str, object] = {"format": "litellm-spend"}
     if isinstance(row.get("model"), str):
         meta["model"] = row["model"]
+    if isinstance(row.get("custom_llm_provider"), str):
+        meta["provider"] = row["custom_llm_provider"]  # whose reasoning rule applies (iclr savings)
     tools = dig(row, "proxy_server_request", "tools")
     tools = tools if isinstance(tools, list) and all(isinstance(t, dict) for t in tools) else None
     paths = [(*primary, i) for i in range(len(dig(row, *primary)))] if primary else []
@@ -80,7 +90,18 @@ def _read_row(row: dict, at: Path, where: Where) -> Trajectory | None:
         traj = _merge(traj, other, where, (*at, *copy))
     where.unrecognised.extend(traj.unrecognised)
     where.sealed.extend(traj.sealed)
-    return traj
+    return replace(traj, requests=(Request(len(traj.steps) - (reply is not None), _row_usage(row)),))
+
+
+def _row_usage(row: dict) -> Usage | None:
+    """The usage a row recorded (see the module docstring), or ``None``."""
+    usage = openai_usage(dig(row, "response", "usage"), "response.usage") or openai_usage(row, "prompt_tokens")
+    extra = dig(row, "metadata", "additional_usage_values")
+    if usage is not None and usage.cache_read_tokens is None and isinstance(extra, dict):
+        read = count(extra.get("cache_read_input_tokens"))
+        write = usage.cache_write_tokens if usage.cache_write_tokens is not None else count(extra.get("cache_creation_input_tokens"))
+        usage = replace(usage, cache_read_tokens=read, cache_write_tokens=write)
+    return usage
 
 
 def _read_list(row: dict, at: Path, paths: list[Path], tools, traj_id: str, where: Where, meta: dict) -> MessageTrajectory:

@@ -16,7 +16,7 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 
-from iclr_cli.savings.estimate import Totals, change_percent
+from iclr_cli.savings.estimate import RATIO_BOUNDS, Totals, change_percent
 from iclr_cli.savings.measure import sealed_rule
 from iclr_cli.savings.run import SavingsRun, SessionResult
 
@@ -65,13 +65,21 @@ def _label(s: SessionResult, per_file: Counter) -> str:
     return s.id if name in s.id else f"{name} {s.id}"
 
 
+FILE_TIME = "(file time)"
+"""Marks a date that is the file's modification time: the file holds no timestamps."""
+
+
+def _last(s: SessionResult) -> str:
+    if s.activity is None:
+        return "-"
+    day = s.activity.last.date().isoformat()
+    return f"{day} {FILE_TIME}" if s.activity.source == "mtime" else day
+
+
 def table_rows(run: SavingsRun) -> list[list[str]]:
     """One row per session in the order read, then the total (when there are sessions)."""
     per_file = Counter(s.file for s in run.sessions)
-    rows = [
-        _row(_label(s, per_file), s.totals, s.sealed, s.source, s.activity.last.date().isoformat() if s.activity else "-")
-        for s in run.sessions
-    ]
+    rows = [_row(_label(s, per_file), s.totals, s.sealed, s.source, _last(s)) for s in run.sessions]
     if run.sessions:
         kinds = sorted({k for s in run.sessions for k in s.sealed})
         sources = {s.source for s in run.sessions}
@@ -83,6 +91,7 @@ def notes(run: SavingsRun) -> list[str]:
     """The lines under the table: what the estimate is, the rules behind the sealed column,
     where the tokens came from, and what was skipped, filtered or taken from the cache."""
     lines = [STATIC_NOTE]
+    low, high = RATIO_BOUNDS
     kinds = sorted({k for s in run.sessions for k in s.sealed})
     for kind in kinds:
         lines.append(f"sealed ({kind}), not taken off the input. {sealed_rule(kind)}")
@@ -90,16 +99,24 @@ def notes(run: SavingsRun) -> list[str]:
     if tokenizers:
         lines.append(
             f"deleted reasoning is counted with the proxy tokenizer ({', '.join(tokenizers)}) and converted by each "
-            "session's ratio of recorded to proxy tokens; 'proxy' rows have no recorded usage and count the prompt "
-            "with the proxy tokenizer too"
+            "session's ratio of recorded to proxy tokens: the growth of the recorded input between requests over the "
+            f"proxy count of the steps added, used when within {low:g}-{high:g} ('deleted: proxy': no such ratio, the "
+            "deletions stay proxy tokens); 'proxy' rows have no recorded usage and count the prompt with the proxy "
+            "tokenizer too"
         )
     for s in run.sessions:
         if s.note:
             lines.append(f"{s.file}: {s.note}")
+        if s.estimate.rejected is not None:
+            lines.append(f"{s.file}: the recorded input grew {s.estimate.rejected:.2f} tokens per proxy token of the steps "
+                         f"added, not a tokenizer ratio ({low:g}-{high:g}): deletions counted in proxy tokens")
     if run.skipped:
         names = ", ".join(os.path.basename(k.path) for k in run.skipped[:3])
         more = f" and {len(run.skipped) - 3} more" if len(run.skipped) > 3 else ""
         lines.append(f"skipped {len(run.skipped)} file{'s' if len(run.skipped) != 1 else ''} not read as a session: {names}{more} (--json lists each with its reason)")
+    if any(s.activity is not None and s.activity.source == "mtime" for s in run.sessions):
+        lines.append(f"{FILE_TIME}: the file holds no timestamps, so its last activity is its modification time "
+                     "(--since / --until filter on that too)")
     if run.filtered:
         lines.append(f"{run.filtered} file{'s' if run.filtered != 1 else ''} outside --since/--until")
     if run.files_cached:
@@ -154,6 +171,7 @@ def _session_record(s: SessionResult) -> dict:
         "token_source": s.source,
         "ratio": s.estimate.ratio,
         "ratio_basis": s.estimate.basis,
+        "ratio_rejected": s.estimate.rejected,
         "proxy_tokenizer": s.tokenizer,
         "first_activity": s.activity.first.isoformat() if s.activity else None,
         "last_activity": s.activity.last.isoformat() if s.activity else None,

@@ -17,11 +17,16 @@ Definitions (docs/FORMAT.md, "Recorded usage", says what a request is in each fo
   step j. Deletions in such steps come off the cache read, the others off the uncached rest.
 - **Units.** Deleted, generated and rendered text is counted with the proxy's tokenizer. Where
   the session records the provider's usage, proxy tokens are converted by the session's own
-  ratio (provider tokens per proxy token): the recorded input's growth between consecutive
-  recorded requests over the proxy tokens of the steps added in between (pairs where the
-  recorded input shrank, e.g. after a compaction, are left out); with no such pair (one
-  recorded request), the recorded inputs over the proxy tokens of the same prompts. Where
-  nothing is recorded, the input is the proxy count of the prompt and the ratio is 1.
+  ratio (provider tokens per proxy token), found only from text both sides counted: the
+  recorded input's growth between consecutive recorded requests over the proxy tokens of the
+  steps added in between (pairs where the recorded input did not grow, e.g. after a
+  compaction, are left out). A recorded prompt as a whole is never a basis: it holds text the
+  file does not (Claude Code's system prompt and tool schemas, some 14k tokens). A ratio is a
+  tokenizer's ratio only within :data:`RATIO_BOUNDS`; with no growth pair, or a ratio outside
+  the bounds, the deletions stay in proxy tokens (ratio 1, basis ``unconverted``, the rejected
+  ratio kept for the report). Where nothing is recorded, the input is the proxy count of the
+  prompt and the ratio is 1. A request the file records without usage, after a recorded one,
+  is that recorded input plus the converted proxy tokens of the steps added since.
 - **Sealed** reasoning (signed or encrypted, :mod:`iclr_cli.savings.measure`) cannot be edited
   on its provider: its deletions are counted apart and never taken off the input.
 """
@@ -85,14 +90,16 @@ class RequestEstimate:
 class SessionEstimate:
     """Every request of one session, and the ratio that converted proxy tokens.
 
-    ``ratio``: provider tokens per proxy token (1.0 when nothing is recorded); ``basis``:
-    ``growth`` or ``prompt`` (how the ratio was found, see the module docstring) or ``proxy``
-    (nothing recorded).
+    ``ratio``: provider tokens per proxy token (1.0 unless found); ``basis``: ``growth`` (found
+    from the recorded input's growth), ``unconverted`` (usage recorded, but no ratio within
+    :data:`RATIO_BOUNDS` found: deletions in proxy tokens) or ``proxy`` (nothing recorded);
+    ``rejected``: the ratio found outside the bounds, if any (see the module docstring).
     """
 
     requests: tuple[RequestEstimate, ...]
     ratio: float
     basis: str
+    rejected: float | None = None
 
     @property
     def recorded(self) -> int:
@@ -108,23 +115,34 @@ def _prefix(values: Sequence[int]) -> list[int]:
     return out
 
 
-def session_ratio(proxy_input: Sequence[int], recorded: Sequence[tuple[int, int]]) -> tuple[float, str]:
-    """Provider tokens per proxy token, and its basis (see the module docstring).
+RATIO_BOUNDS = (0.5, 2.0)
+"""Provider tokens per proxy token that a tokenizer ratio can plausibly be: BPE vocabularies
+of 32k-200k entries count the same English or code within a factor of about 1.5 of each other,
+so a ratio outside this range says the two counts were not of the same text."""
+
+
+def session_ratio(proxy_input: Sequence[int], recorded: Sequence[tuple[int, int]]) -> tuple[float, str, float | None]:
+    """Provider tokens per proxy token, its basis and the ratio rejected (see the module
+    docstring): ``(ratio, "growth", None)``, ``(1.0, "unconverted", rejected or None)`` or
+    ``(1.0, "proxy", None)``.
 
     ``proxy_input[k]``: proxy tokens of request k's prompt; ``recorded``: ``(step, input)`` of
     the recorded requests in request order.
     """
+    if not recorded:
+        return 1.0, "proxy", None
     grown = added = 0
     for (sa, ia), (sb, ib) in zip(recorded, recorded[1:]):
-        if sb > sa and ib >= ia:
+        if sb > sa and ib > ia:
             grown += ib - ia
             added += proxy_input[sb] - proxy_input[sa]
-    if grown > 0 and added > 0:
-        return grown / added, "growth"
-    prompts = sum(proxy_input[s] for s, _ in recorded)
-    if recorded and prompts > 0:
-        return sum(i for _, i in recorded) / prompts, "prompt"
-    return 1.0, "proxy"
+    if grown <= 0 or added <= 0:
+        return 1.0, "unconverted", None
+    ratio = grown / added
+    low, high = RATIO_BOUNDS
+    if not low <= ratio <= high:
+        return 1.0, "unconverted", ratio
+    return ratio, "growth", None
 
 
 def estimate_session(prompt_tokens: int, steps: Sequence[StepTokens], requests: Sequence[Request] = ()) -> SessionEstimate:
@@ -143,25 +161,32 @@ def estimate_session(prompt_tokens: int, steps: Sequence[StepTokens], requests: 
     reqs = [Request(min(max(r.step, 0), n), r.usage) for r in requests] or [Request(k) for k in range(n)]
     proxy_input = [prompt_tokens + s for s in _prefix([s.rendered for s in steps])]
     recorded = [(r.step, r.usage.input_tokens) for r in reqs if r.usage is not None and r.usage.input_tokens is not None]
-    ratio, basis = session_ratio(proxy_input, recorded)
+    ratio, basis, rejected = session_ratio(proxy_input, recorded)
     deleted = _prefix([s.deleted for s in steps])
     sealed = _prefix([s.sealed for s in steps])
     generated = _prefix([s.generated for s in steps])
     ends = _step_ends(n, reqs)
     out = []
+    anchor: tuple[int, int] | None = None  # (step, input) of the last recorded request so far
     for r in reqs:
         k = r.step
         usage = r.usage
         known = usage is not None and usage.input_tokens is not None
-        total = float(usage.input_tokens) if known else ratio * proxy_input[k]  # type: ignore[union-attr]
+        if known:
+            total = float(usage.input_tokens)  # type: ignore[union-attr, arg-type]
+            anchor = (k, usage.input_tokens)  # type: ignore[union-attr, assignment]
+        elif anchor is not None and anchor[0] <= k:
+            total = anchor[1] + ratio * (proxy_input[k] - proxy_input[anchor[0]])
+        else:
+            total = ratio * proxy_input[k]
         saved = min(total, ratio * deleted[k])
         cache = usage.cache_read_tokens if usage is not None else None
         cache_saved = None
         if cache is not None:
             inside = sum(steps[j].deleted for j in range(k) if ends[j] is not None and ends[j] <= cache)
             cache_saved = min(float(cache), ratio * inside, saved)
-        out.append(RequestEstimate(k, total, ratio * generated[k], saved, None if cache is None else float(cache), cache_saved, ratio * sealed[k], known))
-    return SessionEstimate(tuple(out), ratio, basis)
+        out.append(RequestEstimate(k, total, min(total, ratio * generated[k]), saved, None if cache is None else float(cache), cache_saved, ratio * sealed[k], known))
+    return SessionEstimate(tuple(out), ratio, basis, rejected)
 
 
 def _step_ends(n: int, requests: Sequence[Request]) -> list[int | None]:

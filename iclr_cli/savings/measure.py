@@ -7,28 +7,53 @@ the proxy's tokenizer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from iclr_cli.compress import CompressionResult
 from iclr_cli.context import render_part
+from iclr_cli.formats.base import OpaqueEdits
 from iclr_cli.savings.estimate import StepTokens, Totals, estimate_session
 from iclr_cli.token_accounting import CountTokens, account
 from iclr_cli.trajectory import Part, WriteBack
 
-def sealed_kind(part: Part) -> str | None:
+PLAIN_WIRE_FORMATS = frozenset({"openai", "litellm-spend"})
+"""Formats whose reasoning went over the chat-completions wire, where every upstream that
+returns signed or encrypted reasoning entries is plain in :data:`iclr_cli.providers.KINDS`
+(OpenRouter's ``reasoning_details``: an edited text entry loses its signature and encrypted
+entries of the old text are dropped; LiteLLM's ``thinking_blocks`` for open models) — unless
+the record names the provider behind LiteLLM (``meta["provider"]``, :data:`SEALED_PROVIDERS`)."""
+
+SEALED_PROVIDERS = {"anthropic": "anthropic", "bedrock": "anthropic", "vertex_ai": "anthropic", "openai": "openai", "azure": "openai"}
+"""LiteLLM ``custom_llm_provider`` values whose own rule applies (the ``litellm`` row of
+:data:`iclr_cli.providers.KINDS`: in front of Anthropic or OpenAI models the provider's rule)."""
+
+
+def plain_upstream(meta: Mapping[str, object]) -> bool:
+    """True when a trajectory with ``meta`` was served by a plain upstream (see
+    :data:`PLAIN_WIRE_FORMATS`): there the write-back's edit of a signed or encrypted entry
+    (signature dropped, encrypted siblings dropped) is a request the upstream accepts."""
+    return meta.get("format") in PLAIN_WIRE_FORMATS and meta.get("provider") not in SEALED_PROVIDERS
+
+
+def sealed_kind(part: Part, plain: bool = False, opaque: OpaqueEdits = OpaqueEdits.DROP) -> str | None:
     """The provider whose rule keeps ``part`` from being edited there (a sealed kind of
-    :mod:`iclr_cli.providers`: ``anthropic`` or ``openai``), or ``None`` for reasoning written
-    back in place.
+    :mod:`iclr_cli.providers`: ``anthropic`` or ``openai``), or ``None`` for reasoning the
+    write-back edits and the upstream takes as edited.
 
     Read from the part's write-back kind (METHOD.md, "Provider rules"): ``SIGNED`` is thinking
     with an Anthropic signature, ``OPAQUE`` a reasoning item with OpenAI ``encrypted_content``.
-    ``READ_ONLY`` reasoning (redacted) is never scored or counted, so it has no kind here.
+    On a ``plain`` upstream (:func:`plain_upstream`) the estimate agrees with the write-back
+    (:mod:`iclr_cli.formats.writeback`): a signed part is edited with its signature removed,
+    so it is plain; an opaque part is edited only under ``opaque`` DROP with encrypted entries
+    to drop, and stays sealed otherwise. ``READ_ONLY`` reasoning (redacted) is never scored or
+    counted, so it has no kind here.
     """
     if part.write_back is WriteBack.SIGNED:
-        return "anthropic"
+        return None if plain else "anthropic"
     if part.write_back is WriteBack.OPAQUE:
-        return "openai"
+        edited = opaque is OpaqueEdits.DROP and bool(getattr(part.ref, "drop", ()))
+        return None if plain and edited else "openai"
     return None
 
 
@@ -60,15 +85,17 @@ class Measured:
         return sum(s.generated for s in self.steps)
 
 
-def measure(result: CompressionResult, count: CountTokens) -> Measured:
-    """Count ``result`` (a trajectory as recorded and as the variant compressed it)."""
+def measure(result: CompressionResult, count: CountTokens, opaque: OpaqueEdits = OpaqueEdits.DROP) -> Measured:
+    """Count ``result`` (a trajectory as recorded and as the variant compressed it); its
+    reasoning is sealed as :func:`sealed_kind` says, with the write-back's ``opaque`` mode."""
+    plain = plain_upstream(result.original.meta)
     kinds: set[str] = set()
     steps = []
     for original, compressed in zip(result.original.steps, result.compressed.steps, strict=True):
         in_place: list[tuple[str, str]] = []
         sealed: list[tuple[str, str]] = []
         for before, after in zip(original.reasoning, compressed.reasoning, strict=True):
-            kind = sealed_kind(before)
+            kind = sealed_kind(before, plain, opaque)
             (sealed if kind else in_place).append((before.text, after.text))
             if kind:
                 kinds.add(kind)
@@ -83,11 +110,11 @@ def _rendered(parts: Sequence[Part], count: CountTokens) -> int:
     return sum(count(render_part(p)) for p in parts)
 
 
-def static_totals(results: Sequence[CompressionResult], count: CountTokens) -> Totals:
+def static_totals(results: Sequence[CompressionResult], count: CountTokens, opaque: OpaqueEdits = OpaqueEdits.DROP) -> Totals:
     """The static estimate of ``results`` summed over their sessions (``prune``'s summary row
     "input tokens re-sent, static"), each session with the requests its source recorded."""
     total = Totals()
     for result in results:
-        measured = measure(result, count)
+        measured = measure(result, count, opaque)
         total = total + Totals.of(estimate_session(measured.prompt, measured.steps, result.original.requests).requests)
     return total

@@ -64,25 +64,28 @@ class SessionResult:
     @property
     def source(self) -> str:
         """Where the input counts came from: ``recorded`` (every request), ``proxy`` (none),
-        or ``recorded N/M + proxy``."""
+        or ``recorded N/M + proxy``; with ``, deleted: proxy`` when the session's ratio was
+        not found or not plausible (basis ``unconverted``), so deletions stay proxy tokens."""
         n, known = len(self.estimate.requests), self.estimate.recorded
         if known == n and n:
-            return "recorded"
-        return "proxy" if not known else f"recorded {known}/{n} + proxy"
+            source = "recorded"
+        else:
+            source = "proxy" if not known else f"recorded {known}/{n} + proxy"
+        return source + (", deleted: proxy" if self.estimate.basis == "unconverted" else "")
 
     def to_cache(self) -> dict:
         """A JSON-able dict of everything but the file name and activity."""
         return {
             "id": self.id, "format": self.format, "model": self.model, "sealed": list(self.sealed),
             "reasoning": self.reasoning, "tokenizer": self.tokenizer, "note": self.note,
-            "ratio": self.estimate.ratio, "basis": self.estimate.basis,
+            "ratio": self.estimate.ratio, "basis": self.estimate.basis, "rejected": self.estimate.rejected,
             "requests": [[getattr(r, f) for f in _FIELDS] for r in self.estimate.requests],
         }
 
     @classmethod
     def from_cache(cls, value: dict, file: str, when: Activity | None) -> SessionResult:
         requests = tuple(RequestEstimate(**dict(zip(_FIELDS, row))) for row in value["requests"])
-        return cls(file, value["id"], value["format"], value["model"], SessionEstimate(requests, value["ratio"], value["basis"]),
+        return cls(file, value["id"], value["format"], value["model"], SessionEstimate(requests, value["ratio"], value["basis"], value["rejected"]),
                    tuple(value["sealed"]), value["reasoning"], value["tokenizer"], value["note"], when)
 
 

@@ -8,8 +8,9 @@
   of the same conversation, and ``requests.jsonl`` / ``block_scores.jsonl`` are the run's logs:
   they are skipped, so nothing is counted twice.
 - A session's dates (first and last activity, UTC) are the earliest and latest timestamps the
-  file holds (``timestamp``, ``timestamp_start``, ``created_at``: ISO 8601 text or Unix
-  seconds), else the file's modification time.
+  file holds (``timestamp``, ``timestamp_start``, ``created_at``, LiteLLM's ``startTime`` /
+  ``endTime``: ISO 8601 text or Unix seconds), else the file's modification time (the table
+  marks such dates, and ``--since`` / ``--until`` filter on them too).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ _REPLAY_COPIES = {
     "block_scores.jsonl": "replay run: block scores, not a session",
 }
 _TIMESTAMP = re.compile(
-    rb'"(?:timestamp|timestamp_start|created_at|createdAt)"\s*:\s*'
+    rb'"(?:timestamp|timestamp_start|created_at|createdAt|startTime|endTime)"\s*:\s*'
     rb'(?:"([0-9]{4}-[0-9]{2}-[0-9]{2}[^"]{0,40})"|([0-9]{9,11}(?:\.[0-9]+)?)\b)'
 )
 

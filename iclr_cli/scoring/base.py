@@ -21,6 +21,16 @@ CONTEXTS = ("auto", "sliding", "fresh")
 DEFAULT_CONTEXT = "auto"
 
 
+class ScoringCancelled(RuntimeError):
+    """The scorer was stopped (``iclr serve`` shutting down) before it finished a request.
+
+    Raised between forward chunks once :meth:`TransformersScorer.cancel
+    <iclr_cli.scoring.transformers_scorer.TransformersScorer.cancel>` was called, and by the
+    serve batching scorer for requests still queued when it stops. Not a scoring failure: the
+    step was not scored, and nothing about it should be remembered.
+    """
+
+
 @dataclass(frozen=True)
 class ScoreRequest:
     """Everything needed to score the blocks of one completed step.

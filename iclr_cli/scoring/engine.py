@@ -18,15 +18,20 @@ longest past plus the longest new run), which bounds memory. The model runs ``st
 tokens per row at a time (``forward_chunk`` divided among the rows, at least 256 so that the
 per-step copies of a long past stay small against the compute); the LM head sees only wanted
 positions (:func:`iclr_cli.scoring.entropy.head_entropies`).
+
+:meth:`Engine.cancel` stops the work for good between two such steps: a long prefill (tens of
+thousands of tokens of P on a CPU) would otherwise hold ``iclr serve``'s shutdown for minutes.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
+from iclr_cli.scoring.base import ScoringCancelled
 from iclr_cli.scoring.entropy import head_entropies
 from iclr_cli.scoring.kv import KVShape, KVStore, buffer_cache
 
@@ -92,6 +97,19 @@ class Engine:
         self.batch_size, self.batch_tokens = batch_size, batch_tokens
         self.stats = ScorerStats()
         self.device = next(base.parameters()).device
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        """Make the forward step in progress the last one: every later step, of this run or
+        any other, raises :class:`~iclr_cli.scoring.base.ScoringCancelled` (for good: this
+        is for shutdown). Safe to call from any thread."""
+        self._cancelled.set()
+
+    def _forward(self, **kw):
+        """One forward step of the decoder (``forward_chunk`` tokens per row at most)."""
+        if self._cancelled.is_set():
+            raise ScoringCancelled("the scorer was stopped")
+        return self.base(**kw).last_hidden_state
 
     def groups(self, segs: Sequence[Segment]) -> list[list[int]]:
         """Indices of ``segs`` packed into groups: longest first, within the group limits."""
@@ -152,7 +170,7 @@ class Engine:
             if padded:
                 kw["attention_mask"] = mask[:, : most_past + a + c]
                 kw["position_ids"] = torch.tensor([[lens[r] + a + t for t in range(c)] for r in range(rows)], device=dev)
-            hidden = self.base(input_ids=self._ids(segs, a, c), use_cache=True, **{self.cache_kw: cache}, **kw).last_hidden_state
+            hidden = self._forward(input_ids=self._ids(segs, a, c), use_cache=True, **{self.cache_kw: cache}, **kw)
             self._pick(hidden, segs, want, a, c, out)
         for r, g in enumerate(segs):
             if g.out is not None:
@@ -171,7 +189,7 @@ class Engine:
         self.stats.rows += 1
         for a in range(0, n, self.forward_chunk):
             c = min(self.forward_chunk, n - a)
-            hidden = self.base(input_ids=self._ids([g], a, c), use_cache=True, **{self.cache_kw: cache}).last_hidden_state
+            hidden = self._forward(input_ids=self._ids([g], a, c), use_cache=True, **{self.cache_kw: cache})
             self._pick(hidden, [g], want, a, c, out)
         store.length = past + n
         return out
@@ -198,7 +216,7 @@ class Engine:
         self.stats.rows += len(segs)
         for a in range(0, most_new, step):
             c = min(step, most_new - a)
-            hidden = self.base(input_ids=self._ids(segs, a, c), use_cache=True, **{self.cache_kw: cache}).last_hidden_state
+            hidden = self._forward(input_ids=self._ids(segs, a, c), use_cache=True, **{self.cache_kw: cache})
             self._pick(hidden, segs, want, a, c, out)
         return out
 

@@ -406,6 +406,12 @@ class TransformersScorer:
                            context_tokens=meta.context_tokens, history_tail=meta.history_tail,
                            context=self.mode(req.stream) if req.prompt or req.history else None)
 
+    def cancel(self) -> None:
+        """Stop scoring for good, from any thread: the call in progress raises
+        :class:`~iclr_cli.scoring.base.ScoringCancelled` before its next forward step, and so
+        does every later call (``iclr serve`` shutting down: :mod:`iclr_cli.serve.batching`)."""
+        self._engine.cancel()
+
     def reset(self) -> None:
         """Forget every cached stream (frees their key/value memory), every planned mode and
         the memoised tokens of segments."""

@@ -15,8 +15,14 @@
   passed through untouched.
 
 Request bodies over ``max_body_bytes`` get 413 before anything is parsed. Errors the proxy
-itself answers (413, upstream unreachable 502, upstream timeout 504) use the error shape of the
-API the path belongs to (Anthropic's under ``/v1/messages``, OpenAI's elsewhere).
+itself answers (413; 502 when the upstream is unreachable, closes the connection without a
+response or breaks off a whole-body answer; 504 on an upstream timeout; 503 for a request
+whose scoring shutdown cancelled) use the error shape of the API the path belongs to
+(Anthropic's under ``/v1/messages``, OpenAI's elsewhere). A streamed answer that breaks off
+(the upstream closes or stalls mid-stream) cannot be turned into an error any more: the
+client's connection is cut the same way (curl exit 18, the SDKs' connection error), the log
+gets one line naming the upstream and the error, and ``/stats`` and ``/metrics`` count it as
+an upstream error (outcome ``upstream_dropped``).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from iclr_cli.scoring.base import ScoringCancelled
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect
 from iclr_cli.serve.messages import MessagesDialect
@@ -59,6 +66,41 @@ class AppConfig:
 
 class _TooLarge(Exception):
     pass
+
+
+class _Dropped(Exception):
+    """Ends a relayed stream whose upstream broke off: the ASGI server cuts the client's
+    connection (no closing chunk), and :class:`_QuietDrops` keeps its traceback out of the log."""
+
+
+class _QuietDrops(logging.Filter):
+    """Drops uvicorn's "Exception in ASGI application" record for :class:`_Dropped` (the
+    proxy already logged one line about it); every other error is logged as before."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        while len(getattr(exc, "exceptions", ())) == 1:  # a task group's ExceptionGroup of one
+            exc = exc.exceptions[0]
+        return not isinstance(exc, _Dropped)
+
+
+def _quiet_drops() -> None:
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietDrops) for f in logger.filters):
+        logger.addFilter(_QuietDrops())
+
+
+def failure_of(exc: Exception) -> tuple[str, str]:
+    """(what happened, error code) for an upstream request that got no response: the
+    connection was refused or never made (``upstream_unreachable``), or it was made and the
+    upstream closed it, or answered something that is not HTTP (``upstream_no_response``)."""
+    import httpx
+
+    if isinstance(exc, (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.ProxyError)):
+        return f"is unreachable ({type(exc).__name__})", "upstream_unreachable"
+    if isinstance(exc, httpx.RemoteProtocolError) and "without sending" not in str(exc):
+        return f"sent a response that is not valid HTTP ({exc})", "upstream_no_response"
+    return f"closed the connection without a response ({type(exc).__name__})", "upstream_no_response"
 
 
 def _error(dialect: Dialect, status: int, message: str, kind: str, code: str | None = None):
@@ -105,6 +147,7 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
+        _quiet_drops()  # here: uvicorn configures its loggers when its config is made
         upstream_holder["u"] = Upstream(config.upstream, transport=transport)
         limiter_holder["l"] = anyio.CapacityLimiter(config.worker_threads)
         try:
@@ -136,37 +179,60 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
         except httpx.TimeoutException:
             return None, _error(dialect, 504, f"iclr serve: the upstream {redact(config.upstream.base_url)} timed out", "upstream_error", "upstream_timeout")
         except httpx.HTTPError as exc:
-            return None, _error(dialect, 502, f"iclr serve: the upstream {redact(config.upstream.base_url)} is unreachable ({type(exc).__name__})", "upstream_error", "upstream_unreachable")
+            what, code = failure_of(exc)
+            return None, _error(dialect, 502, f"iclr serve: the upstream {redact(config.upstream.base_url)} {what}", "upstream_error", code)
 
-    async def relay(resp, finish, after=None):
+    def dropped(path: str, exc: Exception, then: str) -> None:
+        log.warning("the upstream %s broke off its answer to /v1/%s (%s: %s); %s",
+                    redact(config.upstream.base_url), path, type(exc).__name__, exc, then)
+
+    async def relay(resp, path: str, finish, after=None):
         """The upstream answer to the client: SSE chunk by chunk, anything else whole.
-        ``finish(body or None, streamed)`` runs once the whole answer went through;
+        ``finish(body or None, streamed, outcome)`` runs once the answer went through
+        (``outcome``: ``ok``, ``upstream_error``, or ``upstream_dropped`` when it broke off);
         ``after()``, if given, once the response has been sent."""
+        import httpx
         from starlette.background import BackgroundTask
 
         headers = response_headers(resp.headers)
         background = BackgroundTask(after) if after is not None else None
+        ok = "ok" if 200 <= resp.status_code < 300 else "upstream_error"
         if not is_event_stream(resp.headers):
             try:
                 content = await resp.aread()
+            except httpx.HTTPError as exc:  # nothing sent yet: the client gets a 502
+                dropped(path, exc, "the client got a 502")
+                await finish(None, False, "upstream_dropped")
+                return _error(dialect_of(path), 502, f"iclr serve: the upstream {redact(config.upstream.base_url)} broke off its answer ({type(exc).__name__})", "upstream_error", "upstream_dropped")
             finally:
                 await resp.aclose()
-            await finish(content, False)
+            await finish(content, False, ok)
             return Response(content, status_code=resp.status_code, headers=headers, background=background)
 
         async def chunks():
             kept: bytearray | None = bytearray()
+            sent, broke = 0, None
             try:
-                async for chunk in resp.aiter_bytes():
-                    if kept is not None:
-                        kept += chunk
-                        if len(kept) > config.max_body_bytes:
-                            kept = None  # too long to read usage from; still relayed
-                    yield chunk
+                try:
+                    async for chunk in resp.aiter_bytes():
+                        if kept is not None:
+                            kept += chunk
+                            if len(kept) > config.max_body_bytes:
+                                kept = None  # too long to read usage from; still relayed
+                        sent += len(chunk)
+                        yield chunk
+                except httpx.HTTPError as exc:  # closed or stalled mid-stream (ReadError, RemoteProtocolError, ReadTimeout)
+                    broke = exc
             finally:
                 with anyio.CancelScope(shield=True):
                     await resp.aclose()
-                    await finish(None if kept is None else bytes(kept), True)
+                    if broke is None:
+                        await finish(None if kept is None else bytes(kept), True, ok)
+                    else:
+                        await finish(None, True, "upstream_dropped")
+            if broke is not None:
+                dropped(path, broke, f"the client's connection was cut after {sent} bytes")
+                raise _Dropped  # the client must see a broken stream, not a complete one
 
         return StreamingResponse(chunks(), status_code=resp.status_code, headers=headers, background=background)
 
@@ -185,6 +251,8 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
                 body = None
             try:
                 rewrite = await in_thread(state.rewrite, body, raw, request.headers.get(HEADER), dialect)
+            except ScoringCancelled:  # shutting down: the client sends it again to the next proxy
+                return _error(dialect_of(path), 503, "iclr serve is shutting down; send the request again", "server_error", "shutting_down")
             except Exception as exc:  # a bug or a full disk must not take the agent down: forward as sent
                 log.warning("request forwarded unchanged: the write-back failed (%s: %s)", type(exc).__name__, exc)
                 rewrite = Rewrite(raw, None)
@@ -197,10 +265,9 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
 
             recorded: list = []
 
-            async def finish(content: bytes | None, streamed: bool) -> None:
-                ok = 200 <= resp.status_code < 300
+            async def finish(content: bytes | None, streamed: bool, outcome: str) -> None:
                 target, usage = conv, None
-                if ok:
+                if outcome == "ok":
                     try:
                         reply = dialect.read_reply(content, streamed)
                         usage = reply.usage
@@ -208,7 +275,7 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
                         recorded.append((target, reply))
                     except Exception as exc:
                         log.warning("reply not recorded (%s: %s)", type(exc).__name__, exc)
-                state.stats.request(target.counts if target else None, added, usage, "ok" if ok else "upstream_error")
+                state.stats.request(target.counts if target else None, added, usage, outcome)
 
             async def score_ahead() -> None:
                 # the reply has reached the client: its step is scored while the agent runs its tool
@@ -218,7 +285,7 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
                     except Exception as exc:  # the next request scores the step itself
                         log.warning("step not scored ahead (%s: %s)", type(exc).__name__, exc)
 
-            return await relay(resp, finish, score_ahead if state.scores_ahead else None)
+            return await relay(resp, path, finish, score_ahead if state.scores_ahead else None)
 
         return handle
 
@@ -231,10 +298,10 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
         if failure is not None:
             return failure
 
-        async def finish(content, streamed) -> None:
+        async def finish(content, streamed, outcome) -> None:
             pass
 
-        return await relay(resp, finish)
+        return await relay(resp, request.path_params["path"], finish)
 
     async def healthz(request):
         return JSONResponse({"status": "ok"})

@@ -16,6 +16,12 @@ the front. :meth:`~BatchingScorer.forget` drops a conversation's cache in the sc
 
 A batch that raises is scored again one request at a time, so one bad request fails only its
 own conversation's step.
+
+Shutdown does not wait for the work in progress (a first step's prefill can take minutes on a
+CPU): :meth:`~BatchingScorer.stop` cancels the inner scorer (``cancel()``, checked between
+forward chunks) and fails everything queued with
+:class:`~iclr_cli.scoring.base.ScoringCancelled`, which the proxy answers with 503 instead of
+recording a failed step.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from iclr_cli.scoring.base import ScoreRequest, ScoreResult, Scorer
+from iclr_cli.scoring.base import ScoreRequest, ScoreResult, Scorer, ScoringCancelled
 
 
 class BatchingScorer:
@@ -38,7 +44,7 @@ class BatchingScorer:
         wait_s: how long to wait for more requests once the first one arrived (seconds).
 
     ``batches`` counts calls of ``inner.score``; ``largest_batch`` is the most requests one
-    call scored. Call :meth:`close` to stop the thread.
+    call scored. Call :meth:`close` (or :meth:`stop`, which does not wait) to stop the thread.
     """
 
     def __init__(self, inner: Scorer, *, max_batch: int = 32, wait_s: float = 0.002):
@@ -69,7 +75,8 @@ class BatchingScorer:
         """Queue ``requests`` for the next batch and wait for their results (in order).
 
         Raises:
-            whatever ``inner.score`` raised for these requests; RuntimeError after :meth:`close`.
+            whatever ``inner.score`` raised for these requests; ScoringCancelled (a
+            RuntimeError) once :meth:`stop` or :meth:`close` was called.
         """
         return self.submit(requests).result()
 
@@ -78,11 +85,14 @@ class BatchingScorer:
         ``eager``: nobody waits for them yet; they run when no waited-for request is queued.
 
         Raises:
-            RuntimeError: after :meth:`close` (or when the thread died).
+            ScoringCancelled: after :meth:`stop` or :meth:`close`.
+            RuntimeError: when the thread died.
         """
         future: Future = Future()
         with self._cond:
-            if self._closed or not self._thread.is_alive():
+            if self._closed:
+                raise ScoringCancelled("the scorer was stopped")
+            if not self._thread.is_alive():
                 raise RuntimeError("the scorer thread has stopped")
             (self._eager if eager else self._urgent).append((list(requests), future))
             self._cond.notify_all()
@@ -113,12 +123,23 @@ class BatchingScorer:
         info = getattr(self.inner, "cache_info", None)
         return info() if info is not None else None
 
-    def close(self) -> None:
-        """Stop the batching thread after the batch in progress; queued calls fail."""
+    def stop(self) -> None:
+        """Stop without waiting: the batch in progress is cancelled before its next forward
+        chunk when the inner scorer has ``cancel()`` (the fake one finishes its batch), and
+        it and every queued call fail with :class:`ScoringCancelled`. Safe from any thread,
+        the event loop included."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self._thread.join(timeout=60)
+        cancel = getattr(self.inner, "cancel", None)
+        if cancel is not None:
+            cancel()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """:meth:`stop`, then wait up to ``timeout`` seconds for the thread to end (a daemon:
+        one still inside a forward chunk does not keep the process alive)."""
+        self.stop()
+        self._thread.join(timeout=timeout)
 
     def _next(self) -> tuple[list, list[str]] | None:
         """The next batch and the streams to forget first; ``None`` once closed."""
@@ -170,6 +191,9 @@ class BatchingScorer:
                 self.on_batch(len(flat))
             try:
                 results = self.inner.score(flat)
+            except ScoringCancelled as exc:
+                for _, future in batch:
+                    future.set_exception(exc)
             except Exception:
                 for reqs, future in batch:
                     self._score_alone(reqs, future)
@@ -185,7 +209,7 @@ class BatchingScorer:
             self._urgent.clear()
             self._eager.clear()
         for _, future in waiting:
-            future.set_exception(RuntimeError("the scorer thread has stopped"))
+            future.set_exception(ScoringCancelled("the scorer was stopped"))
 
     def _score_alone(self, reqs: list, future: Future) -> None:
         try:

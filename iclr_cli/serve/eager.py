@@ -140,6 +140,10 @@ class EagerScorer:
             del self._pending[request.stream]
             return kept[1]
 
+    def stop(self) -> None:
+        """Stop scoring without waiting (shutdown): :meth:`BatchingScorer.stop`."""
+        self.inner.stop()
+
     def forget(self, stream: str) -> None:
         """Drop ``stream``'s kept result and its scorer state (its conversation was evicted)."""
         with self._lock:

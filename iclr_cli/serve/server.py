@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from iclr_cli.compress import Settings
@@ -27,6 +27,9 @@ class ServeOptions:
     requests, within ``cache_tokens`` over all conversations (``None``: from free memory).
     ``eager_scoring``: score a reply's step once it was relayed, while the agent runs its tool
     (:mod:`iclr_cli.serve.eager`).
+    ``context``: what the proxy model sees of a conversation over ``max_tokens`` (``auto``:
+    ``sliding`` in serve, where no conversation's future is known; ``fresh`` bounds every
+    step's forward pass by ``max_tokens``, P included: README, "Serve: the first step's cost").
     ``upstream_kind`` names a row of :data:`iclr_cli.providers.KINDS` (``None``: guessed from
     the upstream URL); ``sealed`` is ``keep`` or ``drop-previous-turns`` (what that row's
     provider documents as legal to leave out).
@@ -40,6 +43,7 @@ class ServeOptions:
     proxy_model: str = "smollm2"
     max_tokens: int = 42_000
     overflow: str = "window"
+    context: str = "auto"
     dtype: str = "float32"
     device: str | None = None
     batch_size: int = 8
@@ -96,6 +100,8 @@ def _settings_record(options: ServeOptions, scorer_name: str, kind: str) -> dict
         "max_tokens": options.max_tokens,
         "overflow": options.overflow,
         "dtype": options.dtype,
+        # only when set: state folders written before --context existed stay valid (auto was sliding)
+        **({"context": options.context} if options.context != "auto" else {}),
     }
 
 
@@ -128,7 +134,7 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
     check_splitter(options.split)
     kind, _ = upstream_kind(options)
     config = ScorerConfig(options.proxy_model, options.max_tokens, options.overflow, options.dtype, options.prefix_cache,
-                          options.batch_size, options.device, cache_tokens=options.cache_tokens)
+                          options.batch_size, options.device, context=options.context, cache_tokens=options.cache_tokens)
     if tokenizer is None:
         built, tokenizer = build_engines(variant, config)
         scorer = scorer if scorer is not None else built
@@ -171,6 +177,8 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         ("reasoning_tokenizer", tokenizer.name),
         ("state_dir", options.state_dir),
         ("max_conversations", options.max_conversations),
+        ("context", options.context),
+        ("max_tokens", options.max_tokens),
         ("prefix_cache", options.prefix_cache),
         ("eager_scoring", options.eager_scoring and serving is not batching),
     )
@@ -209,22 +217,45 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+# Seconds a stopping proxy gives the answers still in flight (upstream replies being relayed)
+# before it closes their connections: uvicorn's default is to wait for them however long.
+SHUTDOWN_GRACE_S = 5
+
+
 def uvicorn_config(app, host: str, port: int, log_level: str = "warning"):
     """A uvicorn config for ``app``: no access log (request lines carry nothing the stats do
-    not), no ``Server`` header of uvicorn's own."""
+    not), no ``Server`` header of uvicorn's own, :data:`SHUTDOWN_GRACE_S` for the answers in
+    flight at shutdown."""
     import uvicorn
 
-    return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, server_header=False, lifespan="on")
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, server_header=False, lifespan="on",
+                          timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+
+
+def make_server(config, on_exit: Callable[[], None] | None = None):
+    """A ``uvicorn.Server`` for ``config`` that calls ``on_exit`` as soon as it starts to shut
+    down (Ctrl-C, SIGTERM), before it waits for the connections in flight:
+    :meth:`ServeState.stop <iclr_cli.serve.state.ServeState.stop>` there cancels the scoring
+    those connections (or nobody) wait for, which would otherwise hold the exit for as long
+    as a prefill takes. ``on_exit`` runs on the event loop: it must not block."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets=None) -> None:
+            if on_exit is not None:
+                on_exit()
+            await super().shutdown(sockets)
+
+    return Server(config)
 
 
 @contextlib.contextmanager
-def running(app, host: str = "127.0.0.1") -> Iterator[str]:
+def running(app, host: str = "127.0.0.1", *, on_exit: Callable[[], None] | None = None) -> Iterator[str]:
     """Serve ``app`` on a free port of ``host`` from a background thread; yields the base URL
-    (ending in ``/v1``). The server shuts down (lifespan included) when the block ends."""
-    import uvicorn
-
+    (ending in ``/v1``). The server shuts down (lifespan included) when the block ends, calling
+    ``on_exit`` first (:func:`make_server`)."""
     sock = listen(host, 0)
-    server = uvicorn.Server(uvicorn_config(app, host, sock.getsockname()[1]))
+    server = make_server(uvicorn_config(app, host, sock.getsockname()[1]), on_exit)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

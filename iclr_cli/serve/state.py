@@ -14,7 +14,10 @@ completions, Anthropic Messages, OpenAI Responses) reads each body into items an
 trajectory, writes the compressed steps back, and reads the upstream's replies.
 
 A scorer failure leaves that step uncompressed, records why, and stores that choice: the step
-is never compressed later, so the prefix the upstream has seen stays the prefix it gets.
+is never compressed later, so the prefix the upstream has seen stays the prefix it gets. A
+scorer stopped by shutdown (:class:`~iclr_cli.scoring.base.ScoringCancelled`) is not a
+failure: nothing is stored, the request is not forwarded (the app answers 503), and the
+step is compressed when the client sends it again.
 
 State is bounded: at most ``max_conversations`` conversations, least recently used evicted
 (from the SQLite store too). All methods are called from worker threads; each conversation
@@ -34,7 +37,7 @@ import orjson
 from iclr_cli.compress import Settings, compress_step, score_request
 from iclr_cli.errors import IclrError, InputError
 from iclr_cli.formats.writeback import UnregisteredCopy
-from iclr_cli.scoring.base import Scorer, Tokenizer
+from iclr_cli.scoring.base import Scorer, ScoringCancelled, Tokenizer
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript
 from iclr_cli.serve.fingerprint import conversation_id, step_keys
@@ -139,6 +142,13 @@ class ServeState:
             self._evict()
         return conv
 
+    def stop(self) -> None:
+        """Stop the scorer without waiting for the step it is scoring (shutdown): requests
+        waiting for it raise :class:`~iclr_cli.scoring.base.ScoringCancelled`."""
+        stop = getattr(self.scorer, "stop", None)
+        if stop is not None:
+            stop()
+
     @property
     def scores_ahead(self) -> bool:
         """True when the scorer scores a reply's step once it was relayed (:meth:`prefetch`)."""
@@ -163,7 +173,11 @@ class ServeState:
     def rewrite(self, body: object, raw: bytes, header: str | None = None, dialect: Dialect = CHAT) -> Rewrite:
         """Apply the online write-back to one request body (parsed ``body``, client bytes
         ``raw``) of ``dialect``. Bodies that are not a request of that API are passed on
-        unchanged, so the upstream answers them with its own error."""
+        unchanged, so the upstream answers them with its own error.
+
+        Raises:
+            ScoringCancelled: the scorer was stopped (shutdown) before a step was compressed.
+        """
         request = dialect.parse(body) if isinstance(body, dict) else None
         if request is None:
             return Rewrite(raw, None)
@@ -221,6 +235,8 @@ class ServeState:
         try:
             new_step, report = compress_step(conv.id, prompt, history, step, self.settings, self.scorer, self.tokenizer)
             stored, tokens = StoredStep(tuple(p.text for p in new_step.reasoning), report.tokens.generated, report.tokens.deleted), report.tokens
+        except ScoringCancelled:
+            raise
         except Exception as exc:  # any scorer failure: forward this step uncompressed, for good
             reason = f"{type(exc).__name__}: {exc}"[:500]
             log.warning("conversation %s step %d: compression failed (%s); the step is sent uncompressed from now on", conv.id, step.index, reason)

@@ -211,7 +211,9 @@ class Stats:
             self.total.server_history[why] = self.total.server_history.get(why, 0) + 1
 
     def request(self, conv: Counts | None, added_s: float, usage: Usage | None, outcome: str) -> None:
-        """Record one finished request (``outcome``: ``ok`` or ``upstream_error``)."""
+        """Record one finished request. ``outcome``: ``ok``, ``upstream_error`` (an error
+        status, or no answer at all) or ``upstream_dropped`` (the answer broke off: the
+        upstream closed or stalled mid-body); all but ``ok`` count as upstream errors."""
         with self.lock:
             for c in (conv, self.total):
                 if c is None:
