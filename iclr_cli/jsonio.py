@@ -173,7 +173,7 @@ def open_output(path: str | None, *, force: bool = False) -> Iterator[BinaryIO]:
         with open(target, "wb") as fh:
             yield fh
         return
-    fd, tmp = _temp_beside(target)
+    fd, tmp = temp_beside(target)
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
@@ -203,7 +203,7 @@ def _special(target: Path) -> bool:
         return False
 
 
-def _temp_beside(target: Path) -> tuple[int, str]:
+def temp_beside(target: Path) -> tuple[int, str]:
     """A temp file in ``target``'s folder with the mode of the file it will replace, or the
     permissions a plain ``open`` would give a new file (mkstemp makes 0600, which would leave
     outputs unreadable to others).

@@ -13,7 +13,7 @@ from typing import TypeVar, get_args
 
 from iclr_cli.blocks import SPLITTERS
 from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories
-from iclr_cli.errors import UsageError
+from iclr_cli.errors import InputError, UsageError
 from iclr_cli.formats import registry
 from iclr_cli.jsonio import TextEncoding, output_encoder, read_input_encoded
 from iclr_cli.formats.base import Document, FormatAdapter
@@ -98,6 +98,7 @@ class Input:
     data: bytes
     chosen: str | None = None
     encoding: TextEncoding | None = None
+    forced: bool = False  # the adapter was named with --format (registry.forced_error)
 
     def output_encoder(self):
         """``chunk -> bytes`` for outputs written in this file's format: the file's own
@@ -113,15 +114,18 @@ class Input:
             last document, when the file held no step at all.
         """
         chunks = getattr(self.adapter, "load_chunks", None)
-        if chunks is not None:
-            docs = chunks(self.data, self.path, skip_bad_lines=skip_bad_lines, chunk_size=chunk_size)
-        else:
-            docs = iter([self.adapter.load(self.data, self.path, skip_bad_lines=skip_bad_lines)])
-        steps = trajectories = 0
-        for doc in docs:
-            steps += sum(len(t.steps) for t in doc.trajectories)
-            trajectories += len(doc.trajectories)
-            yield doc
+        try:
+            if chunks is not None:
+                docs = chunks(self.data, self.path, skip_bad_lines=skip_bad_lines, chunk_size=chunk_size)
+            else:
+                docs = iter([self.adapter.load(self.data, self.path, skip_bad_lines=skip_bad_lines)])
+            steps = trajectories = 0
+            for doc in docs:
+                steps += sum(len(t.steps) for t in doc.trajectories)
+                trajectories += len(doc.trajectories)
+                yield doc
+        except InputError as exc:
+            raise (registry.forced_error(self.adapter, self.data, self.path, exc) if self.forced else exc) from None
         registry.require_steps(self.adapter, self.path, steps, trajectories)
 
 
@@ -153,7 +157,7 @@ def open_inputs(paths: Sequence[str], fmt: str | None) -> list[Input]:
     for path in paths:
         data, encoding = read_input_encoded(path)
         if fmt:
-            inputs.append(Input(path, registry.get(fmt), data, encoding=encoding))
+            inputs.append(Input(path, registry.get(fmt), data, encoding=encoding, forced=True))
         else:
             found = registry.detect_why(data, path)
             inputs.append(Input(path, found.adapter, data, found.note(path), encoding))

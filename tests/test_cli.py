@@ -106,8 +106,8 @@ def test_unknown_variant_and_sliding_window_in_prune_are_usage_errors(chat_file,
 
 
 def test_unrecognised_file_lists_known_formats(tmp_path, capsys):
-    path = tmp_path / "x.txt"
-    path.write_text("hello world\n")
+    path = tmp_path / "x.json"
+    path.write_text('{"hello": "world"}\n')  # JSON, but no trajectory format (plain text: test_input_errors.py)
     code, _, err = run_cli(["score", str(path), "--model", "fake"], capsys)
     assert code == 2
     from iclr_cli.formats import registry

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from format_helpers import CASES, SAMPLES, run_cli
+from format_helpers import CASES, REALDATA, SAMPLES, run_cli
 from iclr_cli.formats.convert import convert_document
 from iclr_cli.formats.convert.carried import AskedDict, is_text, reading_tracked, unread_texts
 from iclr_cli.formats import registry
@@ -102,3 +102,28 @@ def test_library_callers_without_tracking_keep_the_part_check_only(tmp_path):
     src.write_text(json.dumps({"system": [{"text": "You are careful."}], "messages": CHAT}))
     _, doc = registry.load(str(src))
     assert convert_document(doc, "openai")  # not read under reading_tracked: no input-side check
+
+
+@pytest.mark.parametrize("to", ["openai", "anthropic", "iclr"])
+def test_a_copy_of_tool_arguments_is_carried_as_a_json_value(capsys, tmp_path, to):
+    """The arguments are a string in OpenAI chat and an object in Anthropic ``input``: an
+    unread copy of them is carried by either (compared as JSON values, key order aside)."""
+    copy = {"messages": [CHAT[0], ASSISTANT, CHAT[2]], "debug": {"arguments": "{\"path\":  \"report/dates.py\"}"}}
+    code, err, out, _ = convert(capsys, tmp_path, copy, to)
+    assert code == 0, err
+    out.unlink()
+    other = {**copy, "debug": {"arguments": "{\"path\": \"report/other.py\"}"}}
+    code, err, out, src = convert(capsys, tmp_path, other, to)
+    assert code == 2 and not out.exists() and f"{src}: field 'debug.arguments'" in err
+
+
+def test_openhands_observation_copies_of_calls_convert_to_every_target(capsys, tmp_path):
+    """OpenHands V0 keeps each call's model_response again on its observation (event 8 of
+    basic_gui_mode.json repeats event 7's call): both targets carry it."""
+    src = REALDATA / "openhands_events" / "basic_gui_mode.json"
+    if not src.is_file():
+        pytest.skip(f"real data not available at {src}")
+    for to in ("openai", "anthropic"):
+        code, _, err = run_cli(capsys, "convert", str(src), "--to", to, "-o", str(tmp_path / f"{to}.jsonl"))
+        assert code == 0, err
+        assert json.loads((tmp_path / f"{to}.jsonl").read_text())["messages"]

@@ -164,7 +164,7 @@ def test_unrecognised_text_blocks_a_conversion(capsys, tmp_path):
     src.write_text(json.dumps({"contents": [{"role": "user", "parts": [{"text": "q"}]}, {"role": "model", "parts": [{"mysteryPart": {"x": 1}}]}]}))
     code, _, err = run_cli(capsys, "convert", str(src), "--to", "iclr")
     assert code == 2
-    assert f"cannot convert {src} to iclr without losing data: 1 assistant-turn text the gemini adapter does not read would not be carried" in err
+    assert f"cannot convert {src} to iclr without losing data: 1 text or field the gemini adapter does not read would not be carried" in err
     assert f"the first: {src}: field 'contents[1].parts[0].mysteryPart': model part with mysteryPart" in err
 
 

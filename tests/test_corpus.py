@@ -329,3 +329,19 @@ def test_other_shard_rows_start_afresh_only_while_no_shard_is_done(tmp_path, pq_
     # ... and without --shard-rows the run resumes with the size it started with.
     code, _, err = run_cli(["score", "--dataset", str(pq_dir), "--model", "fake", "-o", str(out)], capsys)
     assert code == 0 and "resuming: 1 shard(s), 2 row(s) already done" in err
+
+
+def test_dataset_outputs_get_the_umask_mode_like_other_outputs(tmp_path, pq_dir, capsys):
+    """Atomic writes of shards and of a parquet score file use the mode a plain open gives
+    (0666 less the umask), not mkstemp's 0600."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        run_cli(["prune", "--dataset", str(pq_dir), "--model", "fake", "--shard-rows", "3", "-o", str(tmp_path / "pruned"), "-q"], capsys)
+        run_cli(["score", "--dataset", str(pq_dir), "--model", "fake", "-o", str(tmp_path / "s.parquet"), "-q"], capsys)
+    finally:
+        os.umask(old)
+    written = [*(tmp_path / "pruned" / "data").iterdir(), tmp_path / "s.parquet"]
+    assert len(written) == 4 and {oct(stat.S_IMODE(p.stat().st_mode)) for p in written} == {"0o644"}

@@ -138,4 +138,5 @@ def test_valid_document_of_another_format_says_what_was_expected(tmp_path, capsy
     src = SAMPLES / "gemini_contents.json"
     code, _, err = run_cli(capsys, "prune", str(src), "--format", "openai", "--model", "fake", "-q")
     assert code == 2
-    assert err.strip() == f"iclr: error: {src}: no message list found (expected a list of messages, 'messages', 'traj', or request/response)"
+    assert err.startswith(f"iclr: error: {src}: does not look like openai (") and "it looks like gemini" in err
+    assert err.strip().endswith("Read as openai: no message list found (expected a list of messages, 'messages', 'traj', or request/response)")

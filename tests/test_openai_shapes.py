@@ -266,4 +266,4 @@ def test_unrecognised_warned_per_item_and_strict_exits_2(tmp_path, capsys):
     code, stdout, err = run_cli(capsys, "score", str(src), "--model", "fake")
     assert code == 0 and f"{src}: field 'messages[2].thoughts'" in err and f"{src}: field 'messages[2].content': <thinking> markup" in err
     code, stdout, err = run_cli(capsys, "score", str(src), "--model", "fake", "--strict")
-    assert code == 2 and stdout == "" and "2 assistant-turn texts" in err
+    assert code == 2 and stdout == "" and "2 texts or fields" in err

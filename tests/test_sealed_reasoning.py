@@ -114,7 +114,7 @@ def test_upper_case_think_tags_are_reported_and_strict_exits_2(capsys, tmp_path,
     assert code == 2
     assert f"{src}: field '[1].content': <{tag}> markup in the visible text" in err
     assert f"{src}: field '[1].content': </{tag}> markup in the visible text" in err
-    assert "2 assistant-turn texts in fields or markup not read as reasoning or action (--strict)" in " ".join(err.split())
+    assert "2 texts or fields not read as reasoning or action (--strict)" in " ".join(err.split())
 
 
 @pytest.mark.parametrize("to", ["iclr", "openai", "anthropic"])

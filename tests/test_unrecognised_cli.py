@@ -39,7 +39,7 @@ def test_strict_is_an_input_error_and_writes_nothing(capsys, messages, tmp_path,
     out = tmp_path / "out"
     code, _, err = run_cli(capsys, command, str(messages), "--model", "fake", "--strict", "-o", str(out))
     assert code == 2
-    assert "2 assistant-turn texts in fields or markup not read as reasoning or action (--strict)" in err
+    assert "2 texts or fields not read as reasoning or action (--strict)" in err
     assert not out.exists()
 
 
@@ -70,7 +70,7 @@ def test_foreign_parts_and_text_fields_in_openai_messages_are_reported(capsys, t
     code, _, err = run_cli(capsys, "score", str(path), "--format", "openai", "--model", "fake", "-o", str(tmp_path / "o"))
     assert code == 0, err
     fields = re.findall(r"m\.jsonl:2: field '([^']+)'", err)
-    assert fields == ["messages[0].content[1]", "messages[1].content[0]", "messages[1].x_plan"]
+    assert fields == ["messages[0].content[1]", "messages[1].content[0]", "messages[1].x_plan", "messages[1].x_latency_ms"]
     code, _, err = run_cli(capsys, "score", str(path), "--format", "openai", "--model", "fake", "--strict", "-o", str(tmp_path / "o"), "--force")
     assert code == 2 and "--strict" in err
 
@@ -89,3 +89,49 @@ def test_an_unknown_message_role_is_reported_and_strict_refuses_it(capsys, tmp_p
     assert "messages[3]" not in err  # ipython: Llama 3's tool-output role is known
     code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "--strict", "-o", str(tmp_path / "t.jsonl"))
     assert code == 2 and not (tmp_path / "t.jsonl").exists()
+
+
+CUSTOM = [
+    {"role": "system", "content": "be brief", "x_custom": "abc"},
+    {"role": "user", "content": "q", "name": "ann"},
+    {"role": "assistant", "reasoning_content": "think\n\nmore", "weird_field": 42, "refusal": None,
+     "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "out", "x_custom": {"a": 1}},
+    {"role": "assistant", "content": "done", "weight": 0, "x_flag": True},
+]
+
+
+@pytest.fixture
+def custom(tmp_path):
+    path = tmp_path / "custom.jsonl"
+    path.write_bytes(json.dumps({"messages": CUSTOM}).encode() + b"\n")
+    return path
+
+
+def test_unknown_message_fields_of_any_role_and_type_are_reported(capsys, custom, tmp_path):
+    """Issue 17 section 2: a message field the OpenAI chat format does not have (any role, any
+    JSON type but null) is named with line and field; --strict refuses; prune keeps it in place."""
+    out = tmp_path / "o.jsonl"
+    code, _, err = run_cli(capsys, "prune", str(custom), "--model", "fake", "--variant", "delete-all", "-o", str(out))
+    assert code == 0, err
+    fields = re.findall(r"custom\.jsonl: field '([^']+)'", err)
+    assert fields == ["messages[0].x_custom", "messages[2].weird_field", "messages[3].x_custom", "messages[4].x_flag"]
+    assert "tool message field 'x_custom' (object)" in err and "kept in place by prune" in err
+    written = json.loads(out.read_bytes())["messages"]
+    assert written[2]["reasoning_content"] == "" and written[2]["weird_field"] == 42
+    assert written[0]["x_custom"] == "abc" and written[3]["x_custom"] == {"a": 1} and written[4]["x_flag"] is True
+    code, _, err = run_cli(capsys, "prune", str(custom), "--model", "fake", "--strict", "-o", str(tmp_path / "s.jsonl"))
+    assert code == 2 and "4 texts or fields not read" in err and not (tmp_path / "s.jsonl").exists()
+
+
+@pytest.mark.parametrize("to", ["openai", "anthropic", "iclr"])
+def test_convert_refuses_to_drop_an_unknown_message_field(capsys, custom, tmp_path, to):
+    """Issue 17 section 4: no target carries ``x_custom``: refused with exit 2, naming it."""
+    out = tmp_path / "c.jsonl"
+    code, _, err = run_cli(capsys, "convert", str(custom), "--to", to, "-o", str(out))
+    assert code == 2 and not out.exists()
+    assert "without losing data: 4 texts or fields" in err and "field 'messages[0].x_custom'" in err
+    known = {"messages": [{k: v for k, v in m.items() if k not in ("x_custom", "weird_field", "x_flag", "weight")} for m in CUSTOM]}
+    custom.write_bytes(json.dumps(known).encode() + b"\n")
+    code, _, err = run_cli(capsys, "convert", str(custom), "--to", to, "-o", str(out))
+    assert code == 0, err

@@ -52,7 +52,7 @@ def report_reading(out: Output, doc: Document, *, strict: bool) -> None:
         out.warn(f"{item.describe(doc.source)} (not read as reasoning or action)")
     if strict and doc.unrecognised:
         n = len(doc.unrecognised)
-        raise InputError(doc.source, f"{n} assistant-turn text{'s' if n != 1 else ''} in fields or markup not read as reasoning or action (--strict); see the warnings above")
+        raise InputError(doc.source, f"{n} text{'s' if n != 1 else ''} or field{'s' if n != 1 else ''} not read as reasoning or action (--strict); see the warnings above")
 
 
 def warn_one_block(out: Output, trajectories, splitter: str) -> bool:

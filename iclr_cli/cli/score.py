@@ -105,4 +105,6 @@ def score(
                     # accounting: Codex items dropped whole or kept unedited count as written).
                     wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=OpaqueEdits(opaque.value))
                     summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
+    if records == 0:  # an empty output must not look like a failed or cut run
+        out.info("no reasoning blocks in the input: nothing to score (0 records written)")
     print_summary(out, summary, tokenizer.name, parsed.name, command="score", splitter=splitter if parsed.needs_scores else None)

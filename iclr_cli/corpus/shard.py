@@ -101,7 +101,7 @@ class ShardProcessor:
                 cell = codec.read(value, row)
                 if job.strict and cell.doc.unrecognised:
                     n = len(cell.doc.unrecognised)
-                    raise InputError(cell.doc.source, f"{n} assistant-turn text(s) in fields or markup not read as reasoning or action (--strict)", field=spec.column)
+                    raise InputError(cell.doc.source, f"{n} text(s) or field(s) not read as reasoning or action (--strict)", field=spec.column)
                 cells.append(cell)
                 errors.append(None)
             except InputError as exc:

@@ -17,14 +17,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import orjson
 
 from iclr_cli.corpus.manifest import Manifest, ShardEntry
 from iclr_cli.errors import UsageError
-from iclr_cli.jsonio import open_output
+from iclr_cli.jsonio import open_output, temp_beside
 
 # Fields of a score record and their Arrow types (pipeline.score_records plus ``row``);
 # fields added later are inferred.
@@ -37,9 +37,10 @@ RECORD_FIELDS = (
 
 
 def _atomic_write(path: str, write) -> None:
-    """Call ``write(tmp_path)`` and rename the result over ``path``."""
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    """Call ``write(tmp_path)`` and rename the result over ``path``; the file gets the mode
+    every other output gets (:func:`iclr_cli.jsonio.temp_beside`: the umask's, or the mode of
+    the file it replaces), not mkstemp's 0600."""
+    fd, tmp = temp_beside(Path(path))
     os.close(fd)
     try:
         write(tmp)

@@ -35,7 +35,8 @@ Everything else is an action (visible text, ``refusal``, ``tool_calls``, ``funct
 harmony tool calls) or an observation. Text that looks like reasoning but is read as neither
 (a reasoning field holding an object, an unknown ``*reason*``/``*think*``/``*thought*`` field,
 ``<thinking>`` or other foreign markup, an unknown harmony channel) is reported in
-``unrecognised``. A fully deleted reasoning field is written as ``""``, never removed
+``unrecognised``, and so is any message field this format does not have (``_KNOWN_FIELDS``).
+A fully deleted reasoning field is written as ``""``, never removed
 (DeepSeek thinking mode requires it on assistant turns with tool calls).
 """
 
@@ -62,10 +63,17 @@ _STRUCTURED: dict[str, dict[str, str | None]] = {
     "thinking_blocks": {"thinking": "thinking", "redacted_thinking": None},
 }
 _DROPPED_WITH_EDITS = {"reasoning.encrypted"}  # the same reasoning, encrypted: goes when the text is edited
+# Message fields this format has, any role: the Chat Completions API's request and response
+# messages (platform.openai.com/docs/api-reference/chat: role, content, name, tool_calls,
+# function_call, refusal, audio, annotations, tool_call_id), ``weight`` of OpenAI's fine-tuning
+# files, provider extras kept beside them (DeepSeek and Moonshot ``prefix`` / ``partial``,
+# Anthropic-compatible ``cache_control``, LiteLLM ``provider_specific_fields``, OpenRouter
+# ``images``, a streamed reply's ``id`` / ``index`` / ``logprobs``) and the reasoning fields
+# above. Any other field is reported: prune keeps it in place, convert would drop it.
 _KNOWN_FIELDS = {
     "role", "content", "name", "tool_calls", "function_call", "refusal", "audio", "annotations",
-    "tool_call_id", "id", "index", "logprobs", "prefix", "partial", "cache_control", "provider_specific_fields",
-    *REASONING_FIELDS, *_STRUCTURED,
+    "tool_call_id", "weight", "id", "index", "logprobs", "prefix", "partial", "cache_control",
+    "provider_specific_fields", "images", *REASONING_FIELDS, *_STRUCTURED,
 }
 _REASONING_NAME = re.compile(r"reason|think|thought|analysis|chain.of|(?:^|_)cot(?:_|$)", re.IGNORECASE)
 _NON_TEXT_PARTS = {"image_url", "image", "input_image", "input_audio", "audio", "file", "input_file", "video_url"}
@@ -188,6 +196,7 @@ def read_at(
         if role == "assistant":
             starts.append(i)
             steps.append(_assistant(msg, i, reader))
+            _check_fields(msg, i, role, reader)
             continue
         if role not in _KNOWN_ROLES:
             reader.report(i, ("role",), f"role {role!r} is not an OpenAI chat role; read as a message labelled {role!r}")
@@ -201,6 +210,7 @@ def read_at(
         else:
             found = [Part(kind, text_of(content), label=label, call_id=call_id)]
         (steps[-1] if steps else prompt).extend(found)
+        _check_fields(msg, i, role, reader)
     if tools:
         at = next((k for k, p in enumerate(prompt) if p.label not in _LEADING), len(prompt))
         prompt.insert(at, Part("prompt", render_tools(tools), label="tools"))
@@ -246,7 +256,9 @@ def _check_types(msg: Mapping, i: int, reader: _Reader) -> None:
     for name in REASONING_FIELDS:
         value = msg.get(name)
         if value is not None and not isinstance(value, (str, dict, list)):
-            raise reader.error(i, (name,), f"must be a string, not {type(value).__name__}")
+            # A number or boolean is no provider's shape; a list or object may be one
+            # (structured reasoning): those are reported and kept in place (_field_reasoning).
+            raise reader.error(i, (name,), f"must be a string (a list or object is reported as unrecognised and kept as it is), not {_json_kind(value)}")
     calls = msg.get("tool_calls")
     if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
         raise reader.error(i, ("tool_calls",), "must be a list of tool-call objects or null")
@@ -271,22 +283,27 @@ def _assistant(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
     fc = msg.get("function_call")
     if isinstance(fc, dict):
         parts.append(Part("action", str(fc.get("arguments", "")), label=f"tool_call:{fc.get('name', '?')}"))
-    for key, value in msg.items():
-        if key not in _KNOWN_FIELDS and (_has_text(value) or (_REASONING_NAME.search(key) and value not in (None, "", [], {}))):
-            reader.report(i, (key,), f"assistant field {key!r} is not part of the OpenAI chat format: not scored or pruned")
     return parts
 
 
-def _has_text(value: object) -> bool:
-    """True when ``value`` holds a non-blank string anywhere (an unknown field carrying
-    words, rather than a vendor's numbers or flags)."""
-    if isinstance(value, str):
-        return bool(value.strip())
-    if isinstance(value, dict):
-        return any(_has_text(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_text(v) for v in value)
-    return False
+def _check_fields(msg: Mapping, i: int, role: str, reader: _Reader) -> None:
+    """Report each field of message ``i`` this format does not have (``_KNOWN_FIELDS``),
+    whatever its value but null (issue 17 section 2): it is not read, prune keeps it where it
+    is, and ``convert`` refuses a file that holds one (no target would carry it)."""
+    for key, value in msg.items():
+        if key in _KNOWN_FIELDS or value is None:
+            continue
+        scored = "not scored or pruned; " if role == "assistant" and _REASONING_NAME.search(str(key)) else ""
+        reader.report(i, (key,), f"{role} message field {key!r} ({_json_kind(value)}) is not part of the OpenAI chat format: {scored}not read; kept in place by prune")
+
+
+def _json_kind(value: object) -> str:
+    """``string``, ``number``, ``object``...: a value's JSON type, for a report."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", dict: "object", list: "list"}.get(type(value), type(value).__name__)
 
 
 def _content(text: str, i: int, keys: tuple, reader: _Reader) -> list[Part]:
@@ -379,7 +396,7 @@ def _field_reasoning(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
         if isinstance(value, str):
             groups.setdefault(value, []).append(name)
         elif value is not None:
-            reader.report(i, (name,), f"{name} holds a JSON {type(value).__name__}, not text: not scored or pruned")
+            reader.report(i, (name,), f"{name} holds a JSON {_json_kind(value)}, not text (a string is the documented form; a number would be an input error): not scored or pruned; kept in place by prune")
     entries, dropped = _structured(msg, i, reader)
     if dropped and not entries and not groups:  # encrypted only: nothing readable goes with it
         for keys in dropped:

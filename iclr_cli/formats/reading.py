@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -60,6 +61,71 @@ def document_error(data: bytes, source: str) -> InputError:
             return InputError(source, f"truncated JSON document: it ends at {at} before its value is closed ({exc.msg})", line=exc.lineno)
         return InputError(source, f"not a valid JSON document: parsing failed at {at} ({exc.msg})", line=exc.lineno)
     return InputError(source, "not a valid JSON document")
+
+
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
+_STEP = re.compile(r"\[(\d+)\]|\.?([^.\[]+)")
+
+
+def located(exc: InputError, data: bytes) -> InputError:
+    """``exc`` (raised while reading the JSON document ``data``, so without a line) with the
+    line of its field, found by walking the text with the stdlib decoder (orjson keeps no
+    positions; this runs only on error). When the field cannot be found (a key holding ``.``
+    or ``[``, a duplicate key), the message says ``FILE (JSON document)`` instead. A document
+    on one line (a dataset cell, a minified file) has nothing to locate: ``exc`` is returned."""
+    if exc.line is not None or not exc.field or b"\n" not in data.strip():
+        return exc
+    line = _line_of(strip_bom(data), exc.field)
+    if line is None:
+        return InputError(f"{exc.source} (JSON document)", exc.problem, field=exc.field)
+    return InputError(exc.source, exc.problem, line=line, field=exc.field)
+
+
+def _line_of(body: bytes, name: str) -> int | None:
+    """The 1-based line where the value of field ``name`` (``messages[1].content``) starts."""
+    path: list[Hashable] = [int(m[1]) if m[1] is not None else m[2] for m in _STEP.finditer(name)]
+    if field_name(path) != name:
+        return None
+    try:
+        text = body.decode("utf-8")
+        pos = _value_at(text, path)
+    except (ValueError, IndexError):
+        return None
+    return None if pos is None else text.count("\n", 0, pos) + 1
+
+
+def _value_at(text: str, path: Sequence[Hashable]) -> int | None:
+    """Index in ``text`` (one JSON document) where the value at ``path`` starts, or None.
+
+    Raises:
+        ValueError, IndexError: for text that is not the JSON it was parsed from.
+    """
+    pos = _SPACE.match(text, 0).end()  # type: ignore[union-attr]
+    for key in path:
+        is_index = isinstance(key, int)
+        if text[pos] != ("[" if is_index else "{"):
+            return None
+        pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+        k = 0
+        while True:
+            if not is_index:
+                if text[pos] != '"':
+                    return None
+                name, pos = json.decoder.scanstring(text, pos + 1)
+                pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+                if text[pos] != ":":
+                    return None
+                pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+            if (k == key) if is_index else (name == key):
+                break
+            _, pos = _DECODER.raw_decode(text, pos)  # skip this value
+            pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+            if text[pos] != ",":
+                return None
+            pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+            k += 1
+    return pos
 
 
 def spread_document(data: bytes) -> bool:
@@ -228,7 +294,10 @@ def load_chunks(
     value = try_document(data) if documents else None
     if value is not None:
         where = Where(source)
-        found = read(value, where)
+        try:
+            found = read(value, where)
+        except InputError as exc:
+            raise located(exc, data) from None
         if found is not None:
             yield Document(
                 fmt, source, found, whole(data, value), sealed_warnings(source, where.sealed),

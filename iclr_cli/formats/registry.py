@@ -100,8 +100,13 @@ def detect_why(data: bytes, source: str) -> Detection:
         raise InputError(source, "file is empty")
     head = _parseable_head(head)  # a JSONL file with a corrupt line is still text
     if _holds_nul(head):
+        wide = _wide_without_bom(head)
+        if wide is not None:
+            raise InputError(source, f"looks like {wide} text without a byte order mark; save it as UTF-8, or with a byte order mark (iclr reads UTF-16 and UTF-32 with one)")
         at = data.find(NUL)
         raise InputError(source, f"not a text file (byte {at} is NUL: binary data, or compressed); iclr reads trajectories as JSON or JSONL text")
+    if (problem := _not_json(head)) is not None:
+        raise InputError(source, f"not JSON or JSONL: {problem}; iclr reads trajectories as JSON or JSONL text")
     parsed = Head.of(head)
     tried = adapters()
     found = [(adapter, m) for adapter in tried if (m := adapter.sniff(parsed))]
@@ -118,6 +123,70 @@ def detect_why(data: bytes, source: str) -> Detection:
 # UTF-32 and UTF-16 byte order marks (longest first): text whose code units hold NUL bytes.
 NUL = b"\x00"
 _WIDE_BOMS = (b"\x00\x00\xfe\xff", b"\xff\xfe\x00\x00", b"\xfe\xff", b"\xff\xfe")
+
+
+def _wide_without_bom(head: bytes) -> str | None:
+    """``UTF-16 (little-endian)`` etc. when ``head`` has the NUL pattern of ASCII text in
+    16- or 32-bit code units (every second or three of every four bytes NUL, always at the
+    same offsets), else None: JSON written as UTF-16 by a Windows tool that left out the BOM."""
+    sample = head[:1024]
+    for width, name in ((4, "UTF-32"), (2, "UTF-16")):
+        units = len(sample) // width
+        if units < 4:
+            continue
+        nul = [sum(sample[k] == 0 for k in range(offset, units * width, width)) / units for offset in range(width)]
+        text = [k for k in range(width) if nul[k] < 0.1]
+        if len(text) == 1 and all(nul[k] > 0.9 for k in range(width) if k != text[0]):
+            order = "little" if text[0] == 0 else "big" if text[0] == width - 1 else None
+            if order is not None:
+                return f"{name} ({order}-endian)"
+    return None
+
+
+def _first_text_line(head: bytes) -> tuple[int, bytes]:
+    """The 1-based number and bytes of the head's first non-blank line."""
+    for number, raw in enumerate(head.split(b"\n"), 1):
+        if raw.strip():
+            return number, raw.strip()
+    return 1, b""
+
+
+def _not_json(head: bytes) -> str | None:
+    """Why ``head`` is neither a JSON document nor JSONL (its first non-blank line opens no
+    JSON object or list), or None: said before any format is tried, so plain text is not
+    answered with the list of every format."""
+    number, raw = _first_text_line(head)
+    if raw[:1] in (b"{", b"["):
+        return None
+    try:
+        value = loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        preview = raw[:40].decode("utf-8", errors="replace")
+        return f"line {number} is text ({preview!r}{'...' if len(raw) > 40 else ''}), not a JSON object or list"
+    kind = {str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
+    return f"line {number} is a JSON {kind}, not a JSON object or list"
+
+
+def forced_error(adapter: FormatAdapter, data: bytes, source: str, exc: InputError) -> InputError:
+    """The error to show when reading ``data`` as ``adapter`` (named with ``--format``) failed
+    with ``exc``: ``exc`` itself when the file looks like that format (a bad record in it), else
+    that the file does not look like it and what it looks like instead, from the sniffers."""
+    head = data[:HEAD_BYTES]
+    try:
+        if adapter.sniff(Head.of(_parseable_head(head[len(BOM) :] if head.startswith(BOM) else head))):
+            return exc
+    except Exception:  # a sniffer that cannot judge this head: keep the reader's own error
+        return exc
+    try:
+        found = detect_why(data, source)
+        looks = f"it looks like {found.adapter.name} ({found.match.reason}): use --format {found.adapter.name}, or leave --format out"
+    except InputError as other:
+        if other.problem.startswith(("not a trajectory format", "file is empty")):
+            return exc  # no other reading to offer (a JSON syntax error, say): the reader's error says more
+        looks = other.problem
+    where = (f"line {exc.line}: " if exc.line is not None else "") + (f"field {exc.field!r}: " if exc.field else "")
+    problem = exc.problem.split(" (use --skip-bad-lines")[0]  # skipping lines would not help here
+    return InputError(source, f"does not look like {adapter.name} ({adapter.description}); {looks}. Read as {adapter.name}: {where}{problem}")
 
 
 def _holds_nul(head: bytes) -> bool:
@@ -175,7 +244,10 @@ def load(path: str, fmt: str | None = None, *, skip_bad_lines: bool = False, all
     """
     data = read_input(path)
     adapter = get(fmt) if fmt else detect(data, path)
-    doc = adapter.load(data, path, skip_bad_lines=skip_bad_lines)
+    try:
+        doc = adapter.load(data, path, skip_bad_lines=skip_bad_lines)
+    except InputError as exc:
+        raise (forced_error(adapter, data, path, exc) if fmt else exc) from None
     if not allow_empty:
         require_steps(adapter, path, sum(len(t.steps) for t in doc.trajectories), len(doc.trajectories))
     return adapter, doc

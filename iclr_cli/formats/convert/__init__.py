@@ -77,7 +77,7 @@ def convert_document(doc: Document, to: str) -> bytes:
     if doc.unrecognised:
         count = len(doc.unrecognised)
         raise UsageError(
-            f"cannot convert {doc.source} to {to} without losing data: {count} assistant-turn text{'s' if count > 1 else ''} "
+            f"cannot convert {doc.source} to {to} without losing data: {count} text{'s' if count > 1 else ''} or field{'s' if count > 1 else ''} "
             f"the {doc.format} adapter does not read would not be carried; the first: {doc.unrecognised[0].describe(doc.source)}"
         )
     if doc.signatures:

@@ -11,7 +11,8 @@ tool call, and ``convert`` said nothing). This check looks at the input itself:
   Iterating an object (``items()``) is not asking: an adapter that scans keys to report the
   ones it does not know has not read them.
 - Every **text** under an unread key must be **carried**: found in the output (equal to one
-  of its strings, or inside one, verbatim or JSON-escaped, as tool arguments are). A text is a
+  of its strings, or inside one, verbatim or JSON-escaped, as tool arguments are; a JSON object
+  or list by an equal JSON value, as an object or a string). A text is a
   string with whitespace between words (prose, code, a tool output); ids, timestamps, hashes,
   enum values, numbers and booleans are format data the model does not hold
   (docs/FORMAT.md, "convert").
@@ -101,32 +102,71 @@ def tracked(values: Sequence[object]) -> bool:
 
 
 class Output:
-    """The strings of a conversion's JSONL output, for "is this text carried?"."""
+    """The strings of a conversion's JSONL output, for "is this text carried?"; and its
+    objects and lists, for a text that is a JSON document (tool-call arguments)."""
 
     def __init__(self, data: bytes):
+        self._records = [orjson.loads(line) for line in data.splitlines() if line.strip()]
         leaves: list[str] = []
-        for line in data.splitlines():
-            if line.strip():
-                _strings(orjson.loads(line), leaves)
+        for record in self._records:
+            _strings(record, leaves)
         self._set = set(leaves)
         self._joined = "\0".join(leaves)
+        self._values: set[bytes] | None = None  # made when a JSON text first needs them
 
     def carries(self, text: str) -> bool:
+        """True when ``text`` is one of the output's strings or inside one (verbatim or
+        JSON-escaped), or when it is a JSON object or list that the output holds as a value
+        (or as a string holding that JSON):
+        tool-call arguments are a string in OpenAI chat and an object (``input``) in
+        Anthropic Messages, and are compared as JSON values (docs/FORMAT.md, "convert")."""
         if text in self._set or text in self._joined:
             return True
         escaped = json.dumps(text, ensure_ascii=False)[1:-1]
-        return escaped != text and escaped in self._joined
+        if escaped != text and escaped in self._joined:
+            return True
+        if (key := _json_key(text)) is None:
+            return False
+        if self._values is None:
+            self._values = set()
+            for record in self._records:
+                _values(record, self._values)
+        return key in self._values
+
+
+def _json_key(text: str) -> bytes | None:
+    """The canonical bytes of ``text`` parsed as a JSON object or list, else None."""
+    if not text.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return _canonical(value) if isinstance(value, (dict, list)) else None
+
+
+def _canonical(value: object) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
 def _strings(value: object, out: list[str]) -> None:
     if isinstance(value, str):
         out.append(value)
-    elif isinstance(value, dict):
-        for item in value.values():
+    elif isinstance(value, (dict, list)):
+        for item in value.values() if isinstance(value, dict) else value:
             _strings(item, out)
-    elif isinstance(value, list):
-        for item in value:
-            _strings(item, out)
+
+
+def _values(value: object, out: set[bytes]) -> None:
+    """The canonical bytes of every object and list in ``value``, and of every string that is
+    a JSON object or list (OpenAI tool-call ``arguments``)."""
+    if isinstance(value, str):
+        if (key := _json_key(value)) is not None:
+            out.add(key)
+    elif isinstance(value, (dict, list)):
+        out.add(_canonical(value))
+        for item in value.values() if isinstance(value, dict) else value:
+            _values(item, out)
 
 
 def first_not_carried(values: Sequence[object], output: bytes, skip: frozenset[tuple[str, ...]]) -> tuple[int, tuple[Hashable, ...], str] | None:

@@ -1,0 +1,100 @@
+"""Errors for input that is not what it claims to be: each names the file and says what is
+wrong in the user's terms (a fresh user's trial: a field of a JSON document without its line,
+``--format X`` on another format, plain text, UTF-16 without a byte order mark)."""
+
+import json
+
+import pytest
+
+from format_helpers import SAMPLES, run_cli
+
+CHAT = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning_content": "think"}]
+
+
+def test_a_bad_field_of_a_json_document_names_its_line(capsys, tmp_path):
+    path = tmp_path / "wrongtype.json"
+    bad = [CHAT[0], {**CHAT[1], "reasoning_content": 5}]
+    path.write_text(json.dumps({"messages": bad}, indent=2))
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if '"reasoning_content"' in text)
+    code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "-o", str(tmp_path / "s.jsonl"))
+    assert code == 2
+    assert f"{path}:{line}: field 'messages[1].reasoning_content': must be a string" in err and "not number" in err
+
+
+def test_a_field_whose_name_cannot_be_walked_says_json_document(capsys, tmp_path):
+    path = tmp_path / "dotted.json"  # a key with a dot elsewhere does not disturb the walk
+    path.write_text(json.dumps({"a.b": 1, "messages": [CHAT[0], {**CHAT[1], "reasoning_content": True}]}, indent=1))
+    code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "-o", str(tmp_path / "s.jsonl"))
+    assert code == 2 and f"{path}:11: field 'messages[1].reasoning_content'" in err
+    from iclr_cli.errors import InputError
+    from iclr_cli.formats.reading import located
+
+    data = b'{"x.y":\n {"z": 1}}'
+    assert str(located(InputError("f.json", "bad", field="x.y.z"), data)) == "f.json (JSON document): field 'x.y.z': bad"
+    data = b'[\n {"a": [0,\n  {"b": "c"}]},\n {"a": "d", "e": {"f": 1}}\n]'
+    assert located(InputError("f.json", "bad", field="[1].e.f"), data).line == 4
+    assert located(InputError("f.json", "bad", field="[0].a[1].b"), data).line == 3
+
+
+@pytest.mark.parametrize("value,code", [(5, 2), (True, 2), (["step one"], 0), ({"text": "x"}, 0)])
+def test_reasoning_field_types_number_is_an_error_list_or_object_is_reported(capsys, tmp_path, value, code):
+    """A number is no provider's shape (exit 2); a list or object might be one: reported and
+    kept in place (--strict refuses it); each message says the rule."""
+    path = tmp_path / "rc.jsonl"
+    path.write_text(json.dumps({"messages": [CHAT[0], {**CHAT[1], "reasoning_content": value}]}) + "\n" + json.dumps({"messages": CHAT}) + "\n")
+    got, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "-o", str(tmp_path / "o.jsonl"))
+    assert got == code, err
+    if code == 2:
+        assert "must be a string (a list or object is reported as unrecognised and kept as it is)" in err
+    else:
+        assert "not text (a string is the documented form; a number would be an input error)" in err
+        assert json.loads((tmp_path / "o.jsonl").read_text().splitlines()[0])["messages"][1]["reasoning_content"] == value
+        got, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "--strict", "-o", str(tmp_path / "p.jsonl"))
+        assert got == 2
+
+
+@pytest.mark.parametrize("command", ["score", "convert"])
+def test_format_of_another_shape_says_what_the_file_looks_like(capsys, tmp_path, command):
+    extra = ["--to", "iclr"] if command == "convert" else ["--model", "fake"]
+    code, _, err = run_cli(capsys, command, str(SAMPLES / "openai_chat.json"), "--format", "codex", *extra, "-o", str(tmp_path / "o"))
+    assert code == 2
+    assert "does not look like codex" in err and "it looks like openai" in err and "--format openai" in err
+    assert "--skip-bad-lines" not in err  # skipping lines would not make it codex
+    code, _, err = run_cli(capsys, "score", str(SAMPLES / "codex_rollout.jsonl"), "--format", "openai", "--model", "fake", "-o", str(tmp_path / "p"))
+    assert code == 2 and "does not look like openai" in err and "it looks like codex" in err
+
+
+def test_format_of_the_right_shape_keeps_the_readers_error(capsys, tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"messages": CHAT}) + "\n" + json.dumps({"messages": [CHAT[0], {**CHAT[1], "reasoning_content": 5}]}) + "\n")
+    code, _, err = run_cli(capsys, "score", str(path), "--format", "openai", "--model", "fake", "-o", str(tmp_path / "o"))
+    assert code == 2 and f"{path}:2: field 'messages[1].reasoning_content'" in err and "does not look like" not in err
+
+
+def test_plain_text_is_not_json_before_any_format_is_tried(capsys, tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("\nhello world\nmore text\n")
+    code, _, err = run_cli(capsys, "score", str(path), "--model", "fake")
+    assert code == 2 and f"{path}: not JSON or JSONL: line 2 is text ('hello world')" in err and "formats tried" not in err
+    path.write_text('"a JSON string"\n')
+    code, _, err = run_cli(capsys, "score", str(path), "--model", "fake")
+    assert code == 2 and "line 1 is a JSON string, not a JSON object or list" in err
+
+
+@pytest.mark.parametrize("encoding,name", [("utf-16-le", "UTF-16 (little-endian)"), ("utf-16-be", "UTF-16 (big-endian)"), ("utf-32-le", "UTF-32 (little-endian)")])
+def test_wide_text_without_a_bom_is_named(capsys, tmp_path, encoding, name):
+    path = tmp_path / "chat.json"
+    path.write_bytes(json.dumps({"messages": CHAT}).encode(encoding))
+    code, _, err = run_cli(capsys, "score", str(path), "--model", "fake")
+    assert code == 2 and f"looks like {name} text without a byte order mark; save it as UTF-8" in err and "binary" not in err
+
+
+def test_score_of_a_file_without_reasoning_says_so(capsys, tmp_path):
+    path = tmp_path / "plain.jsonl"
+    path.write_text(json.dumps({"messages": [CHAT[0], {"role": "assistant", "content": "a"}]}) + "\n")
+    code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "-o", str(tmp_path / "s.jsonl"))
+    assert code == 0 and "no reasoning blocks in the input: nothing to score (0 records written)" in err
+    assert (tmp_path / "s.jsonl").read_bytes() == b""
+    path.write_text(json.dumps({"messages": [CHAT[0], {**CHAT[1], "reasoning_content": "one\n\ntwo"}]}) + "\n")
+    code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "-o", str(tmp_path / "t.jsonl"))
+    assert code == 0 and "no reasoning blocks" not in err and (tmp_path / "t.jsonl").read_bytes()
