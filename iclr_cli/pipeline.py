@@ -233,14 +233,29 @@ def one_block_note(one_block: int, with_reasoning: int, splitter: str) -> str | 
             f"and BottomK removes nothing from one block (N = 1){advice}")
 
 
-def step_tokens(trajectories: Sequence[Trajectory], tokenizer: Tokenizer) -> dict[tuple[str, int], int]:
+# A proxy token spans fewer characters than this (BPE vocabularies top out near 16 for prose
+# and code); a text longer than ``limit`` times it holds more than ``limit`` tokens.
+_MAX_CHARS_PER_TOKEN = 16
+
+
+def step_tokens(trajectories: Sequence[Trajectory], tokenizer: Tokenizer, limit: int | None = None) -> dict[tuple[str, int], int]:
     """Proxy tokens of every step as the scorer reads it (rendered, P counted with the first
     step), keyed by ``(trajectory id, step index)``: a step's weight in the progress and in
-    the estimate of the time left (the forward pass costs about the same per token)."""
+    the estimate of the time left (the forward pass costs about the same per token).
+
+    With ``limit`` (the scorer's input limit in tokens) a weight is at most ``limit``: the
+    scorer never reads more of a step, and a text too long to fit is not tokenized at all,
+    so a 50 MB tool output costs no memory here (issue 17, section 6).
+    """
     from iclr_cli.context import render_prompt, render_step
 
     def count(text: str) -> int:
-        return len(tokenizer.token_spans(text)) if text else 0
+        if not text:
+            return 0
+        if limit is not None and len(text) > limit * _MAX_CHARS_PER_TOKEN:
+            return limit
+        n = len(tokenizer.token_spans(text))
+        return min(n, limit) if limit is not None else n
 
     weights = {}
     for traj in trajectories:
@@ -251,12 +266,13 @@ def step_tokens(trajectories: Sequence[Trajectory], tokenizer: Tokenizer) -> dic
     return weights
 
 
-def track_steps(progress, trajectories: Sequence[Trajectory], tokenizer: Tokenizer, *, rows: int = 0) -> Callable[[StepReport], None]:
+def track_steps(progress, trajectories: Sequence[Trajectory], tokenizer: Tokenizer, *, limit: int | None = None, rows: int = 0) -> Callable[[StepReport], None]:
     """Plan ``trajectories``' steps and tokens (and the ``rows`` of a dataset shard they come
     from) on ``progress`` (a :class:`~iclr_cli.render.progress.Tracker`, or anything with its
     ``plan`` and ``step``) and return the ``on_step`` callback of
-    :func:`compress_trajectories` that reports them."""
-    weights = step_tokens(trajectories, tokenizer)
+    :func:`compress_trajectories` that reports them. ``limit``: the scorer's input limit in
+    tokens (:func:`step_tokens`)."""
+    weights = step_tokens(trajectories, tokenizer, limit)
     progress.plan(len(weights), sum(weights.values()), rows)
     return lambda report: progress.step(weights.get((report.trajectory, report.step), 0))
 

@@ -175,3 +175,27 @@ def test_chunked_file_totals_are_final_once_its_last_chunk_is_read(monkeypatch, 
     assert exc.value.code == 0 and growing == [True, False]
     work = seen[0].snapshot()
     assert work.steps == work.steps_total == 900
+
+
+def test_a_step_weighs_at_most_the_scorer_limit_and_a_huge_text_is_not_tokenized():
+    from iclr_cli.pipeline import step_tokens
+    from iclr_cli.scoring.fake import RegexTokenizer
+    from iclr_cli.trajectory import Part, Step, Trajectory
+
+    class Guarded(RegexTokenizer):
+        def token_spans(self, text):
+            assert len(text) < 100_000, "a text longer than the window was tokenized"
+            return super().token_spans(text)
+
+    huge = "x " * 500_000  # 1 MB of tool output
+    traj = Trajectory("t", (Part("prompt", "Fix the bug.", label="user"),), (
+        Step(0, (Part("reasoning", "look at the logs first", label="reasoning"), Part("observation", huge, label="tool_result"))),
+        Step(1, (Part("reasoning", "the error is in parse", label="reasoning"),)),
+    ))
+    capped = step_tokens([traj], Guarded(), limit=2048)
+    from iclr_cli.context import render_prompt
+
+    p_tokens = sum(len(RegexTokenizer().token_spans(seg)) for seg in render_prompt(traj.prompt))
+    assert p_tokens > 0 and capped[("t", 0)] == p_tokens + 2048
+    small = step_tokens([traj], RegexTokenizer(), limit=None)[("t", 1)]
+    assert capped[("t", 1)] == small < 2048

@@ -101,7 +101,7 @@ def prune(
                 report_reading(out, doc, strict=strict)
                 if parsed.needs_scores and not warned:
                     warned = warn_one_block(out, doc.trajectories, splitter)  # before a long run, not after
-                on_step = track_steps(progress, doc.trajectories, tokenizer)
+                on_step = track_steps(progress, doc.trajectories, tokenizer, limit=getattr(scorer, "max_tokens", None))
                 results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step)
                 wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=edits)
                 sink.write(encode(wrote.data))

@@ -96,7 +96,7 @@ def score(
                     report_reading(out, doc, strict=strict)
                     if parsed.needs_scores and not warned:
                         warned = warn_one_block(out, doc.trajectories, splitter)  # before a long run, not after
-                    on_step = track_steps(progress, doc.trajectories, tokenizer)
+                    on_step = track_steps(progress, doc.trajectories, tokenizer, limit=getattr(scorer, "max_tokens", None))
                     results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step)
                     lines = list(score_records(item.path, results, parsed))
                     sink.write(out.encode_records(lines))

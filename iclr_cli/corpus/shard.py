@@ -119,7 +119,7 @@ class ShardProcessor:
             if cell is not None
             for traj, name in zip(cell.doc.trajectories, row_names)
         ]
-        on_step = track_steps(self.progress, flat, tokenizer, rows=len(rows)) if self.progress is not None else None
+        on_step = track_steps(self.progress, flat, tokenizer, limit=getattr(scorer, "max_tokens", None), rows=len(rows)) if self.progress is not None else None
         results = iter(compress_trajectories(flat, job.settings, scorer, tokenizer, on_step=on_step))
         per_row = [[next(results) for _ in cell.doc.trajectories] if cell is not None else [] for cell in cells]
 

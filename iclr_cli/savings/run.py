@@ -246,7 +246,7 @@ class SavingsRun:
     def _finish(self, batch: list[_Loaded]) -> None:
         scorer, tokenizer = self.engines()
         trajectories = [t for item in batch for t in item.trajectories]
-        on_step = track_steps(self.progress, trajectories, tokenizer) if self.progress is not None else None
+        on_step = track_steps(self.progress, trajectories, tokenizer, limit=getattr(scorer, "max_tokens", None)) if self.progress is not None else None
         results = iter(compress_trajectories(trajectories, self.options.settings, scorer, tokenizer, on_step=on_step))
         count = token_counter(tokenizer)
         for item in batch:
