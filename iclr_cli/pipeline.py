@@ -394,13 +394,18 @@ class Summary(TokenViews):
     scored: int = 0  # steps the proxy scored (``prune`` skips those whose selection cannot change)
     one_block: int = 0  # steps with reasoning in a single candidate block: N = 1, nothing removable
     resent: Totals = field(default_factory=Totals)  # prune: the static estimate of the input re-sent (iclr savings)
+    sealed: Counter = field(default_factory=Counter)  # reasoning parts left sealed by the provider rule, by (kind, what)
 
     def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
-        """Add the reports of ``results`` (and the unrecognised count of ``doc``)."""
+        """Add the reports of ``results`` (and the unrecognised count of ``doc``), and the
+        reasoning parts the provider rule left sealed (:mod:`iclr_cli.formats.sealing`)."""
+        from iclr_cli.formats.sealing import sealed_parts
+
         if doc is not None:
             self.unrecognised += len(doc.unrecognised)
         for result in results:
             self.trajectories += 1
+            self.sealed.update((s.kind, s.what) for s in sealed_parts(result.original))
             for report in result.steps:
                 self._add_step(report)
 

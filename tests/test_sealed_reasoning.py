@@ -125,7 +125,7 @@ def test_gemini_signature_on_a_function_call_blocks_every_conversion(capsys, tmp
     code, _, err = run_cli(capsys, "convert", str(src), "--to", to, "-o", str(out))
     assert code == 2 and not out.exists()
     assert (
-        f"cannot convert {src} to {to} without losing data: 1 gemini signature (thoughtSignature) would not be carried; "
+        f"cannot convert {src} to {to} without losing data: 1 gemini signature (a provider's thought signature) would not be carried; "
         f"the first: {src}: field 'contents[1].parts[1].thoughtSignature': step 0: functionCall part"
     ) in " ".join(err.split())
 
@@ -135,6 +135,6 @@ def test_gemini_signed_thought_is_refused_for_iclr_too_and_unsigned_converts(cap
     signed.write_text(json.dumps(gemini_doc(signed_thought=True, signed_call=True)))
     plain.write_text(json.dumps(gemini_doc(signed_thought=False, signed_call=False)))
     code, _, err = run_cli(capsys, "convert", str(signed), "--to", "iclr")
-    assert code == 2 and "2 gemini signatures (thoughtSignature) would not be carried" in " ".join(err.split())
+    assert code == 2 and "2 gemini signatures (a provider's thought signature) would not be carried" in " ".join(err.split())
     code, out, _ = run_cli(capsys, "convert", str(plain), "--to", "iclr")
     assert code == 0 and len(out.splitlines()) == 1
