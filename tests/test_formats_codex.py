@@ -288,7 +288,7 @@ def compacted_rollout() -> bytes:
             },
         },  # line 10
         {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go on"}]}},
-        {"type": "response_item", "payload": {"type": "image_generation_call", "result": "..."}},  # line 12
+        {"type": "response_item", "payload": {"type": "hologram_call", "result": "..."}},  # line 12: a type no reader knows (image_generation_call is read now)
         {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}},  # line 13
     ]
     return b"".join(json.dumps(x).encode() + b"\n" for x in lines)
@@ -331,7 +331,7 @@ def test_compacted_replacement_history_follows_the_live_rules():
 def test_unread_items_and_text_are_reported_with_their_line():
     doc = ADAPTER.load(compacted_rollout(), "c.jsonl")
     assert [(u.line, u.field) for u in doc.unrecognised] == [(12, "payload"), (13, "payload.content[0]")]
-    assert "'image_generation_call'" in doc.unrecognised[0].what and "'refusal'" in doc.unrecognised[1].what
+    assert "'hologram_call'" in doc.unrecognised[0].what and "'refusal'" in doc.unrecognised[1].what
 
 
 def test_real_rollout_has_nothing_unrecognised():
@@ -349,3 +349,25 @@ def test_items_with_only_encrypted_content_are_counted_in_a_warning():
     doc = ADAPTER.load(b"".join(json.dumps(x).encode() + b"\n" for x in lines), "r.jsonl")
     assert doc.trajectories[0].steps[0].reasoning == ()
     assert doc.warnings == ["r.jsonl: 1 reasoning items hold only encrypted_content (no summary text): nothing there to score or prune"]
+
+
+def test_tool_search_items_are_a_call_and_its_output_so_steps_do_not_merge():
+    """Newer Codex CLIs log tool_search_call / tool_search_output: the output is an
+    observation (its tools as JSON), so the model items after it start a new step."""
+    lines = [
+        {"type": "session_meta", "payload": {"id": "s"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "find the deploy tool"}]}},
+        {"type": "response_item", "payload": {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Search for a tool first."}], "content": None}},
+        {"type": "response_item", "payload": {"type": "tool_search_call", "call_id": "ts_1", "arguments": {"query": "deploy"}}},
+        {"type": "response_item", "payload": {"type": "tool_search_output", "call_id": "ts_1", "status": "completed", "execution": "server", "tools": [{"name": "deploy"}]}},
+        {"type": "response_item", "payload": {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Now call it."}], "content": None}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "deploy", "arguments": "{}", "call_id": "c_2"}},
+    ]
+    doc = ADAPTER.load(b"".join(json.dumps(x).encode() + b"\n" for x in lines), "r.jsonl")
+    assert doc.unrecognised == []
+    [traj] = doc.trajectories
+    assert [[(p.kind, p.label) for p in s.parts] for s in traj.steps] == [
+        [("reasoning", "reasoning"), ("action", "tool_call:tool_search_call"), ("observation", "tool_result")],
+        [("reasoning", "reasoning"), ("action", "tool_call:deploy")],
+    ]
+    assert traj.steps[0].parts[2].text == '[{"name": "deploy"}]'

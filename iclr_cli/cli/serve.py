@@ -36,7 +36,7 @@ def serve(
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the upstream key; it replaces the client's Authorization header (default: the client's header is forwarded).")] = None,
     state_dir: Annotated[Optional[str], typer.Option("--state-dir", help="Keep conversation state in DIR/serve.sqlite3 so a restart sends the same bytes (default: memory only).")] = None,
     max_conversations: Annotated[int, typer.Option("--max-conversations", min=1, help="Conversations kept (least recently used evicted).")] = 1000,
-    restore_reasoning: Annotated[bool, typer.Option("--restore-reasoning", help="Re-insert the stored (compressed) reasoning into assistant turns with tool calls that arrive without it (DeepSeek 400s otherwise).")] = False,
+    restore_reasoning: Annotated[bool, typer.Option("--restore-reasoning", help="Re-insert the reasoning the upstream returned into assistant turns with tool calls that arrive without it, then compress it as usual: chat reasoning fields, reasoning_details and Gemini thought signatures; Anthropic thinking blocks (Claude Code drops those Anthropic did not sign); Responses reasoning items. DeepSeek and Gemini answer 400 otherwise.")] = False,
     max_body_mb: Annotated[float, typer.Option("--max-body-mb", min=0.001, help="Request bodies over this many MiB get 413.")] = 32.0,
     request_timeout: Annotated[float, typer.Option("--request-timeout", min=1, help="Seconds to wait for the upstream to connect or send the next chunk.")] = 600.0,
     log_level: Annotated[LogLevel, typer.Option("--log-level", help="Log level of the proxy and uvicorn.")] = LogLevel("warning"),

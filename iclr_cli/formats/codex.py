@@ -9,9 +9,11 @@ Trajectory: one per file, id ``session_meta.payload.id`` (``FILE#0`` when absent
 P: ``session_meta.payload.instructions`` (when a string) and every user/developer/system
 message before the first model item.
 
-Steps (this project's definition, docs/FORMAT.md). Model items are ``reasoning``,
-``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call`` and
-``message`` with role ``assistant``. A step starts at a model item whose previous
+Steps (this project's definition, docs/FORMAT.md). Model items are ``reasoning``, the calls
+(``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call``,
+``tool_search_call``, ... : :data:`iclr_cli.formats.responses_items.MODEL_ITEMS`) and
+``message`` with role ``assistant``; their outputs (``function_call_output``,
+``tool_search_output``, ...: ``OUTPUT_ITEMS``) are observations. A step starts at a model item whose previous
 ``response_item`` was not a model item (an observation, a user message, or the start); the
 model items that follow it without an observation in between belong to the same step (one
 model turn: reasoning, text and parallel calls), and so do the observations
@@ -74,15 +76,18 @@ from iclr_cli.formats.base import Document
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, base_name, read_lines, text_of
 from iclr_cli.formats.markup import foreign_notes
-from iclr_cli.formats.responses_items import call_text, output_text
+from iclr_cli.formats.responses_items import MODEL_ITEMS, OUTPUT_ITEMS, call_text, item_output
 from iclr_cli.formats.think import outside_think, think_elements
 from iclr_cli.formats.usage import openai_usage
 from iclr_cli.formats.writeback import Draft, Path, Site, WriteBackAdapter, freeze
 from iclr_cli.jsonio import BAD_LINE
 from iclr_cli.trajectory import Part, Request, Step, Trajectory, Usage, WriteBack
 
-_MODEL_ITEMS = {"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
-_OUTPUT_ITEMS = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+# The item taxonomy of the Responses API, shared with responses_items.py: newer Codex CLIs log
+# tool_search_call / tool_search_output, shell_call, apply_patch_call... (an output that is
+# not read as an observation would merge the steps around it).
+_MODEL_ITEMS = MODEL_ITEMS
+_OUTPUT_ITEMS = OUTPUT_ITEMS
 _BOOKKEEPING = {"ghost_snapshot", "compaction", "compaction_summary", "other"}
 """Response items the model neither wrote as text nor saw as an observation."""
 _ECHOES = {"agent_reasoning": "summary", "agent_reasoning_raw_content": "content"}
@@ -242,7 +247,7 @@ class _Reader:
             self.steps[-1].extend(self.model_parts(item, where))
             return
         if kind in _OUTPUT_ITEMS:
-            self.observation(output_text(item.get("output")), "tool_result")
+            self.observation(item_output(item), "tool_result")
         elif kind == "message":
             self.observation(text_of(item.get("content")), str(item.get("role", "user")))
         elif kind not in _BOOKKEEPING:

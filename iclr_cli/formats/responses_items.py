@@ -98,6 +98,14 @@ def call_text(item: Mapping) -> tuple[str, str]:
     return f"tool_call:{name}", json.dumps(body, ensure_ascii=False)
 
 
+def item_output(item: Mapping) -> str:
+    """The text of an output item: its ``output``, or the ``tools`` a ``tool_search_output``
+    returns (as JSON)."""
+    if "output" not in item and item.get("tools") is not None:
+        return json.dumps(item["tools"], ensure_ascii=False)
+    return output_text(item.get("output"))
+
+
 def output_text(output: object) -> str:
     """The text of a call output (a string, or the text of its content parts)."""
     if isinstance(output, str):
@@ -238,7 +246,7 @@ def _observation(item: Mapping, kind: str | None, i: int, reader: _Reader, part_
             raise reader.error(i, ("content",), f"must be a string or a list of content parts, not {type(content).__name__}")
         return Part(part_kind, text_of(content), label=str(item.get("role", "user")))
     if kind in OUTPUT_ITEMS:
-        return Part(part_kind, output_text(item.get("output")), label="tool_result", call_id=_call_id(item))
+        return Part(part_kind, item_output(item), label="tool_result", call_id=_call_id(item))
     if kind == "item_reference":
         reader.references += 1
         return None
