@@ -39,7 +39,10 @@ rules"):
   ("Done."). A copy means the adapter did not register every place the reasoning sits, and
   writing one copy would leave the record half-edited: :func:`apply_edits` raises
   :class:`UnregisteredCopy` and :func:`write_back` turns it into an input error naming the
-  file, line and field. Strings dropped with an opaque item do not count.
+  file, line and field. Strings dropped with an opaque item do not count. The same holds
+  when one reasoning part's text lies strictly inside another part of the same record (a
+  thought that quotes ``reasoning_content`` in ``<think>``) and the two would be written
+  differently: one reasoning must not go out as two different compressions.
 
 Sites are found when the file is read, so at write time each still holds the original text.
 Records with no edit are written back byte for byte; edited ones are re-serialised in the
@@ -398,6 +401,7 @@ def apply_edits(values: Sequence[object], originals: Sequence[Trajectory], traje
         if len(path) > 1 and not gone(path[:-1]):
             removals.setdefault(path[:-1], (set(), set()))[0].add(path[-1])
     _refuse_copies(edited, plans, _site_paths(originals), gone, _Read(_read_texts(originals) | _siteless_texts(originals)))
+    _refuse_nested(originals, plans, gone)
     for (rec, *keys), (dropped, emptied) in removals.items():
         container = get(root(rec), keys)
         if isinstance(container, list) and emptied and len(dropped | emptied) >= len(container):
@@ -420,6 +424,41 @@ def _cleared(originals: Sequence[Trajectory], plans: Sequence[tuple[TextRef, str
                     for path in part.ref.clear_with:
                         holders.setdefault(path, []).append(part.ref)
     return [path for path, refs in holders.items() if all(ref in emptied for ref in refs)]
+
+
+def _refuse_nested(originals: Sequence[Trajectory], plans: Sequence[tuple[TextRef, str, str]], gone: Callable[[Path], bool]) -> None:
+    """Raise :class:`UnregisteredCopy` when one reasoning part's text lies, strictly inside,
+    in another part of the same record and the two would be written differently: one
+    reasoning read twice (``reasoning_content`` and a thought that quotes it in ``<think>``,
+    where the adapter could not join them) would go out as two different compressions. The
+    pair is consistent when the outer part, as written, holds the inner one as written and
+    no longer holds its old text once that changed."""
+    if not plans:
+        return
+    new_of = {ref: new for ref, _, new in plans}
+    by_rec: dict[int, list[tuple[TextRef, str]]] = {}
+    for traj in originals:
+        for step in traj.steps:
+            for part in step.reasoning:
+                ref = part.ref
+                if isinstance(ref, TextRef) and ref.sites and not gone(ref.sites[0].path) and part.text:
+                    by_rec.setdefault(ref.sites[0].path[0], []).append((ref, part.text))
+    edited_recs = {ref.sites[0].path[0] for ref, old, new in plans if ref.sites and old != new}
+    for rec in edited_recs:
+        parts = by_rec.get(rec, [])
+        if len(parts) < 2:
+            continue
+        for inner, text in parts:
+            if len(text.strip()) < MIN_COPY_CHARS:
+                continue
+            for outer, big in parts:
+                if outer is inner or len(big) <= len(text) or text not in big:
+                    continue
+                a_new, b_new = new_of.get(inner, text), new_of.get(outer, big)
+                if a_new == text and b_new == big:
+                    continue
+                if a_new not in b_new or (a_new != text and text in b_new):
+                    raise UnregisteredCopy(outer.sites[0].path, inner.sites[0])
 
 
 def _site_paths(originals: Sequence[Trajectory]) -> set[Path]:
