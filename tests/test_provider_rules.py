@@ -385,3 +385,17 @@ def test_convert_to_anthropic_refuses_call_ids_the_api_rejects(tmp_path, capsys)
     assert "'functions.read_file:0' is not a valid Anthropic tool_use id" in " ".join(err.split())
     code, _, err = run_cli(capsys, "convert", path, "--to", "openai", "-o", str(out))
     assert code == 0 and b"functions.read_file:0" in out.read_bytes()
+
+
+@pytest.mark.parametrize("model, sealed", [("anthropic/claude-sonnet-4.5", True), ("deepseek/deepseek-r1", False)])
+def test_chat_wire_seals_the_signed_entry_of_a_model_whose_provider_checks_it(model, sealed):
+    msg = {"role": "assistant", "content": "", "reasoning": R,
+           "reasoning_details": [{"type": "reasoning.text", "text": R, "signature": "c2ln", "format": "anthropic-claude-v1", "index": 0}],
+           "tool_calls": [{"id": "toolu_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]}
+    state = serve_state()
+    sent = serve(state, CHAT, {"model": model, "messages": [{"role": "user", "content": "go"}, msg, {"role": "tool", "tool_call_id": "toolu_1", "content": "ok"}]})
+    out = sent["messages"][1]
+    if sealed:
+        assert out == msg and sum(state.stats.total.sealed.values()) == 1
+    else:
+        assert SKIP in out["reasoning"] and out["reasoning_details"][0]["text"] == out["reasoning"] and "signature" not in out["reasoning_details"][0]

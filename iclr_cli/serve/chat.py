@@ -15,6 +15,7 @@ Replies: ``choices[0].message`` of a whole body, or the streamed chunks assemble
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import orjson
 
@@ -22,7 +23,7 @@ from iclr_cli.errors import IclrError
 from iclr_cli.formats.openai_messages import REASONING_FIELDS, read_messages, write_messages
 from iclr_cli.replay.accounting import parse_usage
 from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript, by_step
-from iclr_cli.trajectory import Trajectory
+from iclr_cli.trajectory import Trajectory, WriteBack
 
 
 def _text(content) -> str:
@@ -72,10 +73,11 @@ class ChatDialect(Dialect):
         read = read_messages(request.items, tools=request.context, traj_id=traj_id)
         spans = read.step_spans
         unread = by_step(read.unrecognised, spans, lambda u: _message_index(u.field))
-        return Transcript(read, tuple(start + 1 for start, _ in spans), unread, (), read)
+        trajectory, sealed = _seal_signed(read, request.body.get("model"))
+        return Transcript(trajectory, tuple(start + 1 for start, _ in spans), unread, sealed, read)
 
     def write(self, request: Request, transcript: Transcript, edited: Trajectory) -> dict | None:
-        out = write_messages(request.items, transcript.state, edited)  # type: ignore[arg-type]
+        out = write_messages(request.items, transcript.trajectory, edited)
         sent = request.body.get("messages")
         if isinstance(sent, list) and len(out) == len(sent) and all(a is b for a, b in zip(out, sent)):
             return None
@@ -135,6 +137,28 @@ class ChatDialect(Dialect):
             if fields or extra:
                 out.append((call["id"], _REMEMBERED, orjson.dumps({"fields": fields, "extra_content": extra}).decode()))
         return out
+
+
+SEALED_SIGNED = "signed reasoning of a model whose provider checks the signature (its text is never edited)"
+
+
+def _seal_signed(read: Trajectory, model: object) -> tuple[Trajectory, tuple[tuple[str, ...], ...]]:
+    """The provider rule of :mod:`iclr_cli.providers` on the chat wire: a routed model whose
+    provider checks signatures (``anthropic/claude-*`` through OpenRouter or LiteLLM) has its
+    signed reasoning (``reasoning_details`` text with a ``signature``, LiteLLM
+    ``thinking_blocks``) sealed, as in files (:mod:`iclr_cli.formats.sealing`); any other
+    model's reasoning is plain on this wire."""
+    from iclr_cli.providers import for_model
+
+    kind = for_model(model) if isinstance(model, str) else None
+    if kind is None or not kind.checks_signatures:
+        return read, ()
+    steps, why = [], []
+    for step in read.steps:
+        parts = tuple(replace(p, ref=None, write_back=WriteBack.READ_ONLY) if p.write_back is WriteBack.SIGNED else p for p in step.parts)
+        steps.append(replace(step, parts=parts))
+        why.append(tuple(SEALED_SIGNED for p in step.parts if p.write_back is WriteBack.SIGNED))
+    return read.with_steps(steps), tuple(why)
 
 
 _REMEMBERED = "chat"
