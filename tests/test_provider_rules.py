@@ -399,3 +399,21 @@ def test_chat_wire_seals_the_signed_entry_of_a_model_whose_provider_checks_it(mo
         assert out == msg and sum(state.stats.total.sealed.values()) == 1
     else:
         assert SKIP in out["reasoning"] and out["reasoning_details"][0]["text"] == out["reasoning"] and "signature" not in out["reasoning_details"][0]
+
+
+def test_a_reasoning_nested_in_another_part_is_never_written_as_two_compressions():
+    from iclr_cli.formats.writeback import Site, TextRef, UnregisteredCopy, apply_edits
+    from iclr_cli.trajectory import Part, Step, Trajectory
+
+    outer_text = f"<think>\n{R}\n</think>\n\nTHOUGHT: read the loader."
+    values = [{"reasoning_content": R, "content": outer_text}]
+    inner = Part("reasoning", R, ref=TextRef((Site((0, "reasoning_content")),)))
+    outer = Part("reasoning", outer_text, ref=TextRef((Site((0, "content")),)))
+    traj = Trajectory("t", (), (Step(0, (inner, outer)),))
+    skipped = R.replace("The cache is keyed by the path only.", SKIP)
+    with pytest.raises(UnregisteredCopy):  # the inner copy edited, the outer one not
+        apply_edits(values, [traj], [traj.with_steps([Step(0, (inner.__class__("reasoning", skipped, ref=inner.ref), outer))])])
+    # both emptied, or the outer edited exactly as the inner: one reasoning, written alike
+    apply_edits(values, [traj], [traj.with_steps([Step(0, (Part("reasoning", "", ref=inner.ref), Part("reasoning", "", ref=outer.ref)))])])
+    same = outer_text.replace(R, skipped)
+    apply_edits(values, [traj], [traj.with_steps([Step(0, (Part("reasoning", skipped, ref=inner.ref), Part("reasoning", same, ref=outer.ref)))])])

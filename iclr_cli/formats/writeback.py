@@ -428,37 +428,32 @@ def _cleared(originals: Sequence[Trajectory], plans: Sequence[tuple[TextRef, str
 
 def _refuse_nested(originals: Sequence[Trajectory], plans: Sequence[tuple[TextRef, str, str]], gone: Callable[[Path], bool]) -> None:
     """Raise :class:`UnregisteredCopy` when one reasoning part's text lies, strictly inside,
-    in another part of the same record and the two would be written differently: one
-    reasoning read twice (``reasoning_content`` and a thought that quotes it in ``<think>``,
-    where the adapter could not join them) would go out as two different compressions. The
-    pair is consistent when the outer part, as written, holds the inner one as written and
-    no longer holds its old text once that changed."""
-    if not plans:
+    in another reasoning part of the same step and record, and the two would be written
+    differently: one reasoning read twice (``reasoning_content`` and a thought that quotes it
+    in ``<think>``, where the adapter could not join them) would go out as two different
+    compressions. The pair is consistent when the outer part, as written, holds the inner
+    one as written and no longer holds its old text once that changed. (Parts of different
+    steps saying the same words are two reasonings.)"""
+    new_of = {ref: new for ref, old, new in plans if old != new}
+    if not new_of:
         return
-    new_of = {ref: new for ref, _, new in plans}
-    by_rec: dict[int, list[tuple[TextRef, str]]] = {}
     for traj in originals:
         for step in traj.steps:
-            for part in step.reasoning:
-                ref = part.ref
-                if isinstance(ref, TextRef) and ref.sites and not gone(ref.sites[0].path) and part.text:
-                    by_rec.setdefault(ref.sites[0].path[0], []).append((ref, part.text))
-    edited_recs = {ref.sites[0].path[0] for ref, old, new in plans if ref.sites and old != new}
-    for rec in edited_recs:
-        parts = by_rec.get(rec, [])
-        if len(parts) < 2:
-            continue
-        for inner, text in parts:
-            if len(text.strip()) < MIN_COPY_CHARS:
+            parts = [(p.ref, p.text) for p in step.reasoning
+                     if isinstance(p.ref, TextRef) and p.ref.sites and p.text and not gone(p.ref.sites[0].path)]
+            if len(parts) < 2 or not any(ref in new_of for ref, _ in parts):
                 continue
-            for outer, big in parts:
-                if outer is inner or len(big) <= len(text) or text not in big:
+            for inner, text in parts:
+                if len(text.strip()) < MIN_COPY_CHARS:
                     continue
-                a_new, b_new = new_of.get(inner, text), new_of.get(outer, big)
-                if a_new == text and b_new == big:
-                    continue
-                if a_new not in b_new or (a_new != text and text in b_new):
-                    raise UnregisteredCopy(outer.sites[0].path, inner.sites[0])
+                for outer, big in parts:
+                    if outer is inner or len(big) <= len(text) or outer.sites[0].path[0] != inner.sites[0].path[0] or text not in big:
+                        continue
+                    a_new, b_new = new_of.get(inner, text), new_of.get(outer, big)
+                    if a_new == text and b_new == big:
+                        continue
+                    if a_new not in b_new or (a_new != text and text in b_new):
+                        raise UnregisteredCopy(outer.sites[0].path, inner.sites[0])
 
 
 def _site_paths(originals: Sequence[Trajectory]) -> set[Path]:
