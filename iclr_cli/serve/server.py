@@ -33,6 +33,8 @@ class ServeOptions:
     ``upstream_kind`` names a row of :data:`iclr_cli.providers.KINDS` (``None``: guessed from
     the upstream URL); ``sealed`` is ``keep`` or ``drop-previous-turns`` (what that row's
     provider documents as legal to leave out).
+    ``keepalive_s``: seconds of silence on a relayed stream before the client gets its API's
+    keep-alive (:mod:`iclr_cli.serve.keepalive`); 0 turns them off.
     """
 
     upstream: str
@@ -59,6 +61,7 @@ class ServeOptions:
     eager_scoring: bool = True
     upstream_kind: str | None = None
     sealed: str = "keep"
+    keepalive_s: float = 15.0
 
 
 SEALED_CHOICES = ("keep", "drop-previous-turns")
@@ -186,6 +189,7 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         UpstreamConfig(options.upstream, options.api_key, options.request_timeout),
         max_body_bytes=options.max_body_bytes,
         describe=describe,
+        keepalive_s=options.keepalive_s,
     )
     drop = options.sealed == "drop-previous-turns"
     dialects = {

@@ -12,7 +12,8 @@ upstream (parsing, conversation lookup, compression and scoring), as p50/p95 ove
 recent requests. Nothing here holds a header, a key or message text.
 
 In total only: the scorer state kept per conversation (memory, conversations held, evictions;
-read from the scorer at each scrape) and what scoring ahead (:mod:`iclr_cli.serve.eager`) did.
+read from the scorer at each scrape), what scoring ahead (:mod:`iclr_cli.serve.eager`) did, and
+the keep-alives sent on silent streams (:mod:`iclr_cli.serve.keepalive`).
 """
 
 from __future__ import annotations
@@ -155,6 +156,7 @@ class Metrics:
         self.batch = Histogram("iclr_serve_scorer_batch_size", "Scoring requests per scorer call", buckets=(1, 2, 4, 8, 16, 32, 64), registry=r)
         self.conversations = Gauge("iclr_serve_conversations", "Conversations held in state", registry=r)
         self.eager = Counter("iclr_serve_eager_scoring", "Steps scored ahead, once the reply was relayed, by outcome", ["outcome"], registry=r)
+        self.keepalives = Counter("iclr_serve_keepalives", "Keep-alives sent on relayed streams while the upstream was silent", registry=r)
 
     def watch_scorer(self, info) -> None:
         """Export ``info()`` (a scorer's ``cache_info``: a dict, or ``None``) at each scrape."""
@@ -173,8 +175,15 @@ class Stats:
     def __init__(self) -> None:
         self.total = Counts()
         self.eager = EagerCounts()
+        self.keepalives = 0
         self.metrics = Metrics()
         self.lock = threading.Lock()
+
+    def keepalive(self) -> None:
+        """Count one keep-alive sent while an upstream stream was silent (:mod:`iclr_cli.serve.keepalive`)."""
+        with self.lock:
+            self.keepalives += 1
+        self.metrics.keepalives.inc()
 
     def eager_event(self, outcome: str, n: int = 1) -> None:
         """Count ``n`` of one :class:`EagerCounts` outcome."""
