@@ -32,6 +32,7 @@ KEEPALIVE = re.compile(rb'event: keepalive\ndata: \{"type": "keepalive", "sequen
 def test_frames_and_kinds():
     assert KeepAlive(1, "anthropic").frame(7) == PING
     assert KEEPALIVE.fullmatch(KeepAlive(1, "responses").frame(7)).group(1) == b"7"
+    assert KeepAlive(1, "responses").frame(None) == COMMENT  # before response.created
     assert KeepAlive(1, "comment").frame(7) == COMMENT
     assert [kind_of(p) for p in ("messages", "messages/count_tokens", "responses", "chat/completions", "models")] == [
         "anthropic", "anthropic", "responses", "comment", "comment"]
@@ -39,7 +40,7 @@ def test_frames_and_kinds():
 
 def test_relayed_knows_event_boundaries_and_the_last_sequence_number():
     relayed = Relayed(0.0)
-    assert relayed.between_events  # the start of a stream
+    assert relayed.between_events and relayed.sequence is None  # the start of a stream
     relayed.sent(b'event: response.created\ndata: {"type": "response.created", "sequence_number": 4', 1.0)
     assert not relayed.between_events and relayed.sequence == 4 and relayed.last_at == 1.0
     relayed.sent(b"}\n", 2.0)
@@ -51,6 +52,9 @@ def test_relayed_knows_event_boundaries_and_the_last_sequence_number():
         assert relayed.between_events is between, ending
     relayed.sent(b"", 9.0)
     assert relayed.last_at == 4.0  # nothing sent is not a byte sent
+    unnumbered = Relayed(0.0)
+    unnumbered.sent(b"data: {}\n\n", 1.0)
+    assert unnumbered.sequence == 0
 
 
 def _held(reply):
@@ -152,6 +156,30 @@ async def _drive(content, keepalive: KeepAlive) -> list[dict]:
 
     await streaming_response(content, keepalive, media_type="text/event-stream").stream_response(send)
     return sent
+
+
+@pytest.mark.parametrize("kind, first", [("anthropic", PING), ("responses", COMMENT), ("comment", COMMENT)])
+def test_before_the_first_event_a_keepalive_no_sdk_refuses(kind, first):
+    """An upstream that sent its headers and is still silent (a local model prefilling)."""
+    async def run() -> list[bytes]:
+        kept = anyio.Event()
+        sent: list[bytes] = []
+
+        async def send(message: dict) -> None:
+            sent.append(message.get("body", b""))
+            if message.get("body") == first:
+                kept.set()
+
+        async def content():
+            await kept.wait()  # the first event only once a keep-alive went out
+            yield b'event: response.created\ndata: {"type": "response.created", "sequence_number": 0}\n\n'
+
+        await streaming_response(content(), KeepAlive(0.01, kind)).stream_response(send)
+        return sent
+
+    sent = anyio.run(run)
+    assert sent[0] == b"" and sent[1] == first and sent[-1] == b""  # headers, a keep-alive, ..., the end
+    assert b"response.created" in b"".join(sent)
 
 
 def test_no_keepalive_inside_an_event_and_an_error_from_the_relay_propagates_as_itself():

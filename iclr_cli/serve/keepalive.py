@@ -14,7 +14,9 @@ it has nothing to say, and nothing else:
   its reference; openai-node #1964, openai-php/client #732). Codex ignores event types it
   does not know but restarts its ``stream_idle_timeout_ms`` on every event, which a comment
   would not do (its SSE parser, eventsource-stream, drops comments). ``N`` repeats the last
-  ``sequence_number`` the upstream sent (0 before any), so no later number is taken.
+  ``sequence_number`` the upstream sent, so no later number is taken. Before the upstream's
+  first event it is a comment instead: the openai SDK's ``responses.stream()`` refuses any
+  event before ``response.created``.
 - everything else (chat completions, passthrough): an SSE comment, ``: keep-alive``, which
   every SSE parser skips (WHATWG HTML, "Server-sent events": a line starting with a colon),
   as OpenRouter sends on slow streams.
@@ -56,11 +58,12 @@ class KeepAlive:
     interval_s: float
     kind: str = "comment"
 
-    def frame(self, sequence: int) -> bytes:
-        """The bytes of one keep-alive; ``sequence`` is the last Responses sequence number seen."""
+    def frame(self, sequence: int | None) -> bytes:
+        """The bytes of one keep-alive; ``sequence`` is the last Responses sequence number the
+        client got (``None`` before the upstream's first event)."""
         if self.kind == "anthropic":
             return b'event: ping\ndata: {"type": "ping"}\n\n'
-        if self.kind == "responses":
+        if self.kind == "responses" and sequence is not None:
             return b'event: keepalive\ndata: {"type": "keepalive", "sequence_number": %d}\n\n' % sequence
         return b": keep-alive\n\n"
 
@@ -75,13 +78,14 @@ def kind_of(path: str) -> str:
 
 
 class Relayed:
-    """What the client has received so far: when the last byte went, whether it ended an
-    event, and the last Responses ``sequence_number`` in it."""
+    """What the client has received of the upstream's stream: when the last byte went,
+    whether it ended an event, and the last Responses ``sequence_number`` in it (``None``
+    before the first event; 0 after one without a number)."""
 
     def __init__(self, now: float):
         self.last_at = now
         self.tail = b"\n\n"  # the start of a stream is between events
-        self.sequence = 0
+        self.sequence: int | None = None
 
     def sent(self, chunk: bytes, now: float) -> None:
         if not chunk:
@@ -91,6 +95,8 @@ class Relayed:
         found = _SEQUENCE.findall(chunk)
         if found:
             self.sequence = int(found[-1])
+        elif self.sequence is None and self.between_events:
+            self.sequence = 0
 
     @property
     def between_events(self) -> bool:
