@@ -12,8 +12,7 @@ upstream (parsing, conversation lookup, compression and scoring), as p50/p95 ove
 recent requests. Nothing here holds a header, a key or message text.
 
 In total only: the scorer state kept per conversation (memory, conversations held, evictions;
-read from the scorer at each scrape), what scoring ahead (:mod:`iclr_cli.serve.eager`) did, and
-the keep-alives sent on silent streams (:mod:`iclr_cli.serve.keepalive`).
+read from the scorer at each scrape) and what scoring ahead (:mod:`iclr_cli.serve.eager`) did.
 """
 
 from __future__ import annotations
@@ -175,15 +174,9 @@ class Stats:
     def __init__(self) -> None:
         self.total = Counts()
         self.eager = EagerCounts()
-        self.keepalives = 0
         self.metrics = Metrics()
         self.lock = threading.Lock()
-
-    def keepalive(self) -> None:
-        """Count one keep-alive sent while an upstream stream was silent (:mod:`iclr_cli.serve.keepalive`)."""
-        with self.lock:
-            self.keepalives += 1
-        self.metrics.keepalives.inc()
+        self.keepalives = 0  # in total only: keep-alives sent on silent relayed streams
 
     def eager_event(self, outcome: str, n: int = 1) -> None:
         """Count ``n`` of one :class:`EagerCounts` outcome."""
@@ -218,6 +211,13 @@ class Stats:
         so): forwarded as sent, nothing of it compressed."""
         with self.lock:
             self.total.server_history[why] = self.total.server_history.get(why, 0) + 1
+
+    def keepalive(self) -> None:
+        """Count one keep-alive sent while an upstream stream was silent (in total only:
+        ``keepalives_sent`` in ``/stats``, :mod:`iclr_cli.serve.keepalive`)."""
+        with self.lock:
+            self.keepalives += 1
+        self.metrics.keepalives.inc()
 
     def request(self, conv: Counts | None, added_s: float, usage: Usage | None, outcome: str) -> None:
         """Record one finished request. ``outcome``: ``ok``, ``upstream_error`` (an error
