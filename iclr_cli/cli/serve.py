@@ -7,29 +7,18 @@ from typing import Annotated, Optional
 
 import typer
 
+from iclr_cli.serve.config import option_callback
 from iclr_cli import providers
 from iclr_cli.cli import options as opt
 
 LogLevel = opt.choices("LogLevel", ("critical", "error", "warning", "info", "debug"))
 UpstreamKind = opt.choices("UpstreamKind", providers.names())
 Sealed = opt.choices("Sealed", ("keep", "drop-previous-turns"))
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def _read_config(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
-    """``--config``: the file's values become the defaults of the flags not given (eager, so
-    it runs before the other options are read)."""
-    if value is not None:
-        from iclr_cli.serve.config import default_map
-
-        ctx.default_map = {**(ctx.default_map or {}), **default_map(ctx, value)}
-    return value
-
 
 def serve(
     ctx: typer.Context,
     upstream: Annotated[str, typer.Option("--upstream", help="The upstream's base URL, where /v1 would end: https://api.deepseek.com, http://127.0.0.1:8000/v1, https://api.anthropic.com/v1, https://api.deepseek.com/anthropic/v1.", show_default=False)],
-    config: Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False, is_eager=True, callback=_read_config, help="A TOML file of serve options set once: keys are the flags without dashes (upstream = \"https://...\", upstream-kind = \"anthropic\", eager-scoring = false); every flag on the command line wins over it. docs/serve.md, 'Running it as a service'.", show_default=False)] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False, is_eager=True, callback=option_callback, help="A TOML file of serve options set once: keys are the flags without dashes (upstream = \"https://...\", upstream-kind = \"anthropic\", eager-scoring = false); every flag on the command line wins over it. docs/serve.md, 'Running it as a service'.", show_default=False)] = None,
     upstream_kind: Annotated[Optional[UpstreamKind], typer.Option("--upstream-kind", help="Which reasoning rule the upstream follows (README, 'Each provider's reasoning rules'); default: guessed from the URL (loopback or private address: local, plain text).", show_default=False)] = None,
     sealed: Annotated[Sealed, typer.Option("--sealed", help="Signed or encrypted reasoning of a sealed upstream: keep it all (default), or drop-previous-turns: leave out what the provider documents as legal (earlier turns' thinking / reasoning items).")] = Sealed("keep"),
     host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback exposes the proxy (and your upstream key) to the network.")] = "127.0.0.1",
@@ -109,12 +98,12 @@ def serve(
         restore_reasoning=restore_reasoning,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         request_timeout=request_timeout,
+        keepalive_s=keepalive,
         prefix_cache=not no_prefix_cache,
         cache_tokens=cache_tokens,
         eager_scoring=eager_scoring,
         upstream_kind=upstream_kind.value if upstream_kind is not None else None,
         sealed=sealed.value,
-        keepalive_s=keepalive,
     )
     logging.basicConfig(level=getattr(logging, log_level.value.upper()), format="iclr serve: %(levelname)s: %(message)s")
     kind, why = resolve_kind(options)
@@ -132,12 +121,13 @@ def serve(
 
             used, overridden = from_file(ctx)
             output.info(f"iclr serve: settings from {config}: {', '.join(used) or 'none'}" + (f" (the command line wins for {', '.join(overridden)})" if overridden else ""))
-        if host in LOOPBACK:
+        loopback = host in ("127.0.0.1", "localhost", "::1")
+        if loopback:
             output.info(f"iclr serve: listening on {shown} port {port}, this machine only (--host to listen elsewhere)")
         output.info(f"iclr serve: point agents at http://{shown}:{port}/v1 (upstream {redact(upstream)}, variant {variant}, proxy {state.tokenizer.name}); stats at /stats, readiness at /health/readiness")
         handled = "compressed in place" if not kind.sealed else "signed and encrypted reasoning left sealed" + (", earlier turns' dropped" if options.sealed != "keep" else "")
         output.info(f"iclr serve: upstream kind {kind.name} ({why}): {kind.reasoning} reasoning, {handled}; --upstream-kind to change")
-        if host not in LOOPBACK:
+        if not loopback:
             output.warn(f"--host {host}: the proxy is reachable from the network; anyone who reaches it uses your upstream{' key' if api_key else ''}")
         server = make_server(uvicorn_config(app, host, port, log_level.value), state.stop)
         server.run(sockets=[sock])

@@ -39,12 +39,12 @@ from dataclasses import dataclass
 import orjson
 
 from iclr_cli.scoring.base import ScoringCancelled
-from iclr_cli.serve import health
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect
 from iclr_cli.serve.messages import MessagesDialect
 from iclr_cli.serve.responses import ResponsesDialect
 from iclr_cli.serve.fingerprint import HEADER
+from iclr_cli.serve import health
 from iclr_cli.serve.keepalive import DEFAULT_INTERVAL_S, KeepAlive, kind_of, streaming_response
 from iclr_cli.serve.state import Rewrite, ServeState
 from iclr_cli.serve.upstream import Upstream, UpstreamConfig, is_event_stream, redact, response_headers
@@ -60,17 +60,17 @@ class AppConfig:
     Attributes:
         upstream: where requests go (and the key that replaces the client's, if any).
         max_body_bytes: request bodies over this get 413.
-        worker_threads: most requests compressed at once (each waits on the batching scorer).
-        describe: settings shown in ``/stats`` (variant, ratio, proxy model...).
         keepalive_s: seconds of silence on a relayed stream before the client gets a
             keep-alive in its API's form (:mod:`iclr_cli.serve.keepalive`); 0: never.
+        worker_threads: most requests compressed at once (each waits on the batching scorer).
+        describe: settings shown in ``/stats`` (variant, ratio, proxy model...).
     """
 
     upstream: UpstreamConfig
     max_body_bytes: int = DEFAULT_MAX_BODY
+    keepalive_s: float = DEFAULT_INTERVAL_S
     worker_threads: int = 64
     describe: tuple[tuple[str, object], ...] = ()
-    keepalive_s: float = DEFAULT_INTERVAL_S
 
 
 class _TooLarge(Exception):
@@ -320,11 +320,11 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
             "upstream": redact(config.upstream.base_url),
             **dict(config.describe),
             "conversations_held": len(convs),
+            "keepalives_sent": state.stats.keepalives,
             "scorer_batches": getattr(scorer, "batches", None),
             "largest_scorer_batch": getattr(scorer, "largest_batch", None),
             "scorer_state": scorer.cache_info() if hasattr(scorer, "cache_info") else None,
             "eager_scoring": state.stats.eager.to_record(),
-            "keepalives_sent": state.stats.keepalives,
             "total": state.stats.total.to_record(),
             "conversations": {c.id: c.counts.to_record() for c in reversed(convs)},
         }

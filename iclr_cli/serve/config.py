@@ -130,6 +130,14 @@ def default_map(ctx, path: Path) -> dict[str, object]:
     return out
 
 
+def option_callback(ctx, value: Path | None) -> Path | None:
+    """The ``--config`` option's callback (eager, so it runs before the other options are
+    read): the file's values become the defaults of the flags not given."""
+    if value is not None:
+        ctx.default_map = {**(ctx.default_map or {}), **default_map(ctx, value)}
+    return value
+
+
 def from_file(ctx) -> tuple[list[str], list[str]]:
     """(flags whose value came from the config file, flags of the file the command line
     overrode), as long flag names without dashes, from click's parameter sources."""
