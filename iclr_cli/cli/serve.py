@@ -18,7 +18,6 @@ Sealed = opt.choices("Sealed", ("keep", "drop-previous-turns"))
 def serve(
     ctx: typer.Context,
     upstream: Annotated[str, typer.Option("--upstream", help="The upstream's base URL, where /v1 would end: https://api.deepseek.com, http://127.0.0.1:8000/v1, https://api.anthropic.com/v1, https://api.deepseek.com/anthropic/v1.", show_default=False)],
-    config: Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False, is_eager=True, callback=option_callback, help="A TOML file of serve options set once: keys are the flags without dashes (upstream = \"https://...\", upstream-kind = \"anthropic\", eager-scoring = false); every flag on the command line wins over it. docs/serve.md, 'Running it as a service'.", show_default=False)] = None,
     upstream_kind: Annotated[Optional[UpstreamKind], typer.Option("--upstream-kind", help="Which reasoning rule the upstream follows (README, 'Each provider's reasoning rules'); default: guessed from the URL (loopback or private address: local, plain text).", show_default=False)] = None,
     sealed: Annotated[Sealed, typer.Option("--sealed", help="Signed or encrypted reasoning of a sealed upstream: keep it all (default), or drop-previous-turns: leave out what the provider documents as legal (earlier turns' thinking / reasoning items).")] = Sealed("keep"),
     host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback exposes the proxy (and your upstream key) to the network.")] = "127.0.0.1",
@@ -44,6 +43,7 @@ def serve(
     max_body_mb: Annotated[float, typer.Option("--max-body-mb", min=0.001, help="Request bodies over this many MiB get 413.")] = 32.0,
     request_timeout: Annotated[float, typer.Option("--request-timeout", min=1, help="Seconds to wait for the upstream to connect or send the next chunk.")] = 600.0,
     keepalive: Annotated[float, typer.Option("--keepalive", min=0, help="Seconds a relayed stream may stay silent before the client gets its API's keep-alive (Anthropic event: ping, a Responses keepalive event, an SSE comment for chat completions); 0: never. Below Claude Code's and Codex's 300 s stream watchdogs and the 60 s idle timeout of common reverse proxies.")] = 15.0,
+    config: Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False, is_eager=True, callback=option_callback, help="A TOML file of serve options set once: keys are the flags without dashes (upstream = \"https://...\", upstream-kind = \"anthropic\", eager-scoring = false); every flag on the command line wins over it. docs/serve.md, 'Running it as a service'.", show_default=False)] = None,
     log_level: Annotated[LogLevel, typer.Option("--log-level", help="Log level of the proxy and uvicorn.")] = LogLevel("warning"),
     quiet: opt.Quiet = False,
 ) -> None:
