@@ -21,12 +21,14 @@ it has nothing to say, and nothing else:
   every SSE parser skips (WHATWG HTML, "Server-sent events": a line starting with a colon),
   as OpenRouter sends on slow streams.
 
-Which client clock each one resets (measured on the CLIs in ``tests/test_serve_agents.py``):
+Which client clock each one resets (with the real CLIs: ``tests/test_serve_agent_faults.py``):
 every byte resets socket idle timers (Bun's ``fetch`` under Claude Code, 300 s unless
 ``BUN_CONFIG_HTTP_IDLE_TIMEOUT``; httpx read timeouts of the Python SDKs; proxies such as
 nginx's 60 s ``proxy_read_timeout``); Codex's per-event idle timeout counts the
 ``keepalive`` event. Claude Code's own event watchdog (``CLAUDE_STREAM_IDLE_TIMEOUT_MS``,
-at least 300 s) skips pings on purpose: nothing a proxy sends, short of the answer, resets it.
+at least 300 s) skips pings (read in its 2.1.197 bundle): nothing a proxy sends, short of
+the answer, resets that one. The default interval, :data:`DEFAULT_INTERVAL_S`, is below all
+of them.
 
 A keep-alive goes only between two events, never inside one the upstream is part way
 through. Nothing is sent before the upstream's headers: the status must be the upstream's
@@ -39,7 +41,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-KINDS = ("anthropic", "responses", "comment")
 DEFAULT_INTERVAL_S = 15.0
 _SEQUENCE = re.compile(rb'"sequence_number"\s*:\s*(\d+)')
 # an SSE event ends with an empty line; a trailing lone CR may still be the start of a CRLF
@@ -88,6 +89,7 @@ class Relayed:
         self.sequence: int | None = None
 
     def sent(self, chunk: bytes, now: float) -> None:
+        """Note ``chunk`` as relayed at ``now`` (seconds, the event loop's clock)."""
         if not chunk:
             return
         self.last_at = now
