@@ -3,7 +3,8 @@ serving the embedded SmolLM2-135M GGUF on 127.0.0.1.
 
 The history holds an earlier assistant turn with inline ``<think>`` reasoning of several
 blocks; the proxy compresses it before llama.cpp sees it, and llama.cpp's own usage reaches
-``/stats``. Skipped with the reason when ``llama_cpp.server`` cannot be imported.
+``/stats``. Skipped with the reason (naming ``scripts/setup.sh --with-llama-server``) when
+``llama_cpp.server`` cannot be imported.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import pytest
 
 pytestmark = pytest.mark.server
 
+from replay_fixtures import skip_without_llama_server  # noqa: E402
+
 try:
     import llama_cpp.server  # noqa: F401
 except Exception as exc:  # not installed, or still building in the shared venv
-    pytest.skip(f"llama_cpp.server is not importable ({type(exc).__name__}: {exc}); pip install 'llama-cpp-python[server]'", allow_module_level=True)
+    skip_without_llama_server(f"llama_cpp.server is not importable ({type(exc).__name__}: {exc})", module_level=True)
 pytest.importorskip("starlette")
 openai = pytest.importorskip("openai")
 
