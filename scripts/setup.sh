@@ -88,15 +88,25 @@ fi
 
 step "upgrading pip" pip "$VPY" -m pip install --upgrade pip
 
-# torch first and exactly: a range would let pip pick a multi-GB CUDA build.
+# torch first and exactly: a range would let pip pick a newer build than the one tested. On Linux,
+# PyPI's torch is the CUDA build (multi-GB with its nvidia-* wheels), so on a machine without an
+# NVIDIA driver the CPU wheel comes from PyTorch's own index when that answers within 5 s.
+# ICLR_TORCH_INDEX=URL names another index; ICLR_TORCH_INDEX= (empty) uses only pip's own.
+torch_index=()
+if [ -n "${ICLR_TORCH_INDEX+set}" ]; then
+  [ -n "$ICLR_TORCH_INDEX" ] && torch_index=(--extra-index-url "$ICLR_TORCH_INDEX")
+elif [ "$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 \
+    && "$VPY" -c "import urllib.request as u; u.urlopen('https://download.pytorch.org/whl/cpu/torch/', timeout=5)" 2>/dev/null; then
+  torch_index=(--extra-index-url https://download.pytorch.org/whl/cpu)
+fi
 if "$VPY" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
   skip "torch 2.13.0"
 else
   step "installing torch 2.13.0 (CPU wheel, ~190 MB download, ~750 MB installed)" torch \
-    "$VPY" -m pip install "torch==2.13.0"
+    "$VPY" -m pip install ${torch_index[@]+"${torch_index[@]}"} "torch==2.13.0"
 fi
 
-step "installing iclr and its extras model,replay,report,serve,ray,analyze,test (~80 packages, ~400 MB with Ray)" \
+step "installing iclr and its extras model,replay,report,serve,ray,analyze,test (~80 packages, ~260 MB download, ~1.2 GB installed)" \
   iclr "$VPY" -m pip install -e ".[model,replay,report,serve,ray,analyze,test]"
 
 if [ "$WITH_LLAMA" = 1 ]; then

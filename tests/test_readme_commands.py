@@ -169,3 +169,33 @@ def test_readme_commands_with_the_real_proxy(tmp_path):
                tmp_path, {}).stdout
     shown = re.findall(r"^- \[ *[0-9.]+ bits\] (.+)$", out, re.M)
     assert removed == [s for s in shown if s in removed] and set(removed) <= set(shown)
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors of ``page``: lower case, punctuation other than ``-`` and ``_``
+    dropped, spaces to hyphens (headings inside fenced code are not headings)."""
+    anchors, fenced = set(), False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return anchors
+
+
+def test_every_relative_link_in_the_docs_resolves():
+    pages = [README, REPO / "BENCHMARKS.md", *sorted((REPO / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue  # a web address
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{page.name}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                broken.append(f"{page.name}: {target} (no such heading)")
+    assert broken == []
