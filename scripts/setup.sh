@@ -60,9 +60,9 @@ step() {
     sleep 1
     beat=$((beat + 1))
     if [ $((beat % 30)) = 0 ]; then
-      # A CMake/Ninja build prints "[n/m]" per compiled file (pip -v passes it through).
+      # A CMake/Ninja build prints "[n/m]" per compiled file (pip -v passes it through, indented).
       local done_
-      done_=$(grep -aoE '^\[ *[0-9]+/[0-9]+\]' "$log" 2>/dev/null | tail -1 | tr -d '[] ' || true)
+      done_=$(grep -aoE '^ *\[ *[0-9]+/[0-9]+\]' "$log" 2>/dev/null | tail -1 | tr -d '[] ' || true)
       echo "setup [$K/$TOTAL] ... still running: $(elapsed "$t0")${done_:+, compiled $done_ files} (log: $log)" >&2
     fi
   done

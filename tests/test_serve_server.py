@@ -54,7 +54,7 @@ def test_openai_sdk_through_serve_to_llama_cpp(llama_server):  # noqa: F811
 def test_llama_cpp_python_serves_neither_messages_nor_responses(llama_server):  # noqa: F811
     """llama-cpp-python's server has no /v1/messages or /v1/responses route (llama.cpp's own
     llama-server has /v1/messages): its 404 reaches the client through the proxy unchanged, so
-    Claude Code and Codex need another local server (README, "Each provider's reasoning rules")."""
+    Claude Code and Codex need another local server (docs/serve.md, "Each provider's reasoning rules")."""
     with proxy(llama_server, variant="iclr") as (url, state):
         messages = httpx.post(url + "/messages", json={"model": "any", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}, timeout=60)
         responses = httpx.post(url + "/responses", json={"model": "any", "input": "hi"}, timeout=60)
