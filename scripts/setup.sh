@@ -92,16 +92,16 @@ step "upgrading pip" pip "$VPY" -m pip install --upgrade pip
 # PyPI's torch is the CUDA build (multi-GB with its nvidia-* wheels), so on a machine without an
 # NVIDIA driver the CPU wheel comes from PyTorch's own index when that answers within 5 s.
 # ICLR_TORCH_INDEX=URL names another index; ICLR_TORCH_INDEX= (empty) uses only pip's own.
-torch_index=()
-if [ -n "${ICLR_TORCH_INDEX+set}" ]; then
-  [ -n "$ICLR_TORCH_INDEX" ] && torch_index=(--extra-index-url "$ICLR_TORCH_INDEX")
-elif [ "$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 \
-    && "$VPY" -c "import urllib.request as u; u.urlopen('https://download.pytorch.org/whl/cpu/torch/', timeout=5)" 2>/dev/null; then
-  torch_index=(--extra-index-url https://download.pytorch.org/whl/cpu)
-fi
 if "$VPY" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
   skip "torch 2.13.0"
 else
+  torch_index=()
+  if [ -n "${ICLR_TORCH_INDEX+set}" ]; then
+    [ -n "$ICLR_TORCH_INDEX" ] && torch_index=(--extra-index-url "$ICLR_TORCH_INDEX")
+  elif [ "$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 \
+      && "$VPY" -c "import urllib.request as u; u.urlopen('https://download.pytorch.org/whl/cpu/torch/', timeout=5)" 2>/dev/null; then
+    torch_index=(--extra-index-url https://download.pytorch.org/whl/cpu)
+  fi
   step "installing torch 2.13.0 (CPU wheel, ~190 MB download, ~750 MB installed)" torch \
     "$VPY" -m pip install ${torch_index[@]+"${torch_index[@]}"} "torch==2.13.0"
 fi
