@@ -59,7 +59,7 @@ def patch(
     from iclr_cli.render import analysis_view
     from iclr_cli.render.output import Output
 
-    out = Output(output, quiet=quiet, force=force)
+    out = Output(output, quiet=quiet, force=force, inputs=paths or ())
     if html:
         from iclr_cli.jsonio import output_path
 
@@ -151,7 +151,7 @@ def probe(
     from iclr_cli.render import analysis_view
     from iclr_cli.render.output import Output
 
-    out = Output(output, quiet=quiet, force=force)
+    out = Output(output, quiet=quiet, force=force, inputs=paths or ())
     with interruptible(out, lambda: "interrupted before the probe finished"):
         sources = aopt.read_sources(paths, dataset, dataset_split, column, id_column, task_column, fmt, skip_bad_lines, out)
         for src in sources:
@@ -218,7 +218,7 @@ def externalization(
     from iclr_cli.render import analysis_view
     from iclr_cli.render.output import Output
 
-    out = Output(output, quiet=quiet, force=force)
+    out = Output(output, quiet=quiet, force=force, inputs=paths or ())
     with interruptible(out, lambda: "interrupted before the records were written"):
         sources = aopt.read_sources(paths, dataset, dataset_split, column, id_column, task_column, fmt, skip_bad_lines, out)
         groups = {s.trajectory.id: s.group(group_by.value) for s in sources}

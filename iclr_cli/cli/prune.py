@@ -31,6 +31,7 @@ def prune(
     opaque: opt.EncryptedReasoning = opt.OpaqueChoice("drop"),
     strict: opt.Strict = False,
     force: opt.Force = False,
+    in_place: opt.InPlace = False,
     quiet: opt.Quiet = False,
     dataset: dopt.Dataset = None,
     dataset_split: dopt.DatasetSplit = None,
@@ -51,7 +52,7 @@ def prune(
     With --dataset -o OUT_DIR: the dataset back as parquet, same rows in the same order, only
     the trajectory column pruned; an interrupted run restarted with the same -o resumes.
     """
-    from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_one_block, warn_precision
+    from iclr_cli.cli.common import check_splitter, in_place_target, interruptible, print_summary, report_reading, scorer_config, warn_one_block, warn_precision
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
@@ -70,6 +71,8 @@ def prune(
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
                            context=context.value, cache_tokens=cache_tokens)
     edits = OpaqueEdits(opaque.value)
+    if dataset is not None and in_place:
+        raise UsageError("--in-place edits one trajectory file; with --dataset, -o names the output folder")
     if dataset is not None:  # -o is a dataset folder here
         from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
 
@@ -77,9 +80,10 @@ def prune(
         settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
         out = Output(None, quiet=quiet, force=force)
         return run_dataset_command("prune", args, [input] if input else None, settings, config, out, target=output, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict, opaque=edits.value)
-    out = Output(output, quiet=quiet, force=force)
     if input is None:
         raise UsageError("give a trajectory file ('-' for stdin) or --dataset")
+    output = in_place_target(input, output) if in_place else output
+    out = Output(output, quiet=quiet, force=force, inputs=() if in_place else [input], in_place="--in-place")
     summary = Summary()
     warned = False
 

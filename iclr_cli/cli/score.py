@@ -64,7 +64,7 @@ def score(
     dataset_split = dopt.chosen_split(dataset, dataset_split)
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
                            context=context.value, cache_tokens=cache_tokens)
-    out = Output(output, quiet=quiet, force=force)
+    out = Output(output, quiet=quiet, force=force, inputs=inputs or ())
     if dataset is not None:
         from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
 
