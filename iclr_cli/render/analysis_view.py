@@ -43,7 +43,10 @@ def _metric(value, ci) -> dict:
 
 def probe_report(features, y: Sequence[int], result, label_source: str, model: str, group_by: str) -> dict:
     """The probe's result as data (``-o OUT.json``): cohort, metrics with intervals, what
-    every outer fold chose (layers and pools by name) and each boundary's held-out score."""
+    every outer fold chose (layers and pools by name), each boundary's held-out score and the
+    caveats of the estimate (:func:`iclr_cli.analysis.probe.caveats`)."""
+    from iclr_cli.analysis.probe import caveats
+
     pools = features.pools
 
     def chosen(cfg) -> dict | None:
@@ -73,6 +76,7 @@ def probe_report(features, y: Sequence[int], result, label_source: str, model: s
             for (t, s), g, label, score in zip(features.keys, features.groups, y, result.scores)
         ],
         "skipped": [{"trajectory": t, "step": s, "reason": r} for t, s, r in features.skipped],
+        "caveats": caveats(len(set(features.groups)), result.folds, features.layers, pools),
     }
 
 
@@ -93,6 +97,8 @@ def probe_table(out: Output, report: Mapping) -> None:
     out.info(f"{report['n_boundaries']} boundaries from {report['n_tasks']} tasks ({report['group_by']}), "
              f"{report['n_positives']} positive; labels: {report['label_source']}; sensor {report['model']}; "
              f"{len(report['skipped'])} labelled boundaries without features.")
+    for line in report["caveats"]:
+        out.warn(line)
 
 
 def read_probe_scores(path: str) -> dict[tuple[str, int], float]:
