@@ -48,10 +48,12 @@ def prune(
     Actions, tool calls and observations are never changed. A summary (steps, blocks, blocks
     removed, reasoning tokens generated / deleted / kept, [SKIP] markers, written, the
     tokenizer that counted them, and the input tokens re-sent over the session's requests
-    before and after, as 'iclr savings' estimates them) goes to stderr. Ctrl-C exits 130 and says what was kept.
+    before and after, as 'iclr savings' estimates them) goes to stderr. Ctrl-C exits 130 and says what was kept;
+    the same command resumes from the steps already scored.
     With --dataset -o OUT_DIR: the dataset back as parquet, same rows in the same order, only
     the trajectory column pruned; an interrupted run restarted with the same -o resumes.
     """
+    from iclr_cli.checkpoint import kept_note, resumable
     from iclr_cli.cli.common import check_splitter, in_place_target, interruptible, print_summary, report_reading, scorer_config, warn_one_block, warn_precision
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
@@ -87,8 +89,10 @@ def prune(
     summary = Summary()
     warned = False
 
+    checkpoint = None
+
     def done() -> str:
-        return f"interrupted after {summary.trajectories} trajectories"
+        return f"interrupted after {summary.trajectories} trajectories" + kept_note(checkpoint)
 
     with interruptible(out, done):
         [item] = open_inputs([input], fmt)
@@ -99,14 +103,16 @@ def prune(
         # Steps whose BottomK cannot depend on the scores (N = 1) are not scored: same output.
         settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
         encode = item.output_encoder()  # a UTF-16/32 input is written back in its encoding
-        with out.stream() as sink, out.tracker(f"pruning ({parsed.name})") as progress:
+        # each scored step is kept as it finishes, so Ctrl-C loses nothing (iclr_cli.checkpoint)
+        with resumable("prune", [input], output, [item], settings, config, fmt, skip_bad_lines, out, opaque=edits.value) as checkpoint, \
+                out.stream() as sink, out.tracker(f"pruning ({parsed.name})") as progress:
             for doc, last in with_last(item.documents(skip_bad_lines=skip_bad_lines)):
                 progress.growing(not last)  # the totals are final once the last document is read
                 report_reading(out, doc, strict=strict)
                 if parsed.needs_scores and not warned:
                     warned = warn_one_block(out, doc.trajectories, splitter)  # before a long run, not after
                 on_step = track_steps(progress, doc.trajectories, tokenizer, limit=getattr(scorer, "max_tokens", None))
-                results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step)
+                results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step, checkpoint=checkpoint)
                 wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=edits)
                 sink.write(encode(wrote.data))
                 # Count what was written, not what compression asked for (Codex items dropped
