@@ -59,6 +59,10 @@ def test_openai_usage_keeps_cached_tokens_inside_the_input_and_reads_reasoning_t
     assert (chat.input_tokens, chat.cache_read_tokens, chat.output_tokens, chat.reasoning_tokens) == (1000, 800, 300, 256)
     codex = openai_usage({"input_tokens": 3587, "cached_input_tokens": 2560, "output_tokens": 229, "reasoning_output_tokens": 128}, "t")
     assert (codex.input_tokens, codex.cache_read_tokens, codex.reasoning_tokens) == (3587, 2560, 128)
+    # newer Codex releases record the cache writes too (inside input_tokens, as the reads)
+    newer = openai_usage({"input_tokens": 935040, "cached_input_tokens": 875306, "cache_write_input_tokens": 57610,
+                          "output_tokens": 11150, "reasoning_output_tokens": 1141}, "t")
+    assert (newer.input_tokens, newer.cache_read_tokens, newer.cache_write_tokens, newer.reasoning_tokens) == (935040, 875306, 57610, 1141)
 
 
 @pytest.mark.parametrize("api, usage, expected", [

@@ -12,7 +12,9 @@ usage"):
   the cached part ``prompt_cache_hit_tokens``, LiteLLM for Anthropic ``cache_read_input_tokens``
   (with ``cache_creation_input_tokens`` for writes);
 - OpenAI Responses / Codex ``token_count``: ``input_tokens`` includes ``cached_tokens`` /
-  ``cached_input_tokens``.
+  ``cached_input_tokens`` (and the cache writes newer Codex releases record,
+  ``cache_write_input_tokens``); ``reasoning_output_tokens`` is part of ``output_tokens``;
+- pi ``AssistantMessage.usage`` (:func:`pi_usage`): ``input`` is the uncached part.
 
 A count that is missing, negative or not an integer is ``None``; a usage with no input count
 at all is ``None`` (nothing to estimate from).
@@ -76,7 +78,9 @@ def openai_usage(obj: object, source: str) -> Usage | None:
         reasoning = _first(_details(obj, "output_tokens_details", "reasoning_tokens"), count(obj.get("reasoning_output_tokens")))
     if total is None:
         return None
-    return Usage(total, output, read, count(obj.get("cache_creation_input_tokens")), source, reasoning_tokens=reasoning)
+    write = _first(count(obj.get("cache_creation_input_tokens")), count(obj.get("cache_write_input_tokens")),
+                   _details(obj, "prompt_tokens_details", "cache_write_tokens"), _details(obj, "input_tokens_details", "cache_write_tokens"))
+    return Usage(total, output, read, write, source, reasoning_tokens=reasoning)
 
 
 def pi_usage(obj: object, api: object, source: str) -> Usage | None:
