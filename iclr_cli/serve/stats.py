@@ -155,6 +155,7 @@ class Metrics:
         self.batch = Histogram("iclr_serve_scorer_batch_size", "Scoring requests per scorer call", buckets=(1, 2, 4, 8, 16, 32, 64), registry=r)
         self.conversations = Gauge("iclr_serve_conversations", "Conversations held in state", registry=r)
         self.eager = Counter("iclr_serve_eager_scoring", "Steps scored ahead, once the reply was relayed, by outcome", ["outcome"], registry=r)
+        self.keepalives = Counter("iclr_serve_keepalives", "Keep-alives sent on relayed streams while the upstream was silent", registry=r)
 
     def watch_scorer(self, info) -> None:
         """Export ``info()`` (a scorer's ``cache_info``: a dict, or ``None``) at each scrape."""
@@ -175,6 +176,7 @@ class Stats:
         self.eager = EagerCounts()
         self.metrics = Metrics()
         self.lock = threading.Lock()
+        self.keepalives = 0  # in total only: keep-alives sent on silent relayed streams
 
     def eager_event(self, outcome: str, n: int = 1) -> None:
         """Count ``n`` of one :class:`EagerCounts` outcome."""
@@ -209,6 +211,13 @@ class Stats:
         so): forwarded as sent, nothing of it compressed."""
         with self.lock:
             self.total.server_history[why] = self.total.server_history.get(why, 0) + 1
+
+    def keepalive(self) -> None:
+        """Count one keep-alive sent while an upstream stream was silent (in total only:
+        ``keepalives_sent`` in ``/stats``, :mod:`iclr_cli.serve.keepalive`)."""
+        with self.lock:
+            self.keepalives += 1
+        self.metrics.keepalives.inc()
 
     def request(self, conv: Counts | None, added_s: float, usage: Usage | None, outcome: str) -> None:
         """Record one finished request. ``outcome``: ``ok``, ``upstream_error`` (an error
