@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
 import os
 import sqlite3
 import time
@@ -55,8 +56,14 @@ def identity(command: str, inputs: Sequence[str], output: str | None) -> str:
     return hashlib.sha256(orjson.dumps([command, where, out])).hexdigest()[:32]
 
 
+def _dumps(value: object) -> str:
+    """JSON text of ``value``: the standard library's, which escapes a lone surrogate that a
+    transcript can hold (``\\ud800``; orjson refuses it) and writes floats exactly (``repr``)."""
+    return json.dumps(value, ensure_ascii=True, allow_nan=False)
+
+
 def report_json(report: StepReport) -> dict:
-    """A :class:`StepReport` as JSON data (floats round-trip exactly through orjson)."""
+    """A :class:`StepReport` as JSON data (:func:`_dumps` keeps its floats exact)."""
     return dataclasses.asdict(report)
 
 
@@ -117,11 +124,11 @@ class Checkpoint:
                                (source, trajectory, step)).fetchone()
         if row is None:
             return None
-        return orjson.loads(row[0]), report_from(orjson.loads(row[1]))
+        return json.loads(row[0]), report_from(json.loads(row[1]))
 
     def put(self, source: str, trajectory: str, step: int, texts: Sequence[str], report: StepReport) -> None:
         self._db.execute("INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?)",
-                         (source, trajectory, step, orjson.dumps(list(texts)), orjson.dumps(report_json(report))))
+                         (source, trajectory, step, _dumps(list(texts)), _dumps(report_json(report))))
         self.saved += 1
 
     def close(self, *, finished: bool) -> None:

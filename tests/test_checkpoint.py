@@ -141,3 +141,14 @@ def test_the_checkpoint_folder_defaults_to_the_user_cache(tmp_path, monkeypatch)
     assert checkpoint.path.parent == tmp_path / "cache" / "checkpoints"
     checkpoint.close(finished=True)
     assert list((tmp_path / "cache" / "checkpoints").iterdir()) == []
+
+
+def test_a_step_with_a_lone_surrogate_is_kept_and_given_back(tmp_path):
+    """A transcript can hold a lone surrogate (tests/test_faults.py); the checkpoint keeps it."""
+    from iclr_cli.checkpoint import Checkpoint
+
+    checkpoint = Checkpoint.open("score", ["a.json"], None, [b"{}"], {"ratio": 0.5}, root=tmp_path)
+    report = StepReport("t", 0, (BlockReport(0, 0, "odd \ud800 text", True, 3, 2.5),), ReasoningTokens(3, 0, 0, 3, 0, 0))
+    checkpoint.put("a.json", "t", 0, ["odd \ud800 text"], report)
+    assert checkpoint.get("a.json", "t", 0) == (["odd \ud800 text"], report)
+    checkpoint.close(finished=True)
