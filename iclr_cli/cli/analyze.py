@@ -174,7 +174,8 @@ def probe(
                                           on_fold=lambda _f: advance())
             except ValueError as exc:
                 raise UsageError(f"cannot evaluate a probe on these boundaries: {exc}") from None
-    report = analysis_view.probe_report(found, y, result, label_source, sensor.name, group_by.value)
+    caveats = probing.caveats(len(set(found.groups)), result.folds, found.layers, found.pools)
+    report = analysis_view.probe_report(found, y, result, label_source, sensor.name, group_by.value, caveats)
     out.write_bytes(analysis_view.json_bytes(report))
     analysis_view.probe_table(out, report)
 

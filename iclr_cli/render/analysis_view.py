@@ -50,12 +50,11 @@ def _metric(value, ci) -> dict:
     return {"value": value, "ci95": list(ci) if ci else None}
 
 
-def probe_report(features, y: Sequence[int], result, label_source: str, model: str, group_by: str) -> dict:
+def probe_report(features, y: Sequence[int], result, label_source: str, model: str, group_by: str, caveats: Sequence[str] = ()) -> dict:
     """The probe's result as data (``-o OUT.json``): cohort, metrics with intervals, what
     every outer fold chose (layers and pools by name), each boundary's held-out score and the
-    caveats of the estimate (:func:`iclr_cli.analysis.probe.caveats`)."""
-    from iclr_cli.analysis.probe import caveats
-
+    ``caveats`` of the estimate (:func:`iclr_cli.analysis.probe.caveats`, found by the command:
+    render does not import analysis)."""
     pools = features.pools
 
     def chosen(cfg) -> dict | None:
@@ -85,7 +84,7 @@ def probe_report(features, y: Sequence[int], result, label_source: str, model: s
             for (t, s), g, label, score in zip(features.keys, features.groups, y, result.scores)
         ],
         "skipped": [{"trajectory": t, "step": s, "reason": r} for t, s, r in features.skipped],
-        "caveats": caveats(len(set(features.groups)), result.folds, features.layers, pools),
+        "caveats": list(caveats),
     }
 
 
