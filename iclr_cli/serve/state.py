@@ -114,6 +114,7 @@ class ServeState:
         self.max_conversations = max_conversations
         self.restore_reasoning = restore_reasoning
         self._convs: OrderedDict[str, Conversation] = OrderedDict()
+        self._held_said: set[str] = set()
         self._lock = threading.Lock()
         self._seq = 0
         for loaded in self.store.load():
@@ -183,6 +184,10 @@ class ServeState:
             return Rewrite(raw, None)
         if request.held is not None:  # history the proxy cannot see: nothing to rewrite
             self.stats.held(request.held)
+            if request.held not in self._held_said:  # said once per reason; /stats counts every one
+                self._held_said.add(request.held)
+                log.warning("a %s request continues a conversation whose history is held by the upstream (%s): forwarded as sent, "
+                            "nothing in it compressed (the proxy sees only the new items); counted in /stats server_history", dialect.name, request.held)
             return Rewrite(raw, None)
         conv_id = conversation_id(dialect, request, header)
         if conv_id is None:
@@ -201,6 +206,8 @@ class ServeState:
         except (InputError, UnregisteredCopy) as exc:  # a copy of the reasoning the reader does not edit: never half-edit
             log.warning("conversation %s: %s; forwarded unchanged", conv_id, exc)
             return Rewrite(raw, conv_id, compressed, request)
+        if out is None and sent is not request:  # nothing compressed, but --restore-reasoning put back what the client dropped
+            out = dict(sent.body)
         if out is None:
             return Rewrite(raw, conv_id, compressed, request)
         return Rewrite(orjson.dumps(out), conv_id, compressed, request)
@@ -232,9 +239,11 @@ class ServeState:
         # (text as generated, text as sent) per part. What the dialect writes is what
         # compress_step returned (opaque copies are written with OpaqueEdits.DROP, and
         # read-only parts are never edited), so the two agree.
+        compressible = True
         try:
             new_step, report = compress_step(conv.id, prompt, history, step, self.settings, self.scorer, self.tokenizer)
             stored, tokens = StoredStep(tuple(p.text for p in new_step.reasoning), report.tokens.generated, report.tokens.deleted), report.tokens
+            compressible = bool(report.blocks)  # no candidate block: no reasoning, or all of it sealed
         except ScoringCancelled:
             raise
         except Exception as exc:  # any scorer failure: forward this step uncompressed, for good
@@ -246,7 +255,7 @@ class ServeState:
             except Exception:
                 tokens = ReasoningTokens()
             stored = StoredStep(texts, tokens.generated, 0, reason)
-        self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised, sealed)
+        self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised, sealed, compressible)
         return stored
 
     # -- replies ---------------------------------------------------------------------------

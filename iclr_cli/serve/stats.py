@@ -44,6 +44,7 @@ class Counts:
     requests: int = 0
     upstream_errors: int = 0
     steps_compressed: int = 0
+    steps_nothing_to_compress: int = 0  # completed steps without a block a variant may edit
     scorer_failures: int = 0
     unrecognised: int = 0
     sealed: dict = field(default_factory=dict)  # why -> reasoning blocks left sealed
@@ -68,6 +69,7 @@ class Counts:
             "requests": self.requests,
             "upstream_errors": self.upstream_errors,
             "steps_compressed": self.steps_compressed,
+            "steps_nothing_to_compress": self.steps_nothing_to_compress,
             "scorer_failures": self.scorer_failures,
             "unrecognised": self.unrecognised,
             "sealed_blocks": sum(self.sealed.values()),
@@ -184,20 +186,24 @@ class Stats:
             setattr(self.eager, outcome, getattr(self.eager, outcome) + n)
         self.metrics.eager.labels(outcome).inc(n)
 
-    def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool, unrecognised: int = 0, sealed: Sequence[str] = ()) -> None:
+    def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool, unrecognised: int = 0, sealed: Sequence[str] = (), compressible: bool = True) -> None:
         """Record one step compressed once; ``tokens`` is its accounting
         (:func:`iclr_cli.token_accounting.account` of the texts as generated and as sent);
         ``unrecognised`` counts the step's texts read neither as reasoning nor as action;
-        ``sealed`` gives, per reasoning block left sealed, why (``/stats`` counts them by reason)."""
+        ``sealed`` gives, per reasoning block left sealed, why (``/stats`` counts them by reason).
+        A step with no block a variant may edit (``compressible`` False: no reasoning, or all
+        of it sealed) counts in ``steps_nothing_to_compress``, not as compressed."""
         with self.lock:
             for c in (conv, self.total):
-                c.steps_compressed += 1
+                c.steps_compressed += compressible
+                c.steps_nothing_to_compress += not compressible
                 c.reasoning = c.reasoning + tokens
                 c.scorer_failures += failed
                 c.unrecognised += unrecognised
                 for why in sealed:
                     c.sealed[why] = c.sealed.get(why, 0) + 1
-        self.metrics.steps.inc()
+        if compressible:
+            self.metrics.steps.inc()
         self.metrics.reasoning.labels("generated").inc(tokens.generated)
         self.metrics.reasoning.labels("removed").inc(tokens.deleted)
         self.metrics.reasoning.labels("skip_marker").inc(tokens.marker_tokens)
