@@ -433,3 +433,32 @@ def test_real_codex_rollout_drops_each_echo_with_its_item(tmp_path, capsys):
         summaries = {e["text"] for v in after if v["type"] == "response_item" and v["payload"]["type"] == "reasoning" for e in v["payload"]["summary"]}
         echoes = {v["payload"]["text"] for v in after if v["type"] == "event_msg" and v["payload"]["type"] == "agent_reasoning"}
         assert echoes == summaries  # every echo left says what a kept item says
+
+
+# -- the real files: no reasoning held twice, none left anywhere after delete-all -----------------
+
+def _real_files() -> list[str]:
+    return sorted(str(p.relative_to(REALDATA)) for p in REALDATA.rglob("*") if p.is_file() and p.suffix != ".md") if REALDATA.is_dir() else []
+
+
+@pytest.mark.parametrize("name", _real_files())
+def test_real_files_count_each_reasoning_once_and_delete_all_leaves_no_copy(tmp_path, capsys, name):
+    src = REALDATA / name
+    data = src.read_bytes()
+    doc = registry.detect(data, str(src)).load(data, str(src))
+    texts, others = [], []
+    for traj in doc.trajectories:
+        for step in traj.steps:
+            mine = [p.text for p in step.parts if p.kind == "reasoning"]
+            for i, a in enumerate(mine):  # no reasoning of a step inside another of the same step
+                assert not any(j != i and len(a.strip()) >= 20 and a.strip() in b for j, b in enumerate(mine))
+            texts += mine
+            others += [p.text for p in step.parts if p.kind != "reasoning"]
+    out = tmp_path / ("out" + src.suffix)
+    code, _, err = run_cli(capsys, "prune", str(src), "--model", "fake", "--variant", "delete-all", "--signed-thinking", "edit",
+                           "--encrypted-reasoning", "drop", "-o", str(out), "-q")
+    assert code == 0, err
+    written = out.read_bytes().decode()
+    for text in (t.strip() for t in texts):
+        if len(text) >= 20 and not any(text in other for other in others):  # an answer repeating it is the answer
+            assert text not in written and json.dumps(text, ensure_ascii=False)[1:-1] not in written
