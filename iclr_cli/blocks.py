@@ -16,6 +16,17 @@ would remove an action. Every variant (``iclr``, ``step-only``, ``delete-all``,
 but a candidate block, so the rule lives here and nowhere else. Separators (the blank lines and
 the whitespace at block edges that format parsers rely on, e.g. the blank line between a
 mini-swe-agent THOUGHT and its fenced command) are never edited either.
+
+Reasoning markup is separator, never block text: a ``<think>`` / ``</think>`` tag or a harmony
+header or token (:data:`iclr_cli.model_syntax.READ_MARKUP`) outside a Markdown code span is
+structure that a format's parser pairs (:mod:`iclr_cli.formats.think`), wherever it sits in a
+reasoning text: the tags of a visible thought that holds ``<think>`` (mini-swe-agent,
+SWE-agent, OpenHands), or a pair quoted inside a ``<think>`` element, which the parser nests.
+A ``[SKIP]`` or a removed block therefore never takes a tag with it, and a separator holding
+markup stays even when every block around it goes. A tag inside a code span is a mention and
+stays in its block (:func:`holds_delimiter`), and so does markup in a piece that holds a
+text-encoded tool call (a harmony call is its header and arguments together): that piece is
+one protected block.
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from iclr_cli.model_syntax import ANY_REASONING, holds_tool_call
+from iclr_cli.model_syntax import ANY_REASONING, READ_MARKUP, code_spans, holds_tool_call
 
 SKIP = "[SKIP]"
 
@@ -67,8 +78,11 @@ class Split:
         ``None`` to remove the block.
 
         Separators are never edited. A removed block takes the separator after it along (the
-        layout between the blocks that stay is unchanged); when no block is left at all the
-        result is ``""`` (a reasoning deleted in full is empty, not a run of blank lines).
+        layout between the blocks that stay is unchanged), except a separator holding markup
+        (module docstring): that one stays, and the blocks on each side of it are edited as
+        two runs. When no block is left the result is ``""`` (a reasoning deleted in full is
+        empty, not a run of blank lines), or, where separators hold markup, the first
+        separator, those, and the last.
 
         Raises:
             ValueError: when ``changes`` names a block that is not a candidate (a ``[SKIP]``
@@ -79,19 +93,24 @@ class Split:
                 raise ValueError(f"no block {i} (the text has {len(self.blocks)})")
             if not is_candidate(self.blocks[i]):
                 raise ValueError(f"block {i} is not a candidate for removal ({self.blocks[i][:40]!r})")
-        kept: list[tuple[int, str]] = []
-        for i, block in enumerate(self.blocks):
-            new = changes.get(i, block)
-            if new is not None:
-                kept.append((i, new))
-        if not kept:
+        news = [changes.get(i, block) for i, block in enumerate(self.blocks)]
+        n = len(self.blocks)
+        if n == 0:
+            return self.seps[0]
+        if all(new is None for new in news) and not any(READ_MARKUP.search(sep) for sep in self.seps):
             return ""
+        anchors = [k for k in range(1, n) if READ_MARKUP.search(self.seps[k])]
         out = [self.seps[0]]
-        for n, (i, text) in enumerate(kept):
-            out.append(text)
-            # The separator after a kept block, unless blocks after it were removed up to
-            # the end: then the text keeps its own trailing separator.
-            out.append(self.seps[i + 1] if n + 1 < len(kept) else self.seps[-1])
+        for lo, hi in zip([0, *anchors], [*anchors, n]):
+            # blocks lo..hi-1 lie between two separators that stay (seps[lo], seps[hi])
+            kept = [(i, news[i]) for i in range(lo, hi) if news[i] is not None]
+            for m, (i, text) in enumerate(kept):
+                out.append(text)
+                # The separator after a kept block, unless the blocks after it in this run
+                # were removed: then the run ends on its own closing separator.
+                if m + 1 < len(kept):
+                    out.append(self.seps[i + 1])
+            out.append(self.seps[hi])
         return "".join(out)
 
     @property
@@ -115,7 +134,8 @@ def split_blocks(text: str, splitter: str = "paragraph") -> Split:
     starts: list[int] = []
     pending = ""  # separator text accumulated since the last block
     pos = 0
-    bounds = [(m.start(), m.end()) for m in pattern.finditer(text)] + [(len(text), len(text))]
+    seps_found = [(m.start(), m.end()) for m in pattern.finditer(text)]
+    bounds = _merged(seps_found, _markup(text, seps_found)) + [(len(text), len(text))]
     for sep_start, sep_end in bounds:
         piece = text[pos:sep_start]
         core = piece.strip()
@@ -132,6 +152,38 @@ def split_blocks(text: str, splitter: str = "paragraph") -> Split:
         pos = sep_end
     seps.append(pending)
     return Split(tuple(seps), tuple(blocks), tuple(starts))
+
+
+def _markup(text: str, seps: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans of the reasoning markup of ``text`` outside code spans (module docstring), except
+    markup inside a piece (between the separators ``seps``) that holds a text-encoded tool
+    call: that piece stays one protected block, its markup with it (a harmony tool call is
+    markup and arguments together)."""
+    if "think>" not in text and "<|" not in text:
+        return []
+    found = [m.span() for m in READ_MARKUP.finditer(text)]
+    if found and "`" in text:
+        code = code_spans(text)  # the think parser's rule for mentions (iclr_cli.formats.think)
+        found = [(a, b) for a, b in found if not any(s <= a < e for s, e in code)]
+    if found:
+        ends = [0, *(e for _, e in seps)]
+        starts = [*(s for s, _ in seps), len(text)]
+        calls = [(a, b) for a, b in zip(ends, starts) if a < b and holds_tool_call(text[a:b])]
+        found = [(a, b) for a, b in found if not any(ca <= a < cb for ca, cb in calls)]
+    return found
+
+
+def _merged(seps: list[tuple[int, int]], markup: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Separator spans and markup spans in order, overlapping or touching ones joined."""
+    if not markup:
+        return seps
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(seps + markup):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def is_protected(block: str) -> bool:

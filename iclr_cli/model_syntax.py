@@ -266,3 +266,40 @@ def delimiter_of(tag: str) -> ReasoningDelimiter | None:
 _HARMONY_TOKENS = r"<\|(?:start|channel|message|end|return|call|constrain)\|>"
 ANY_REASONING = re.compile("|".join([r"</?think>", _HARMONY_TOKENS, FOREIGN_REASONING.pattern]))
 """Every reasoning delimiter of :data:`REASONING_DELIMITERS`, read or not, and the harmony tokens."""
+
+READ_MARKUP = re.compile(
+    r"</?think>"
+    r"|(?:<\|start\|>[^<]*)?<\|channel\|>[^<]*?(?:<\|constrain\|>[^<]*)?<\|message\|>"  # a whole harmony header
+    r"|" + _HARMONY_TOKENS
+)
+"""The markup of the delimiters this project reads (``read`` rows: ``<think>`` tags, harmony
+headers and tokens): structure that a format's parser pairs, so it is never the text of a
+block (:func:`iclr_cli.blocks.split_blocks`)."""
+
+
+_TICKS = re.compile(r"`+")
+
+
+def code_spans(text: str) -> list[tuple[int, int]]:
+    """Offsets of the Markdown code spans in ``text``: a run of N backticks up to the next run
+    of exactly N. Spans of one or two backticks stop at a blank line (a paragraph break);
+    runs of three or more (fences) do not. An unmatched run is literal text."""
+    spans: list[tuple[int, int]] = []
+    runs = list(_TICKS.finditer(text))
+    i = 0
+    while i < len(runs):
+        run = runs[i]
+        n = len(run.group())
+        close = None
+        for j in range(i + 1, len(runs)):
+            if n < 3 and "\n\n" in text[run.end() : runs[j].start()]:
+                break
+            if len(runs[j].group()) == n:
+                close = j
+                break
+        if close is None:
+            i += 1
+            continue
+        spans.append((run.start(), runs[close].end()))
+        i = close + 1
+    return spans

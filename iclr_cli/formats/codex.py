@@ -57,12 +57,20 @@ CLIs log it before the answer's items). Every step is the answer of a model requ
 no event is counted for is one request with no usage (``iclr savings`` counts it from the last
 recorded input plus the proxy count of the steps added since).
 
-Echoes: Codex also logs each summary as an ``event_msg`` of type ``agent_reasoning`` (raw
-content as ``agent_reasoning_raw_content``). An echo is matched to a part when its ``text``
-equals the part's text and it lies between the non-reasoning response items around the
-reasoning item (first unmatched echo wins; each echo belongs to one part). It is the same text, so it is one block, scored once; when the
-part is edited the echo is edited with it (in place), removed with the item (``DROP``), or left
-with it (``KEEP``).
+Echoes: Codex also logs each item as legacy events (codex-rs/protocol/src/items.rs,
+``as_legacy_events``, persisted by codex-rs/core/src/rollout/policy.rs): one ``event_msg`` of
+type ``agent_reasoning`` per summary text, one ``agent_reasoning_raw_content`` per raw content
+entry (when raw reasoning is shown), one ``agent_message`` per assistant text. An echo is
+matched to a part when its text equals the part's text (or adds only whitespace around it)
+and it lies between the non-reasoning response items around the item (first unmatched echo
+wins; each echo belongs to one part). It is the same text, so it is one block, scored once:
+when the part is edited the echo is edited with it (in place), removed with the item
+(``DROP``), or left with it (``KEEP``, and the default ``seal``). The ``agent_reasoning`` of a
+summary that only summarises raw content is cleared with that summary and removed with the
+item; the ``agent_message`` of a text holding ``<think>`` has its elements edited with the
+parts. Every echo event in the window is watched by the write-back engine's copy check, so an
+echo this reader could not match never keeps the text of an edited part: the file is refused
+(exit 2) naming the echo and the item's field.
 """
 
 from __future__ import annotations
@@ -90,7 +98,11 @@ _MODEL_ITEMS = MODEL_ITEMS
 _OUTPUT_ITEMS = OUTPUT_ITEMS
 _BOOKKEEPING = {"ghost_snapshot", "compaction", "compaction_summary", "other"}
 """Response items the model neither wrote as text nor saw as an observation."""
-_ECHOES = {"agent_reasoning": "summary", "agent_reasoning_raw_content": "content"}
+# Codex's legacy events for a turn item (codex-rs/protocol/src/items.rs, ``as_legacy_events``:
+# one ``agent_reasoning`` per summary text, one ``agent_reasoning_raw_content`` per raw content
+# entry when raw reasoning is shown, one ``agent_message`` per assistant text), persisted in
+# the rollout (codex-rs/core/src/rollout/policy.rs): event type -> (what it echoes, text key).
+_ECHOES = {"agent_reasoning": ("summary", "text"), "agent_reasoning_raw_content": ("content", "text"), "agent_message": ("message", "message")}
 _SNIFF = re.compile(rb'"type"\s*:\s*"(session_meta|response_item|turn_context)"')
 
 
@@ -105,14 +117,14 @@ def _item(value) -> dict | None:
     return None
 
 
-def _echo(value) -> tuple[str, str] | None:
-    """``(where, text)`` of an ``agent_reasoning`` style event, else None."""
+def _echo(value) -> tuple[str, str, str] | None:
+    """``(what it echoes, text key, text)`` of an echo event (``_ECHOES``), else None."""
     if isinstance(value, dict) and value.get("type") == "event_msg" and isinstance(value.get("payload"), dict):
         payload = value["payload"]
         kind = payload.get("type")
-        where = _ECHOES.get(kind) if isinstance(kind, str) else None
-        if where and isinstance(payload.get("text"), str):
-            return where, payload["text"]
+        found = _ECHOES.get(kind) if isinstance(kind, str) else None
+        if found and isinstance(payload.get(found[1]), str):
+            return found[0], found[1], payload[found[1]]
     return None
 
 
@@ -266,29 +278,73 @@ class _Reader:
         if kind == "reasoning":
             drafts = _reasoning(item, (where.rec, "payload"), (where.rec,), where, "payload")
             self.sealed += not drafts and bool(item.get("encrypted_content"))
-            self.join_echoes(drafts, where.rec)
+            self.join_echoes(drafts, item, where.rec)
             self.live.setdefault(_identity(item), drafts)
             return drafts
         if kind == "message":
-            return _assistant_message(item, where)
+            parts = _assistant_message(item, where)
+            self.join_message_echoes(parts, item, where.rec)
+            return parts
         label, text = call_text(item)
         return [Part("action", text, label=label)]
 
-    def join_echoes(self, drafts: list[Draft], rec: int) -> None:
-        """Each part's ``agent_reasoning`` echo (same text, between the non-reasoning items
-        around the item) becomes a site; the item's drop takes every echo with it."""
-        at = bisect.bisect_left(self.bounds, rec)
-        lo = self.bounds[at - 1] if at else -1
-        hi = self.bounds[at] if at < len(self.bounds) else float("inf")
+    def window(self, rec: int) -> tuple[float, float]:
+        """The records strictly between the non-reasoning response items around ``rec``:
+        where Codex logs the item's echoes (after the item in newer CLIs, before it, as the
+        stream ran, in older ones)."""
+        lo = bisect.bisect_left(self.bounds, rec)
+        hi = bisect.bisect_right(self.bounds, rec)
+        return (self.bounds[lo - 1] if lo else -1), (self.bounds[hi] if hi < len(self.bounds) else float("inf"))
+
+    def join_echoes(self, drafts: list[Draft], item: dict, rec: int) -> None:
+        """Each part's echo (``agent_reasoning`` of a summary, ``agent_reasoning_raw_content``
+        of a content entry: the same text, whitespace around it aside, in the item's window)
+        becomes a site; the echo of a summary that only summarises the content is cleared
+        with that summary. The item's drop takes every echo with it, and every echo event in
+        the window is watched, so an echo the reader could not match never keeps the text
+        of an edited part (the file is refused instead)."""
+        lo, hi = self.window(rec)
         hits = []
         for draft in drafts:
-            for where in dict.fromkeys(site.path[2] for site in draft.sites if len(site.path) > 2):  # summary, content
+            for where in dict.fromkeys(site.path[2] for site in draft.sites if len(site.path) > 2 and site.path[0] == rec):  # summary, content
                 hit = self.echoes.take(lo, hi, where, draft.text)
                 if hit is not None:
-                    draft.add(Site((hit, "payload", "text")))
-                    hits.append((hit,))
+                    draft.add(Site(*hit))
+                    hits.append((hit[0][0],))
+        summaries = dict.fromkeys(path for draft in drafts for path in draft.clear_with if path[0] == rec)
+        for path in summaries:
+            text = _text_at(item, path[2:])
+            hit = self.echoes.take(lo, hi, "summary", text) if text is not None else None
+            if hit is not None:
+                for draft in drafts:
+                    draft.clear_with.append(hit[0])
+                hits.append((hit[0][0],))
+        watched = self.echoes.between(lo, hi)
         for draft in drafts:
             draft.drop.extend(hits)
+            draft.watch.extend(watched)
+
+    def join_message_echoes(self, parts: list[Draft | Part], item: dict, rec: int) -> None:
+        """The ``agent_message`` echo of each assistant text holding ``<think>`` (the same
+        text, in the item's window): its elements are sites of the same parts."""
+        drafts = [d for d in parts if isinstance(d, Draft)]
+        if not drafts:
+            return
+        lo, hi = self.window(rec)
+        texts: dict[tuple, str] = {}
+        for draft in drafts:
+            path = draft.sites[0].path
+            if path not in texts:
+                value = _text_at(item, path[2:])
+                if value is not None:
+                    texts[path] = value
+        echoes = {path: self.echoes.take(lo, hi, "message", value, exact=True) for path, value in texts.items()}
+        watched = self.echoes.between(lo, hi)
+        for draft in drafts:
+            hit = echoes.get(draft.sites[0].path)
+            if hit is not None:
+                draft.add(Site(hit[0], draft.sites[0].how))
+            draft.watch.extend(watched)
 
     def compacted(self, payload: dict, where: Where) -> None:
         message = payload.get("message")
@@ -378,10 +434,10 @@ def _assistant_message(item: dict, where: Where) -> list[Draft | Part]:
 
 
 class _Echoes:
-    """The ``agent_reasoning`` echo lines of a file, each matched to at most one part."""
+    """The echo events of a file (``_ECHOES``), each matched to at most one part."""
 
     def __init__(self, values: list) -> None:
-        self.text: dict[int, tuple[str, str]] = {}
+        self.text: dict[int, tuple[str, str, str]] = {}
         for rec, value in enumerate(values):
             echo = _echo(value) if value is not BAD_LINE else None
             if echo is not None:
@@ -389,13 +445,32 @@ class _Echoes:
         self.recs = sorted(self.text)
         self.used: set[int] = set()
 
-    def take(self, lo: float, hi: float, where: str, text: str) -> int | None:
-        """The first unused echo strictly between records ``lo`` and ``hi`` with this text."""
-        for rec in self.recs[bisect.bisect_right(self.recs, lo) : bisect.bisect_left(self.recs, hi)]:
-            if rec not in self.used and self.text[rec] == (where, text):
-                self.used.add(rec)
-                return rec
+    def between(self, lo: float, hi: float) -> list[int]:
+        """Every echo record strictly between records ``lo`` and ``hi``."""
+        return self.recs[bisect.bisect_right(self.recs, lo) : bisect.bisect_left(self.recs, hi)]
+
+    def take(self, lo: float, hi: float, where: str, text: str, *, exact: bool = False) -> tuple[tuple, str] | None:
+        """``(path, site kind)`` of the first unused echo strictly between records ``lo``
+        and ``hi`` echoing ``where`` with this text: ``whole``, or (unless ``exact``) ``core``
+        when the echo adds whitespace around it."""
+        for how in ("whole",) if exact else ("whole", "core"):
+            for rec in self.between(lo, hi):
+                kind, key, said = self.text[rec]
+                if rec not in self.used and kind == where and (said == text if how == "whole" else said.strip() == text != ""):
+                    self.used.add(rec)
+                    return (rec, "payload", key), how
         return None
+
+
+def _text_at(item: dict, path: tuple) -> str | None:
+    """The string at ``path`` inside a response item's payload, or None."""
+    value: object = item
+    for key in path:
+        try:
+            value = value[key]  # type: ignore[index]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return value if isinstance(value, str) else None
 
 
 ADAPTER = CodexAdapter()

@@ -29,8 +29,11 @@ Reasoning: each thought's ``description`` (the ``subject`` is its heading and st
 parts in ``content`` (``{"text", "thought": true}``, written by checkpoints) as in the
 ``gemini`` adapter: one carrying a ``thoughtSignature`` is read-only, others in place, and a
 thought entry holding the same summary is the same part. Every copy of a message's thought
-(each line that re-wrote the message, each checkpoint) is a site of the same part, so an edit
-changes them all alike; lines of rewound messages are copies of nothing read and pass through.
+(each line that re-wrote the message, each checkpoint: the same thought entry or content
+thought part, same text) is a site of the same part, so an edit changes them all alike; a
+copy that says the same words elsewhere is not edited, and the write-back engine refuses the
+file (exit 2, naming both) rather than leave it full. Lines of rewound messages are copies
+of nothing read and pass through.
 """
 
 from __future__ import annotations
@@ -189,7 +192,7 @@ class _Reader:
                 if part.strip():
                     actions.append(Part("action", part, label="assistant"))
             elif isinstance(part, dict) and part.get("thought") is True and isinstance(part.get("text"), str):
-                drafts.append(self.content_thought(part, where))
+                drafts.append(self.content_thought(part, where, msg_id, inner))
             elif isinstance(part, dict) and isinstance(part.get("text"), str):
                 if part["text"].strip():
                     actions.append(Part("action", part["text"], label="assistant"))
@@ -198,6 +201,10 @@ class _Reader:
             elif isinstance(part, dict) and set(part) - {"thoughtSignature"}:
                 self.where.note(_name(where), f"gemini content part with {', '.join(sorted(part))}: not scored or pruned")
         self.thoughts(msg, path, msg_id, drafts)
+        watched = list(dict.fromkeys(p[0] for p in self.convo.copies[msg_id]))
+        for draft in drafts:
+            if isinstance(draft, Draft):
+                draft.watch.extend(watched)  # an unregistered copy in another line: refused, never left full
         calls = msg.get("toolCalls") if isinstance(msg.get("toolCalls"), list) else []
         observations: list[Part] = []
         for call in calls or content_calls:
@@ -213,13 +220,21 @@ class _Reader:
                     observations += self.user_part(part, "observation", "tool_result", call_id)
         return [*freeze(drafts), *actions, *observations]
 
-    def content_thought(self, part: dict, path: Path) -> Draft | Part:
+    def content_thought(self, part: dict, path: Path, msg_id: str, inner: Path) -> Draft | Part:
+        """A thought part of the content at ``path`` (``inner`` inside the content): the same
+        part in the other records of the message (same place, same text) is a site too."""
         text = part["text"]
         if part.get("thoughtSignature"):
             if text.strip():
                 self.where.sealed.append(self.where.at(path, "signed by Gemini (thoughtSignature; a signed part must not change)"))
             return Part("reasoning", text, label="reasoning", write_back=WriteBack.READ_ONLY)
-        return Draft(text, [Site((*path, "text"))], remove_when_empty=path)
+        draft = Draft(text, [Site((*path, "text"))], remove_when_empty=path)
+        live = path[: len(path) - len(inner) - 1]
+        for copy in self.convo.copies[msg_id]:
+            other = dig(self.msg_at(copy), "content", *inner) if copy != live else None
+            if isinstance(other, dict) and other.get("thought") is True and other.get("text") == text and not other.get("thoughtSignature"):
+                draft.add(Site((*copy, "content", *inner, "text")))
+        return draft
 
     def thoughts(self, msg: dict, path: Path, msg_id: str, drafts: list) -> None:
         """Each thought summary: a site of the content thought it parses from, else a part
@@ -245,7 +260,7 @@ class _Reader:
                 continue  # a signed content thought: read-only, and so is its summary
             if content.text.count(text) == 1:
                 # the summary is the part: found once in the content thought, whole in each entry
-                drafts[twin] = Draft(text, [Site(content.sites[0].path, "unique"), *sites])
+                drafts[twin] = Draft(text, [*(Site(site.path, "unique") for site in content.sites), *sites])
             else:
                 self.where.note(_name(content.sites[0].path), "thought summary not found once in its content thought: neither is edited")
                 drafts[twin] = Part("reasoning", content.text, label="reasoning", write_back=WriteBack.READ_ONLY)

@@ -21,8 +21,10 @@ Responses ``{"summary": [{"text"}], "encrypted_content"}``, each summary one par
 when encrypted: an edit drops the block, as Codex items) and ``redacted_thinking`` (read-only);
 ``additional_kwargs.reasoning`` (OpenAI Responses, the same item shape) and inline
 ``<think>`` in text. The same text in a content block and in ``additional_kwargs`` is one
-part with a site in each, so both stay equal; when they hold different text, neither is
-edited and the message is reported. Actions: text, ``tool_calls`` (``args`` as JSON; the
+part with a site in each, so both stay equal, and so is a ``<think>`` element of the text
+that holds ``reasoning_content`` (whitespace around it aside: llama.cpp's
+``deepseek-legacy`` format through an OpenAI-compatible chat model); when they hold
+different text, neither is edited and the message is reported. Actions: text, ``tool_calls`` (``args`` as JSON; the
 copies in content blocks and ``additional_kwargs.tool_calls`` are read only when
 ``tool_calls`` is absent), ``invalid_tool_calls``. Content blocks of another type, and
 reasoning-named ``additional_kwargs`` this adapter does not read, are reported.
@@ -38,7 +40,7 @@ from iclr_cli.formats.base import Document
 from iclr_cli.formats.reading import Where, base_name, dig, load_chunks
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.think import outside_think, think_elements
-from iclr_cli.formats.writeback import Draft, Path, Site, WriteBackAdapter, freeze, get
+from iclr_cli.formats.writeback import Draft, Path, Site, WriteBackAdapter, freeze, get, join_think_copies
 from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "function": "tool", "chat": None, "developer": "developer"}
@@ -146,7 +148,7 @@ class _Reader:
         if mismatch:
             self.where.note((*path, "additional_kwargs"), "additional_kwargs and the content blocks hold different reasoning: neither is edited")
             drafts = [Part("reasoning", d.text, label="reasoning", write_back=WriteBack.READ_ONLY) if isinstance(d, Draft) else d for d in drafts]
-        return [*freeze(drafts), *actions]
+        return [*join_think_copies(freeze(drafts)), *actions]
 
     def text(self, text: str, path: Path, drafts: list) -> list[Part]:
         elements = think_elements(text)
@@ -226,7 +228,10 @@ class _Reader:
         text = kwargs.get("reasoning_content")
         if isinstance(text, str) and text:
             known = [d for d in before if d.text == text]
-            if before and not known:
+            # a <think> element of the text holding it, whitespace aside: one reasoning
+            # stored twice, joined once the parts are made (join_think_copies)
+            quoted = [d for d in before if d.sites and all(s.how.startswith("think:") for s in d.sites) and d.text.strip() == text]
+            if before and not known and not quoted:
                 mismatch = True
             draft = Draft(text, [self.site((*path, "reasoning_content"))])
             if known:

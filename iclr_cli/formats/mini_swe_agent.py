@@ -22,6 +22,11 @@ Reasoning (METHOD.md), all edited in place:
   neither a block nor calls (a format error) is an action: it is visible output, not reasoning.
 - v2 keeps a copy of each message in ``extra.response.choices[0].message``; the copy of a
   reasoning text (same field, same text or the same prefix) is edited with it.
+- a THOUGHT holding ``<think>`` elements (a model that writes its reasoning inline) is read
+  as :mod:`iclr_cli.formats.thoughts` says: each element's reasoning and each stretch of
+  visible words is a part; an element holding the text of a reasoning field
+  (``reasoning_content`` from llama.cpp's ``deepseek-legacy`` format) is that field's part,
+  scored once and edited in both places (docs/FORMAT.md, "One reasoning, counted once").
 
 Unrecognised (reported): harmony channel markup in ``content``, text in a second content part.
 
@@ -43,7 +48,8 @@ from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.chat_reasoning import message_reasoning
 from iclr_cli.formats.reading import Where, base_name, dig, field_name, parse_document, text_of, whole
 from iclr_cli.formats.usage import openai_usage
-from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, locate
+from iclr_cli.formats.thoughts import thought_parts
+from iclr_cli.formats.writeback import Site, WriteBackAdapter, join_think_copies, locate
 from iclr_cli.trajectory import Part, Request, Step, Trajectory
 
 _COMMAND_FENCE = re.compile(r"^```(?:bash|mswea_bash_command)[ \t]*$", re.MULTILINE)
@@ -144,12 +150,12 @@ def _assistant_parts(msg: dict, path: tuple, where: Where) -> list[Part]:
     end = thought_end(text) if text else None
     thought = text[:end] if end is not None else (text if calls else "")
     if thought.strip():
-        sites = [Site((0, *text_path), locate(text, thought))]
+        holders: list[tuple[Site, object]] = [(Site((0, *text_path), locate(text, thought) or "prefix"), text)]
         if raw is not None:
             how = locate(text_of(raw[0].get("content")), thought)
             if how and isinstance(raw[0].get("content"), str):
-                sites.append(Site((0, *raw[1], "content"), how))
-        parts.append(Part("reasoning", thought, label="reasoning", ref=TextRef(tuple(sites))))
+                holders.append((Site((0, *raw[1], "content"), how), raw[0]["content"]))
+        parts += thought_parts(thought, holders)
     rest = text[len(thought) :] if thought.strip() else text
     if rest.strip():
         parts.append(Part("action", rest, label="assistant"))
@@ -158,7 +164,7 @@ def _assistant_parts(msg: dict, path: tuple, where: Where) -> list[Part]:
         if isinstance(fn, dict):
             args = fn.get("arguments")
             parts.append(Part("action", args if isinstance(args, str) else str(args), label=f"tool_call:{fn.get('name', '?')}"))
-    return parts
+    return join_think_copies(parts)
 
 
 def _first_text(content, path: tuple, where: Where) -> tuple[str, tuple]:

@@ -30,8 +30,11 @@ Reasoning (METHOD.md), one part per text, scored once:
   the event, or its ``llm_message``): ``reasoning_content``, ``thinking_blocks`` (signed: an
   edited block loses its ``signature``), ``responses_reasoning_item`` (opaque with
   ``encrypted_content``), read by :mod:`iclr_cli.formats.chat_reasoning`. When a ``<think>``
-  element of the thought holds the same text, it is the same reasoning: one part, and an edit
-  is written into both.
+  element of the thought holds the same text (whitespace around it aside), or the thought is
+  that text, it is the same reasoning: one part, and an edit is written into both. A thought
+  that holds a reasoning field's text among other words cannot be split so: if the two are
+  not written as one compression, the write-back engine refuses the file, naming both
+  fields (docs/FORMAT.md, "One reasoning, counted once").
 - The copies in the raw model response of every event of the same model call (V0) are
   edited with the part. ``think`` tool calls are actions: tool arguments are never edited.
 
@@ -53,7 +56,7 @@ from iclr_cli.formats.chat_reasoning import message_reasoning
 from iclr_cli.formats.reading import Where, base_name, dig, document_error, field_name, read_lines, spread_document, text_of, try_document, whole
 from iclr_cli.formats.think import outside_think, think_elements
 from iclr_cli.formats.usage import count, openai_usage
-from iclr_cli.formats.writeback import Draft, Site, TextRef, WriteBackAdapter, locate
+from iclr_cli.formats.writeback import Draft, Site, TextRef, WriteBackAdapter, join_think_copies, locate
 from iclr_cli.jsonio import BAD_LINE
 from iclr_cli.trajectory import Part, Request, Step, Trajectory, Usage
 
@@ -122,6 +125,14 @@ def _thought_parts(text: str, path: tuple, mirrors: list[tuple[tuple, object]], 
     if not text.strip():
         return []
     if not think_elements(text):
+        twin = known.get(text) or known.get(text.strip())
+        if twin is not None:  # the thought is the message's reasoning field again: one part
+            twin.add(Site(path, "whole" if twin.text == text else "core"))
+            for mpath, value in mirrors:
+                how = locate(value, twin.text)
+                if how:
+                    twin.add(Site(mpath, how))
+            return []
         sites = [Site(path)]
         for mpath, value in mirrors:
             how = locate(value, text)
@@ -261,7 +272,7 @@ def _v0_action(path, event, args, groups, by_path, reasoned, where: Where) -> li
         pending.extend(parts)
     if kind != "message":
         pending.append(Part("action", _v0_call_text(meta, message, args), label=f"tool_call:{meta.get('function_name') or kind}"))
-    return _freeze(pending)
+    return join_think_copies(_freeze(pending))
 
 
 def _v0_usage(event: dict, rid: str | None) -> Usage | None:
@@ -327,7 +338,7 @@ def _v1_step(path: tuple, event: dict, at: tuple, where: Where) -> list[Part]:
         call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
         arguments = call.get("arguments")
         pending.append(Part("action", arguments if isinstance(arguments, str) else str(event.get("action", "")), label=f"tool_call:{event.get('tool_name') or call.get('name', '?')}"))
-    return _freeze(pending)
+    return join_think_copies(_freeze(pending))
 
 
 ADAPTER = OpenHandsAdapter()

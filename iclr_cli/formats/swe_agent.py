@@ -17,12 +17,19 @@ step are the history messages after it up to the next assistant message (what th
 shown, templates included), or ``trajectory[i].observation`` when there is no pair.
 
 Reasoning: ``thought`` only (METHOD.md), edited in place. The same text sits in up to four
-places; it is one part, scored once, and an edit is written into each place that holds it:
-``trajectory[i].thought`` and the paired history ``thought`` (whole strings), and
+places, and again in every later step's ``query`` (SWE-agent 1.x keeps the messages sent for
+each step there); it is one part, scored once, and an edit is written into each place that
+holds it: ``trajectory[i].thought`` and the paired history ``thought`` (whole strings), and
 ``trajectory[i].response`` and the history ``content`` (where the thought is their prefix, or
-occurs exactly once; otherwise those strings are left as they are). The paired history
-message's own reasoning fields (``thinking_blocks`` of Anthropic models, ``reasoning_content``)
-are reasoning parts before the thought (:mod:`iclr_cli.formats.chat_reasoning`).
+occurs exactly once; otherwise those strings are left as they are, and the write-back engine
+refuses the file if one of them holds the edited text), and the same fields of the copies of
+the paired message in each ``trajectory[j].query`` (found in order, as the history's). The
+paired history message's own reasoning fields (``thinking_blocks`` of Anthropic models,
+``reasoning_content``) are reasoning parts before the thought
+(:mod:`iclr_cli.formats.chat_reasoning`), with their query copies as sites. A thought that
+holds ``<think>`` elements is read as :mod:`iclr_cli.formats.thoughts` says, and an element
+holding the text of ``reasoning_content`` is that field's part (counted once, edited in
+both places).
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ from iclr_cli.formats.base import Document
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.chat_reasoning import message_reasoning
 from iclr_cli.formats.reading import Where, base_name, field_name, parse_document, text_of, whole
-from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter, locate
+from iclr_cli.formats.thoughts import thought_parts
+from iclr_cli.formats.writeback import Site, WriteBackAdapter, join_think_copies, locate
 from iclr_cli.trajectory import Part, Step, Trajectory
 
 _SNIFF_TRAJ = re.compile(rb'"trajectory"\s*:\s*\[')
@@ -49,18 +57,58 @@ def _string(value, source: str, path: tuple, *, optional: bool = True) -> str:
     return value
 
 
-def _content_sites(msg: dict, path: tuple, thought: str) -> list[Site]:
+def _content_holders(msg: dict, path: tuple, thought: str) -> list[tuple[Site, object]]:
+    """Where ``msg``'s content holds ``thought``: ``(site, value)`` of that string, if any."""
     content = msg.get("content")
     if isinstance(content, str):
         how = locate(content, thought)
-        return [Site((0, *path, "content"), how)] if how else []
+        return [(Site((0, *path, "content"), how), content)] if how else []
     if isinstance(content, list):
         for k, item in enumerate(content):
             if isinstance(item, dict):
                 how = locate(item.get("text"), thought)
                 if how:
-                    return [Site((0, *path, "content", k, "text"), how)]
+                    return [(Site((0, *path, "content", k, "text"), how), item["text"])]
     return []
+
+
+def _message_holders(msg: dict, path: tuple, thought: str) -> list[tuple[Site, object]]:
+    """The strings of an assistant message (history, or a copy in a step's ``query``) that
+    hold ``thought``: its ``thought`` when equal, and its content."""
+    out: list[tuple[Site, object]] = [(Site((0, *path, "thought")), thought)] if "thought" in msg and msg.get("thought") == thought else []
+    return out + _content_holders(msg, path, thought)
+
+
+def _pairs(msg: object, thought: str) -> bool:
+    """True when the assistant message ``msg`` is the one that holds step ``thought``."""
+    return isinstance(msg, dict) and (msg.get("thought") == thought or bool(thought and text_of(msg.get("content")).startswith(thought)))
+
+
+class _Queries:
+    """The ``query`` of each trajectory entry (SWE-agent 1.x: the messages sent for that
+    step, so every earlier assistant message again): each copy of a step's assistant message
+    is found in order, as the history's is, and becomes a holder of its texts."""
+
+    def __init__(self, traj: list) -> None:
+        self.lists: list[tuple[int, list[tuple[int, dict]]]] = []
+        for j, entry in enumerate(traj):
+            query = entry.get("query") if isinstance(entry, dict) else None
+            if isinstance(query, list):
+                msgs = [(k, m) for k, m in enumerate(query) if isinstance(m, dict) and m.get("role") == "assistant" and not m.get("is_demo")]
+                self.lists.append((j, msgs))
+        self.cursor = [0] * len(self.lists)
+
+    def copies(self, thought: str) -> list[tuple[tuple, dict]]:
+        """``(path, message)`` of the next copy of the step's message in each query."""
+        out = []
+        for n, (j, msgs) in enumerate(self.lists):
+            for c in range(self.cursor[n], len(msgs)):
+                k, msg = msgs[c]
+                if _pairs(msg, thought):
+                    out.append((("trajectory", j, "query", k), msg))
+                    self.cursor[n] = c + 1
+                    break
+        return out
 
 
 class SweAgentAdapter(WriteBackAdapter):
@@ -109,30 +157,29 @@ class SweAgentAdapter(WriteBackAdapter):
         source = where.source
         steps = []
         cursor = 0  # position in ``assistants`` of the next unpaired history message
+        queries = _Queries(traj)
         for i, entry in enumerate(traj):
             if not isinstance(entry, dict):
                 raise InputError(source, "trajectory entry must be an object", field=f"trajectory[{i}]")
             thought = _string(entry.get("thought"), source, ("trajectory", i, "thought"))
             action = _string(entry.get("action"), source, ("trajectory", i, "action"))
             observation = entry.get("observation")
-            sites = [Site((0, "trajectory", i, "thought"))] if "thought" in entry else []
+            holders: list[tuple[Site, object]] = [(Site((0, "trajectory", i, "thought")), thought)] if "thought" in entry else []
             how = locate(entry.get("response"), thought)
             if how:
-                sites.append(Site((0, "trajectory", i, "response"), how))
+                holders.append((Site((0, "trajectory", i, "response"), how), entry["response"]))
             paired = None
             for k in range(cursor, len(assistants)):
-                msg = history[assistants[k]]
-                if msg.get("thought") == thought or (thought and text_of(msg.get("content")).startswith(thought)):
+                if _pairs(history[assistants[k]], thought):
                     paired, cursor = assistants[k], k + 1
                     break
             if paired is not None:
-                msg = history[paired]
-                if msg.get("thought") == thought and "thought" in msg:
-                    sites.append(Site((0, "history", paired, "thought")))
-                sites.extend(_content_sites(msg, ("history", paired), thought))
-            parts = [] if paired is None else _thinking(history[paired], paired, where)
-            if thought:
-                parts.append(Part("reasoning", thought, label="reasoning", ref=TextRef(tuple(sites))))
+                holders += _message_holders(history[paired], ("history", paired), thought)
+            copies = queries.copies(thought)
+            for path, msg in copies:
+                holders += _message_holders(msg, path, thought)
+            parts = [] if paired is None else _thinking(history[paired], paired, where, copies)
+            parts = join_think_copies(parts + thought_parts(thought, holders)) if thought else parts
             response = entry.get("response")
             rest = response[len(thought) :] if isinstance(response, str) and response.startswith(thought) else None
             parts.extend(_actions(rest, action, history[paired] if paired is not None else {}))
@@ -152,10 +199,10 @@ class SweAgentAdapter(WriteBackAdapter):
         source = where.source
         msg = history[at]
         thought = _string(msg.get("thought"), source, ("history", at, "thought"))
-        sites = [Site((0, "history", at, "thought"))] + _content_sites(msg, ("history", at), thought)
+        holders = [(Site((0, "history", at, "thought")), thought), *_content_holders(msg, ("history", at), thought)]
         parts = _thinking(msg, at, where)
         if thought:
-            parts.append(Part("reasoning", thought, label="reasoning", ref=TextRef(tuple(sites))))
+            parts = join_think_copies(parts + thought_parts(thought, holders))
         content = text_of(msg.get("content"))
         rest = content[len(thought) :] if content.startswith(thought) else None
         parts.extend(_actions(rest, _string(msg.get("action"), source, ("history", at, "action")), msg))
@@ -164,10 +211,12 @@ class SweAgentAdapter(WriteBackAdapter):
         return Step(k, tuple(parts))
 
 
-def _thinking(msg: dict, at: int, where: Where) -> list[Part]:
+def _thinking(msg: dict, at: int, where: Where, copies: list[tuple[tuple, dict]] = ()) -> list[Part]:  # type: ignore[assignment]
     """Reasoning the model returned beside its visible thought (``thinking_blocks`` of
-    Anthropic models, ``reasoning_content``): history is what SWE-agent sends back."""
-    return [d.part() for d in message_reasoning(msg, (0, "history", at), where, ("history", at))]
+    Anthropic models, ``reasoning_content``): history is what SWE-agent sends back. The
+    same fields of the message's ``copies`` in later steps' ``query`` are sites too."""
+    located = [((0, *path), m) for path, m in copies]
+    return [d.part() for d in message_reasoning(msg, (0, "history", at), where, ("history", at), located)]
 
 
 def _actions(rest: str | None, action: str, msg: dict) -> list[Part]:

@@ -19,10 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from iclr_cli.model_syntax import code_spans  # noqa: F401  (mentions: the rule lives beside the other syntax rules)
+
 OPEN = "<think>"
 CLOSE = "</think>"
 _TAG = re.compile(r"</?think>")
-_TICKS = re.compile(r"`+")
 
 
 @dataclass(frozen=True)
@@ -37,31 +38,6 @@ class ThinkElement:
 
     def inner(self, text: str) -> str:
         return text[self.inner_start : self.inner_end]
-
-
-def code_spans(text: str) -> list[tuple[int, int]]:
-    """Offsets of the Markdown code spans in ``text``: a run of N backticks up to the next run
-    of exactly N. Spans of one or two backticks stop at a blank line (a paragraph break);
-    runs of three or more (fences) do not. An unmatched run is literal text."""
-    spans: list[tuple[int, int]] = []
-    runs = list(_TICKS.finditer(text))
-    i = 0
-    while i < len(runs):
-        run = runs[i]
-        n = len(run.group())
-        close = None
-        for j in range(i + 1, len(runs)):
-            if n < 3 and "\n\n" in text[run.end() : runs[j].start()]:
-                break
-            if len(runs[j].group()) == n:
-                close = j
-                break
-        if close is None:
-            i += 1
-            continue
-        spans.append((run.start(), runs[close].end()))
-        i = close + 1
-    return spans
 
 
 def think_elements(text: str) -> list[ThinkElement]:
@@ -134,3 +110,56 @@ def replace_core(text: str, k: int, old: str, new: str) -> str | None:
     if inner[start:end] != old:
         return None
     return text[: el.inner_start + start] + new + text[el.inner_start + end :]
+
+
+def visible_pieces(text: str, elements: list[ThinkElement] | None = None) -> list[tuple[int, int]]:
+    """``(start, end)`` of the text outside the ``<think>`` elements: piece K lies before
+    element K (the last piece after the last element), so there is one piece more than
+    elements."""
+    elements = think_elements(text) if elements is None else elements
+    starts = [0, *(el.end for el in elements)]
+    ends = [*(el.start for el in elements), len(text)]
+    return list(zip(starts, ends))
+
+
+def replace_outside(text: str, k: int, old: str, new: str) -> str | None:
+    """``text`` with ``old``, held in its ``k``-th visible piece (:func:`visible_pieces`) as
+    that piece's start or exactly once, replaced by ``new``; None when it is not there: the
+    visible words of a thought that also holds ``<think>`` elements (mini-swe-agent THOUGHT,
+    SWE-agent ``thought``), located whatever the elements around them say."""
+    pieces = visible_pieces(text)
+    if k >= len(pieces) or not old:
+        return None
+    a, b = pieces[k]
+    piece = text[a:b]
+    if piece.startswith(old):
+        at = a
+    elif piece.count(old) == 1:
+        at = a + piece.index(old)
+    else:
+        return None
+    return text[:at] + new + text[at + len(old) :]
+
+
+def copy_kept_alike(outer: str, inner: str, outer_new: str, inner_new: str) -> bool:
+    """True when ``outer_new`` still says exactly what ``inner_new`` says wherever ``outer``
+    held ``inner``: one reasoning stored twice, one copy inside another text (a thought that
+    quotes ``reasoning_content`` in ``<think>``), written as one compression.
+
+    Where ``outer`` holds ``inner`` as the reasoning of ``<think>`` elements (whitespace around
+    it aside) and nowhere else, each such element of ``outer_new`` (same count, same order)
+    must hold ``inner_new``; the rest of ``outer`` may have been edited on its own. Elsewhere
+    the copy has no markup to find it by, so ``outer_new`` must be ``outer`` with each copy
+    replaced by ``inner_new`` and nothing else changed, or hold each copy intact when
+    ``inner`` is unchanged, or both must be empty. Anything else (an edited text that
+    happens to contain the new inner text somewhere) is not one compression."""
+    if outer_new == "" and inner_new == "":
+        return True
+    elements = think_elements(outer)
+    held = [k for k, el in enumerate(elements) if el.inner(outer).strip() == inner.strip()]
+    if held and outer.count(inner.strip()) == len(held):
+        after = think_elements(outer_new)
+        return len(after) == len(elements) and all(after[k].inner(outer_new).strip() == inner_new.strip() for k in held)
+    if inner_new == inner:
+        return outer_new.count(inner) == outer.count(inner)
+    return outer_new == outer.replace(inner, inner_new)
