@@ -426,6 +426,13 @@ class TransformersScorer:
         self._streams.take(stream)
         self._modes.pop(stream, None)
 
+    def holds(self, stream: str) -> bool:
+        """True when a state of ``stream`` is kept, so its next request runs only the tokens
+        after what it shares with the previous one; False means that request runs P and the
+        history first (``iclr serve`` says so when a request waits on it). Safe to read from
+        another thread."""
+        return self.prefix_cache and stream in self._streams
+
     def cache_info(self) -> dict[str, int | None]:
         """The stream caches kept between calls, as plain numbers (safe to read while another
         thread scores): ``streams`` held, ``tokens`` and ``bytes`` of key/value capacity they
