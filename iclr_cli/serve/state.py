@@ -324,7 +324,7 @@ class ServeState:
             if not ready:
                 self.scorer.promote(future)
             try:
-                result = waiting.wait(future, deadline)
+                result = self._wait(waiting, future, deadline)
             except ScoringCancelled:
                 raise
             except Exception:  # failed ahead: scored again now, below
@@ -335,7 +335,18 @@ class ServeState:
         if claim is not None:
             self.stats.eager_event("misses")
         future = submit([prepared.request])
-        return waiting.wait(future, deadline), future
+        return self._wait(waiting, future, deadline), future
+
+    def _wait(self, waiting: Waiting, future: Future, deadline: float | None):
+        with self.stats.lock:
+            self.stats.waiting += 1
+        self.stats.metrics.waiting.inc()
+        try:
+            return waiting.wait(future, deadline)
+        finally:
+            with self.stats.lock:
+                self.stats.waiting -= 1
+            self.stats.metrics.waiting.dec()
 
     def _late(self, conv: Conversation, key: str, prepared: PreparedStep, future: Future, texts: tuple[str, ...],
               unrecognised: int, sealed: Sequence[str]) -> StoredStep:

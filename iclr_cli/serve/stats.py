@@ -19,8 +19,8 @@ requests that had a step to score: the part the latency budget bounds). Nothing 
 header, a key or message text.
 
 In total only: the scorer state kept per conversation (memory, conversations held, evictions;
-read from the scorer at each scrape), the scorer queue (depth, age of the oldest call; read at
-each scrape) and what scoring ahead (:mod:`iclr_cli.serve.eager`) did.
+read from the scorer at each scrape), the scorer queue (depth, age of the oldest call, requests
+waiting for scores now; read at each scrape) and what scoring ahead (:mod:`iclr_cli.serve.eager`) did.
 """
 
 from __future__ import annotations
@@ -214,6 +214,7 @@ class Metrics:
         )
         self.batch = Histogram("iclr_serve_scorer_batch_size", "Scoring requests per scorer call", buckets=(1, 2, 4, 8, 16, 32, 64), registry=r)
         self.conversations = Gauge("iclr_serve_conversations", "Conversations held in state", registry=r)
+        self.waiting = Gauge("iclr_serve_requests_waiting_for_scores", "Requests waiting for their steps' scores now (each at most --max-wait)", registry=r)
         self.eager = Counter("iclr_serve_eager_scoring", "Steps scored ahead, once the reply was relayed, by outcome", ["outcome"], registry=r)
 
     def watch_scorer(self, info) -> None:
@@ -237,6 +238,7 @@ class Stats:
     def __init__(self) -> None:
         self.total = Counts()
         self.eager = EagerCounts()
+        self.waiting = 0  # requests waiting for scores right now
         self.metrics = Metrics()
         self.lock = threading.Lock()
 
