@@ -112,6 +112,14 @@ class FakeScorer:
         """Drop ``stream``'s kept state."""
         self._kept.pop(stream, None)
 
+    def cache_info(self) -> dict | None:
+        """A paced fake's kept state as the real scorer reports its own (``iclr serve``'s
+        ``/stats``): streams held and ``forward_tokens`` charged; ``None`` for an instant one."""
+        if self.tokens_per_s is None:
+            return None
+        return {"streams": len(self._kept), "tokens": None, "bytes": None, "budget_tokens": None, "budget_bytes": None,
+                "evictions": 0, "not_kept": 0, "forward_tokens": self.tokens_run, "reused_tokens": None}
+
     def _hold(self, seconds: float | None) -> None:
         """Wait for the gate, then ``seconds`` (the pace); ScoringCancelled once cancelled."""
         if self.gate is not None:

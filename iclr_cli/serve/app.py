@@ -222,7 +222,10 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
         state.stats.request(conv.counts if conv else None, waited, None, STOPPED)
         return _error(dialect, 503, "iclr serve is shutting down; send the request again", "server_error", "shutting_down")
 
-    def report_wait(path: str, waiting: Waiting) -> None:
+    def report_wait(path: str, waiting: Waiting, timers: list) -> None:
+        if not waiting.upstream and waiting.current() is None:  # between two waits: say it once there is one
+            timers.append(asyncio.get_running_loop().call_later(WAIT_LOG_S / 10, report_wait, path, waiting, timers))
+            return
         conv = f" (conversation {waiting.conversation})" if waiting.conversation else ""
         log.warning("a request to /v1/%s%s has waited %.0f s so far, on %s", path, conv, time.monotonic() - waiting.start, describe(waiting, state.scorer))
 
@@ -307,11 +310,13 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
 
         async def handle(request):
             waiting = Waiting()
-            timer = asyncio.get_running_loop().call_later(WAIT_LOG_S, report_wait, path, waiting)
+            timers: list = []  # the log line's timer (re-armed while the request is between two waits)
+            timers.append(asyncio.get_running_loop().call_later(WAIT_LOG_S, report_wait, path, waiting, timers))
             try:
                 return await held(request, waiting)
             finally:
-                timer.cancel()
+                for timer in timers:
+                    timer.cancel()
 
         async def held(request, waiting: Waiting):
             start = waiting.start
