@@ -73,9 +73,10 @@ def _p(tokens: int, tokenizer) -> tuple[list[dict], list[dict]]:
             out.append(rng.choice(SENTENCES).format(tool=rng.choice(TOOLS), thing=rng.choice(things)))
         return " ".join(out)
 
-    tools = [{"name": name, "description": text(1200), "input_schema": {"type": "object", "properties": {
-        "command" if name == "Bash" else "path": {"type": "string", "description": text(300)},
-        "timeout": {"type": "number", "description": text(200)}}, "required": ["command" if name == "Bash" else "path"]}}
+    scale = min(1.0, tokens / 20_000)  # 16 tools of about 7,600 tokens at 20K, fewer words for a smaller P
+    tools = [{"name": name, "description": text(int(1200 * scale)), "input_schema": {"type": "object", "properties": {
+        "command" if name == "Bash" else "path": {"type": "string", "description": text(int(300 * scale))},
+        "timeout": {"type": "number", "description": text(int(200 * scale))}}, "required": ["command" if name == "Bash" else "path"]}}
         for name in TOOLS]
     system = [{"type": "text", "text": "You are an interactive CLI tool that helps users with software engineering tasks."}]
     body = ""
@@ -250,20 +251,25 @@ def second(args, base: str, handler, tokenizer, p, tool_s: float) -> dict:
     """A second session with the same P through the same proxy, once the first one's scoring
     is done: did its first scored step run a prefill of P?"""
     system, tools = p
+    started = time.monotonic()
     _idle(base, args.settle_s)
+    settled = time.monotonic() - started
     before = _stats(base)
     n_before = len(handler.bodies)
     wall = session(base, 2, system, tools, tool_s)
+    during = _stats(base)
+    _idle(base, args.settle_s)  # forward tokens are counted when a batch ends: let its scoring finish
     after = _stats(base)
     p_tokens = len(tokenizer.token_spans(prompt_cache.linear({"system": system, "tools": tools})))
-    conv = [c for cid, c in after["conversations"].items() if cid not in before["conversations"]]
+    conv = [c for cid, c in during["conversations"].items() if cid not in before["conversations"]]
     forward = None
     if after.get("scorer_state") and before.get("scorer_state"):
         forward = after["scorer_state"]["forward_tokens"] - before["scorer_state"]["forward_tokens"]
-    return {"wall_s": round(wall, 1), "p_tokens": p_tokens, "forward_tokens": forward,
+    # its scoring runs P only if it prefills it: the steps and their history are far fewer tokens
+    return {"first_settled_s": round(settled, 1), "wall_s": round(wall, 1), "p_tokens": p_tokens, "forward_tokens": forward,
             "prefilled_p": None if forward is None else forward >= p_tokens,
             "steps_compressed": conv[0]["steps_compressed"] if conv else None, "steps_late": conv[0]["steps_late"] if conv else None,
-            "requests": len(handler.bodies) - n_before}
+            "steps_late_compressed": conv[0]["steps_late_compressed"] if conv else None, "requests": len(handler.bodies) - n_before}
 
 
 def concurrent(args, tool_s: float, late: str, p, n: int) -> dict:

@@ -251,10 +251,71 @@ def test_where_a_call_stands_and_what_a_waiting_request_is_told():
     assert "upstream" in describe(waiting, batching)
     gate.set()
     settle(queued)
-    assert batching.where(queued).state == "done" and inner.holds("a") and inner.holds("b")
+    assert batching.where(queued).state == "done" and not inner.prefills(req("a")) and not inner.prefills(req("b"))
     again = batching.submit([req("a")])
     settle(again)
     batching.close()
+
+
+def test_a_wait_the_scorer_expects_to_outlast_the_budget_is_not_waited():
+    gate = threading.Event()
+    state, _, batching = make("compress-later", max_wait=3600.0, gate=gate)
+    batching.eta = lambda future: 1e9  # expected far past the deadline: a prefill of P on a CPU
+    deadlines: list = []
+    wait = Waiting.wait
+
+    def spy(self, future, deadline):
+        deadlines.append((deadline, time.monotonic()))
+        return wait(self, future, deadline)
+
+    Waiting.wait = spy
+    try:
+        assert reasoning_sent(send(state, conversation(1))) == [REASONING]
+    finally:
+        Waiting.wait = wait
+    ((deadline, called),) = deadlines
+    assert deadline <= called  # went late at once instead of waiting the hour
+    assert state.stats.total.steps_late == 1
+    gate.set()
+    batching.close()
+
+
+def test_the_scorer_estimates_a_call_from_recent_batches_of_its_kind():
+    gate = threading.Event()
+    inner = FakeScorer(gate=gate, tokens_per_s=1e9)
+    batching = BatchingScorer(inner, wait_s=0)
+    step = "[reasoning]\nOne.\n\nTwo."
+
+    def req(stream):
+        return ScoreRequest(stream, ("[user]\nGo.\n\n",), (), step, ((12, 16), (18, len(step))))
+
+    first = batching.submit([req("a")])
+    assert until_running(batching, first)
+    assert batching.eta(first) == 0.0  # its own kind has run no longer than itself: nothing says more
+    queued = batching.submit([req("b")])  # a prefill queued behind a prefill that has run so far
+    time.sleep(0.05)
+    assert batching.eta(queued) >= 0.05  # at least what the running one has taken (not an assertion on speed)
+    kept = batching.submit([req("a")])  # no prefill: a kind that has not run yet
+    assert batching.eta(kept) is None
+    gate.set()
+    settle(kept)
+    assert batching.eta(kept) == 0.0
+    gate.clear()
+    again = batching.submit([req("a")])
+    assert until_running(batching, again)
+    later = batching.submit([req("c")])
+    eta = batching.eta(later)  # both kinds have run: a number from their medians
+    assert eta is not None and eta >= 0
+    gate.set()
+    settle(later)
+    batching.close()
+
+
+def until_running(batching, future, limit: float = 60) -> bool:
+    deadline = time.monotonic() + limit
+    while batching.where(future).state != "running" and time.monotonic() < deadline:
+        time.sleep(0.002)
+    return batching.where(future).state == "running"
 
 
 def test_budget_and_option_values():

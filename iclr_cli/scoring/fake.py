@@ -103,10 +103,10 @@ class FakeScorer:
         """Stop for good: waits in progress and later calls raise ScoringCancelled."""
         self._cancelled.set()
 
-    def holds(self, stream: str) -> bool:
-        """True when ``stream``'s next request runs only what it does not share with the
-        previous one (a paced fake keeps that state; an instant one has no cost to save)."""
-        return self.tokens_per_s is None or stream in self._kept
+    def prefills(self, request: ScoreRequest) -> bool:
+        """True when scoring ``request`` charges all of its tokens: a paced fake keeps no
+        state of its stream yet (an instant one has no cost to save)."""
+        return self.tokens_per_s is not None and request.stream not in self._kept
 
     def forget(self, stream: str) -> None:
         """Drop ``stream``'s kept state."""

@@ -105,6 +105,7 @@ class BatchingScorer:
         self._eager: deque[_Call] = deque()
         self._forget: deque[str] = deque()
         self._running: tuple[list[_Call], float, bool] | None = None  # (batch, started, prefill)
+        self._took: dict[bool, deque[float]] = {False: deque(maxlen=16), True: deque(maxlen=16)}  # recent batch seconds, by prefill
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="iclr-scorer", daemon=True)
         self._thread.start()
@@ -181,6 +182,40 @@ class BatchingScorer:
             if running is not None and any(call.future is future for call in running[0]):
                 return Where("running", since=time.monotonic() - running[1], prefill=running[2])
         return Where("done")
+
+    def _typical(self, prefill: bool, running) -> float | None:
+        """Seconds a batch of this kind takes: the median of the last 16 that ran; while none
+        has, the time the running one of this kind has taken so far (a lower bound)."""
+        took = sorted(self._took[prefill])
+        if took:
+            return took[len(took) // 2]
+        if running is not None and running[2] == prefill:
+            return time.monotonic() - running[1]
+        return None
+
+    def eta(self, future: Future) -> float | None:
+        """Seconds until the call of ``future`` is expected to be done: what the batch running
+        has left and, for a queued call, a batch of its kind (a prefill of P or not; see
+        :meth:`_typical`); ``None`` when nothing says. An estimate, for a request deciding
+        whether a wait can end within its budget: on a CPU, a call queued behind a prefill
+        of P that has run for seconds will not."""
+        prefills = getattr(self.inner, "prefills", None)
+        with self._cond:
+            running = self._running
+            queued = next((c for q in (self._urgent, self._eager) for c in q if c.future is future), None)
+            mine = running is not None and any(c.future is future for c in running[0])
+            if queued is None and not mine:
+                return 0.0
+            left = 0.0
+            if running is not None:
+                typical = self._typical(running[2], running)
+                if typical is None:
+                    return None
+                left = max(0.0, typical - (time.monotonic() - running[1]))
+            if mine:
+                return left
+            own = self._typical(prefills is not None and any(prefills(r) for r in queued.requests), running)
+            return None if own is None else left + own
 
     def queue_info(self) -> dict:
         """The scorer queue for ``/stats``: ``depth`` (calls queued, not counting the batch
@@ -276,8 +311,8 @@ class BatchingScorer:
 
     def _start(self, batch: list[_Call]) -> list[_Call]:
         """Mark ``batch`` as running (called with the lock held, in the scorer thread)."""
-        holds = getattr(self.inner, "holds", None)
-        prefill = holds is not None and any(not holds(r.stream) for call in batch for r in call.requests)
+        prefills = getattr(self.inner, "prefills", None)
+        prefill = prefills is not None and any(prefills(r) for call in batch for r in call.requests)
         self._running = (batch, time.monotonic(), prefill)
         return batch
 
@@ -296,6 +331,9 @@ class BatchingScorer:
                 self._score(batch)
             finally:
                 with self._cond:
+                    if self._running is not None:
+                        _, started, prefill = self._running
+                        self._took[prefill].append(time.monotonic() - started)
                     self._running = None
 
     def _score(self, batch: list[_Call]) -> None:

@@ -30,6 +30,11 @@ left as generated, sent late, compressed later) is stored with the step, in the 
 too, so a restart never changes what a step looks like; a step still waiting to be compressed
 at a restart is scored again, on the history as it stands then.
 
+A request does not wait at all when the scorer expects the step's scores later than its
+deadline (:meth:`BatchingScorer.eta <iclr_cli.serve.batching.BatchingScorer.eta>`: the median
+time of recent batches of the same kind, a prefill of P or not, plus what the batch running has
+left): a wait that cannot end in time would only add to the request's time.
+
 ``max_wait`` ``None`` (``--max-wait inf``) waits for every step however long scoring takes:
 the paper's online rule, every step decided before the request goes on.
 

@@ -137,6 +137,9 @@ class EagerScorer:
     def queue_info(self) -> dict:
         return self.inner.queue_info()
 
+    def eta(self, future: Future) -> float | None:
+        return self.inner.eta(future)
+
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """Results in order: the ones scored ahead where a kept result matches the whole
         request, the others scored now (:meth:`BatchingScorer.score`). A result scored

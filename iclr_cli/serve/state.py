@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -338,6 +339,14 @@ class ServeState:
         return self._wait(waiting, future, deadline), future
 
     def _wait(self, waiting: Waiting, future: Future, deadline: float | None):
+        """``future``'s result within ``deadline``; not waited for at all when the scorer
+        expects it later than that (a prefill of P or a queue behind one: the wait would only
+        add to the request's time)."""
+        eta = getattr(self.scorer, "eta", None)
+        if deadline is not None and eta is not None and not future.done():
+            expected = eta(future)
+            if expected is not None and time.monotonic() + expected > deadline:
+                deadline = time.monotonic()
         with self.stats.lock:
             self.stats.waiting += 1
         self.stats.metrics.waiting.inc()
