@@ -260,7 +260,10 @@ def second(args, base: str, handler, tokenizer, p, tool_s: float) -> dict:
     during = _stats(base)
     _idle(base, args.settle_s)  # forward tokens are counted when a batch ends: let its scoring finish
     after = _stats(base)
-    p_tokens = len(tokenizer.token_spans(prompt_cache.linear({"system": system, "tools": tools})))
+    from iclr_cli.scoring.factory import load_tokenizer
+
+    # in the proxy's own tokens, as its forward tokens are counted
+    p_tokens = len(load_tokenizer(args.proxy_model).token_spans(prompt_cache.linear({"system": system, "tools": tools})))
     conv = [c for cid, c in during["conversations"].items() if cid not in before["conversations"]]
     forward = None
     if after.get("scorer_state") and before.get("scorer_state"):

@@ -133,16 +133,19 @@ class FakeScorer:
 
     def _charge(self, stream: str, ids: list[int]) -> int:
         """Tokens of ``ids`` after what they share with ``stream``'s previous input."""
-        before = self._kept.pop(stream, None) or []
+        before = self._kept.get(stream) or []
         common = 0
         for a, b in zip(before, ids):
             if a != b:
                 break
             common += 1
+        return len(ids) - common
+
+    def _keep(self, stream: str, ids: list[int]) -> None:
+        self._kept.pop(stream, None)
         self._kept[stream] = ids
         while len(self._kept) > _KEPT_STREAMS:
             self._kept.popitem(last=False)
-        return len(ids) - common
 
     def _encode(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         # A token's id is a hash of its text, never the order tokens were first seen: scores
@@ -167,8 +170,11 @@ class FakeScorer:
         layouts = [lay_out(req, self._encode, self.max_tokens, self.overflow) for req in requests]
         if self.tokens_per_s is not None:
             run = sum(self._charge(req.stream, list(lay.ids)) for req, lay in zip(requests, layouts) if not lay.plan.skipped)
-            self.tokens_run += run
             self._hold(run / self.tokens_per_s)
+            self.tokens_run += run
+            for req, lay in zip(requests, layouts):  # kept once scored, as the real scorer keeps its state
+                if not lay.plan.skipped:
+                    self._keep(req.stream, list(lay.ids))
         else:
             self._hold(None)
         results = []

@@ -183,22 +183,20 @@ class BatchingScorer:
                 return Where("running", since=time.monotonic() - running[1], prefill=running[2])
         return Where("done")
 
-    def _typical(self, prefill: bool, running) -> float | None:
-        """Seconds a batch of this kind takes: the median of the last 16 that ran; while none
-        has, the time the running one of this kind has taken so far (a lower bound)."""
+    def _typical(self, prefill: bool) -> float | None:
+        """Seconds a batch of this kind (a prefill or not) takes: the median of the last 16
+        that ran; ``None`` while none has."""
         took = sorted(self._took[prefill])
-        if took:
-            return took[len(took) // 2]
-        if running is not None and running[2] == prefill:
-            return time.monotonic() - running[1]
-        return None
+        return took[len(took) // 2] if took else None
 
-    def eta(self, future: Future) -> float | None:
+    def eta(self, future: Future) -> float:
         """Seconds until the call of ``future`` is expected to be done: what the batch running
-        has left and, for a queued call, a batch of its kind (a prefill of P or not; see
-        :meth:`_typical`); ``None`` when nothing says. An estimate, for a request deciding
-        whether a wait can end within its budget: on a CPU, a call queued behind a prefill
-        of P that has run for seconds will not."""
+        has left, and for a queued call a batch of its kind (a prefill of P or not: the median
+        of recent ones; 0 while none has run). A batch running longer than its kind's median,
+        or of a kind none of which has finished, is expected to run as long again as it has
+        so far (the best guess when its length is unknown: a CPU prefill of P that has run for
+        a minute has minutes left more often than seconds). For a request deciding whether
+        a wait can end within its budget; 0 for a call that is done."""
         prefills = getattr(self.inner, "prefills", None)
         with self._cond:
             running = self._running
@@ -208,14 +206,13 @@ class BatchingScorer:
                 return 0.0
             left = 0.0
             if running is not None:
-                typical = self._typical(running[2], running)
-                if typical is None:
-                    return None
-                left = max(0.0, typical - (time.monotonic() - running[1]))
+                elapsed = time.monotonic() - running[1]
+                typical = self._typical(running[2])
+                left = typical - elapsed if typical is not None and typical > elapsed else elapsed
             if mine:
                 return left
-            own = self._typical(prefills is not None and any(prefills(r) for r in queued.requests), running)
-            return None if own is None else left + own
+            own = self._typical(prefills is not None and any(prefills(r) for r in queued.requests))
+            return left + (own or 0.0)
 
     def queue_info(self) -> dict:
         """The scorer queue for ``/stats``: ``depth`` (calls queued, not counting the batch

@@ -137,7 +137,7 @@ class EagerScorer:
     def queue_info(self) -> dict:
         return self.inner.queue_info()
 
-    def eta(self, future: Future) -> float | None:
+    def eta(self, future: Future) -> float:
         return self.inner.eta(future)
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:

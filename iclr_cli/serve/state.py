@@ -344,8 +344,7 @@ class ServeState:
         add to the request's time)."""
         eta = getattr(self.scorer, "eta", None)
         if deadline is not None and eta is not None and not future.done():
-            expected = eta(future)
-            if expected is not None and time.monotonic() + expected > deadline:
+            if time.monotonic() + eta(future) > deadline:
                 deadline = time.monotonic()
         with self.stats.lock:
             self.stats.waiting += 1
