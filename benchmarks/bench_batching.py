@@ -1,4 +1,4 @@
-"""Throughput of the ``iclr`` variant with step t of many trajectories batched (issue 12).
+"""Throughput of the ``iclr`` variant with step t of many trajectories batched.
 
 Run from the repository root::
 

@@ -1,6 +1,6 @@
 """Wall time, forwarded tokens and peak RSS of ``iclr score`` / ``iclr prune`` on long real sessions.
 
-Run from the repository root (issues 12 and 13)::
+Run from the repository root::
 
     python benchmarks/bench_cli.py                       # before (b905d56) and after, both contexts
     python benchmarks/bench_cli.py --only after --json out.json
@@ -12,8 +12,8 @@ it); "per trajectory token" divides them by the file's rendered length (P and ev
 counted with the proxy's tokenizer), where 1.0 is one pass over the session. ``cpu s`` is
 the process's user + system CPU time (model loading included), steadier than wall time on a
 shared machine. ``before``
-runs the tree of commit ``--before`` (default ``b905d56``, the main branch before issues 12
-and 13) from a temporary ``git worktree``; ``after`` runs this checkout with
+runs the tree of commit ``--before`` (default ``b905d56``, the main branch before batched
+streams and the sliding window) from a temporary ``git worktree``; ``after`` runs this checkout with
 ``--context fresh`` and ``--context sliding``. The load average is printed with every row:
 the machine may be shared, and wall time scales with it.
 """

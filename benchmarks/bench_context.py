@@ -1,12 +1,12 @@
-"""Fidelity of the two context modes against full-context scores (issue 13).
+"""Fidelity of the two context modes against full-context scores.
 
 Run from the repository root::
 
-    python benchmarks/bench_context.py            # the issue's files, 2,048-token limit
+    python benchmarks/bench_context.py            # the default files, 2,048-token limit
     python benchmarks/bench_context.py --limit 1024 --json out.json
 
 On real trajectories that fit in the proxy's 8,192 positions (the OpenAI-chat and SWE-agent
-files in ``../shared/realdata`` that issue 13 names, and the other real files there: mini-SWE-
+files in ``../shared/realdata`` (tau-bench, SWE-agent), and the other real files there: mini-SWE-
 agent, Codex, Claude Code, OpenHands; a trajectory is cut after the last step that still fits;
 one whose P alone does not fit is left out), every reasoning block is scored three ways with
 the default proxy:

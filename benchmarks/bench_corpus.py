@@ -1,5 +1,5 @@
 """Dataset throughput: ``--engine local`` vs ``--engine ray`` with 1 and 2 scorer actors, and
-memory against the number of rows (issue #12).
+memory against the number of rows.
 
 Run from the repository root::
 

@@ -1,4 +1,4 @@
-"""Peak memory of ``iclr score`` on a long Claude Code session with one huge tool output (issue 17 §6).
+"""Peak memory of ``iclr score`` on a long Claude Code session with one huge tool output.
 
 A field report: one 18 MB JSONL line (a 9 MB minified tool output, stored twice, as Claude
 Code stores every tool result: in ``message.content`` and again in ``toolUseResult``) made

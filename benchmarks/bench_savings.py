@@ -1,6 +1,6 @@
 """Wall time, CPU time and peak RSS of ``iclr savings`` over a folder, cold and from its cache.
 
-Run from the repository root (issue 20)::
+Run from the repository root::
 
     python benchmarks/bench_savings.py                 # ../shared/realdata, delete-all and iclr (SmolLM2)
     python benchmarks/bench_savings.py --quick         # the same with --model fake: seconds

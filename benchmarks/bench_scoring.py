@@ -1,6 +1,6 @@
 """Online scoring speed and memory: bare forward vs naive recompute vs this project's scorer.
 
-Run from the repository root (issue #3)::
+Run from the repository root::
 
     python benchmarks/bench_scoring.py            # full run (tens of minutes on 2 CPU cores)
     python benchmarks/bench_scoring.py --quick    # a few minutes

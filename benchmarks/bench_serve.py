@@ -1,11 +1,11 @@
 """Load test of ``iclr serve`` on loopback: concurrent conversations against a scripted upstream.
 
-Run from the repository root (issue #11)::
+Run from the repository root::
 
     python benchmarks/bench_serve.py                      # 20 conversations x 10 steps, fake and smollm2
     python benchmarks/bench_serve.py --proxy-model fake   # one proxy model only
     python benchmarks/bench_serve.py --quick              # 5 x 4, a smoke run
-    python benchmarks/bench_serve.py --tool-s 0 2 10      # scoring ahead, against a simulated tool time (issue #18)
+    python benchmarks/bench_serve.py --tool-s 0 2 10      # scoring ahead, against a simulated tool time
 
 For each proxy model it starts ``iclr serve --variant iclr`` as its own process in front of a
 scripted OpenAI-compatible upstream (threads in this process, instant replies with a tool call

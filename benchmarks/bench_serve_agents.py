@@ -1,6 +1,6 @@
 """Claude Code and Codex through an ``iclr serve`` process: the latency the proxy adds per request.
 
-Run from the repository root (issue #18)::
+Run from the repository root::
 
     python benchmarks/bench_serve_agents.py                    # SmolLM2 proxy, both CLIs
     python benchmarks/bench_serve_agents.py --quick            # --proxy-model fake: a smoke run

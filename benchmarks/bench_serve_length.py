@@ -1,4 +1,4 @@
-"""``iclr serve``'s added latency against conversation length (issue #22, 1).
+"""``iclr serve``'s added latency against conversation length.
 
 Run from the repository root::
 
@@ -18,10 +18,10 @@ for each k the table gives the median over the conversations of
 - the CPU time the proxy process spent meanwhile (``/proc/PID/stat``: less distorted by other
   load than wall clock, but threads that spin while waiting count too), and
 - the proxy tokens the scorer ran through the model for it (``forward_tokens`` in ``/stats``;
-  not reported by proxies before issue 22) and the length of its scorer input.
+  not reported by proxies without kept scorer state) and the length of its scorer input.
 
 Modes (each a proxy started with these options): ``scratch`` (``--no-prefix-cache
---no-eager-scoring``: every step scored from scratch, as ``main`` did before issue 22),
+--no-eager-scoring``: every step scored from scratch, as ``main`` did before kept scorer state),
 ``kept`` (``--no-eager-scoring``: each conversation's scorer state kept between requests),
 ``ahead`` (the defaults: kept state, and each reply's step scored while the agent runs its
 tool, ``--tool-s`` seconds), and ``main`` (no options, for ``--repo``: an older checkout).

@@ -1,4 +1,4 @@
-"""Start-up times that tests must not assert (issue 9 section 5): measured here instead.
+"""Start-up times that tests must not assert: measured here instead.
 
 Run from the repository root::
 

@@ -1,4 +1,4 @@
-"""Scoring beside other work (issue 21): wall time with 0, 1 and 3 competing scorer processes,
+"""Scoring beside other work (docs/scoring.md, "When the machine is busy"): wall time with 0, 1 and 3 competing scorer processes,
 before and after the thread policy, for ``iclr score``, ``iclr serve`` and Ray.
 
 Run from the repository root, on a machine nobody else is using (the competition is part of
@@ -7,7 +7,7 @@ the measurement, so any other load distorts it)::
     python benchmarks/bench_threads.py --out bench-threads          # everything (see --help for the time)
     python benchmarks/bench_threads.py --quick --out /tmp/bt-quick  # a few minutes: the sample file, 0 and 1 competitor
 
-``before`` runs the tree of commit ``--before`` (default ``94868b9``, main before issue 21)
+``before`` runs the tree of commit ``--before`` (default ``94868b9``, main before the thread policy)
 from a temporary ``git worktree``; ``after`` runs this checkout. Every measured run and every
 competitor is a fresh process with ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``, ``KMP_BLOCKTIME``
 and ``OMP_NUM_THREADS`` removed from its environment, so each side runs with its own defaults.
@@ -30,7 +30,7 @@ and ``OMP_NUM_THREADS`` removed from its environment, so each side runs with its
 Results are written after every run to ``OUT/results.json`` and ``OUT/results.md`` (the table
 for BENCHMARKS.md), so an interrupted run keeps what it measured. ``fair`` is the wall time
 over ``(k + 1) x`` the quiet wall time of the same side: 1.0 is a fair share of the CPUs
-(issue 21's goal for one competitor: at most 1.3); ``after / before`` below 1 is faster.
+(the goal for one competitor: at most 1.3); ``after / before`` below 1 is faster.
 """
 
 from __future__ import annotations
@@ -278,7 +278,7 @@ def markdown(results: list[dict]) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="folder for results.json and results.md")
-    ap.add_argument("--before", default="94868b9", help="commit measured as 'before' (default 94868b9, main before issue 21)")
+    ap.add_argument("--before", default="94868b9", help="commit measured as 'before' (default 94868b9, main before the thread policy)")
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--files", nargs="+", default=["tau", "codex"], choices=sorted(FILES))
     ap.add_argument("--competitors", nargs="+", type=int, default=[0, 1, 3])

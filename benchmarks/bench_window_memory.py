@@ -1,4 +1,4 @@
-"""Peak memory of the real proxy scoring one step at a full window (issue 17, section 6).
+"""Peak memory of the real proxy scoring one step at a full window.
 
     python benchmarks/bench_window_memory.py                  # 8,192 tokens, forward chunks of 1,024 and 256
     python benchmarks/bench_window_memory.py --max-tokens 4096

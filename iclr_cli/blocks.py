@@ -4,8 +4,8 @@
 pieces are not blocks, and whitespace at the edges of a block belongs to the separators: both
 are folded into ``seps`` so that ``join(split(text)) == text`` for every string.
 
-One block rule for every variant (this project's decision, README "How the method is
-implemented"; issue 9 section 2). Two kinds of block are never candidates: a block whose whole
+One block rule for every variant (this project's decision: docs/method.md, "Blocks"). Two
+kinds of block are never candidates: a block whose whole
 text is the literal ``[SKIP]`` (removed by an earlier compression), and a block holding a
 text-encoded tool call in any syntax of :data:`iclr_cli.model_syntax.TOOL_CALLS` (the tool
 parsers of vLLM and SGLang: ``<tool_call>``, ``<function=...>``, ``[TOOL_CALLS]``, Kimi's

@@ -204,8 +204,8 @@ def _random_changes(
     tokenized whole) deleted, drawn only from tokens that lie inside a candidate block and are
     not whitespace. Separators, block edges, line breaks, protected blocks and blocks quoting a
     reasoning delimiter (:func:`~iclr_cli.blocks.holds_delimiter`) stay, so a format's parser
-    finds the same action after the edit (issue 10 #1: a THOUGHT merged into its fenced
-    command). A block left with no words is removed whole."""
+    finds the same action after the edit (a THOUGHT merged into its fenced command would not
+    be; docs/method.md, "Blocks"). A block left with no words is removed whole."""
     inside: list[tuple[int, int, int, int]] = []  # (part, block, start, end) of editable blocks
     for pi, bi in cands:
         if holds_delimiter(splits[pi].blocks[bi]):

@@ -203,5 +203,5 @@ def first_carriers(found: Iterable[Item], carriers: Sequence[tuple[str, str]]) -
 def unexternalized(earlier: Sequence[str], step: Step, splits: Sequence[Split]) -> frozenset[tuple[int, int]]:
     """``(part, block)`` of the candidate blocks of ``step`` whose derived state has not all
     reached an external carrier by the end of the step: the blocks ``iclr-ext`` never removes
-    (README, "Which reasoning is still needed")."""
+    (docs/analyze.md)."""
     return frozenset((b.part, b.block) for b in step_state(earlier, step, splits) if b.candidate and b.outstanding)

@@ -19,7 +19,7 @@ from iclr_cli.jsonio import TextEncoding, output_encoder, read_input_encoded
 from iclr_cli.formats.base import Document, FormatAdapter
 from iclr_cli.policies import Variant
 from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, Overflow, Scorer, Tokenizer
-from iclr_cli.savings.estimate import Totals
+from iclr_cli.resent import Totals
 from iclr_cli.scoring.loading import DTYPES
 from iclr_cli.token_accounting import CountTokens, ReasoningTokens, TokenViews, account, token_counter
 from iclr_cli.trajectory import Step, Trajectory
@@ -90,8 +90,8 @@ class Input:
     """One input file: its bytes (UTF-8), the adapter that reads them, and the encoding the
     file was stored in when it is UTF-16 or UTF-32 with a byte order mark. ``chosen`` says
     why that adapter was chosen when another one could read the file too (``None``
-    otherwise, and with ``--format``): the command prints it with the summary (issue 17
-    section 2)."""
+    otherwise, and with ``--format``): the command prints it with the summary (docs/FORMAT.md,
+    "How a file's format is chosen")."""
 
     path: str
     adapter: FormatAdapter
@@ -245,7 +245,7 @@ def step_tokens(trajectories: Sequence[Trajectory], tokenizer: Tokenizer, limit:
 
     With ``limit`` (the scorer's input limit in tokens) a weight is at most ``limit``: the
     scorer never reads more of a step, and a text too long to fit is not tokenized at all,
-    so a 50 MB tool output costs no memory here (issue 17, section 6).
+    so a 50 MB tool output costs no memory here (docs/scoring.md, "Huge tool outputs").
     """
     from iclr_cli.context import render_prompt, render_step
 
@@ -327,7 +327,7 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
 
 @dataclass
 class NotAsAsked:
-    """Reasoning parts whose write-back differs from what the variant asked (issue 10 #2):
+    """Reasoning parts whose write-back differs from what the variant asked (docs/method.md, "Token counts"):
     ``dropped`` went out whole with their item (written ``""``, asked something else),
     ``kept`` were left unedited (written as generated, asked an edit)."""
 
@@ -343,7 +343,7 @@ class NotAsAsked:
 
 def as_written(results: Sequence[CompressionResult], written: Sequence[Trajectory], tokenizer: Tokenizer, not_as_asked: NotAsAsked | None = None) -> list[CompressionResult]:
     """``results`` recounted on the reasoning that was actually written (the adapter's
-    :class:`~iclr_cli.formats.writeback.WriteResult`; issue 10 #2).
+    :class:`~iclr_cli.formats.writeback.WriteResult`; docs/method.md, "Token counts").
 
     A part written ``""`` counts as fully deleted with all its blocks removed; a part written
     as generated counts as not deleted with none removed. Tokens follow the one definition

@@ -171,3 +171,24 @@ def make_session(tmp_path: Path, url: str, *, tasks, variants, seeds: int = 1, m
         scorer_options=options,
         **kwargs,
     )
+
+
+LLAMA_SERVER_FLAG = "bash scripts/setup.sh --with-llama-server"
+
+
+def skip_without_llama_server(reason: str, module_level: bool = False) -> None:
+    """Skip (or, where ``ICLR_WITH_LLAMA_SERVER=1`` asked for it, fail) a test that needs
+    ``llama_cpp.server``, naming the set-up flag that builds it.
+
+    scripts/setup.sh builds llama-cpp-python[server] only with ``--with-llama-server`` (a source
+    build of 5-45 minutes that scoring does not need); .ci/run sets ``ICLR_WITH_LLAMA_SERVER=1``,
+    so in CI a missing server is a failure, never a silent skip.
+    """
+    import os
+
+    import pytest
+
+    message = f"{reason}; it is built only on request: {LLAMA_SERVER_FLAG} (or ICLR_WITH_LLAMA_SERVER=1)"
+    if os.environ.get("ICLR_WITH_LLAMA_SERVER") == "1":
+        pytest.fail(f"ICLR_WITH_LLAMA_SERVER=1 but {message}")
+    pytest.skip(message, allow_module_level=module_level)

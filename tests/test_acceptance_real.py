@@ -1,4 +1,4 @@
-"""Acceptance on real input with the real default proxy (issue #2).
+"""Acceptance on real input with the real default proxy.
 
 Every file in ../shared/realdata/claude_code/ and ../shared/realdata/openai_chat_reasoning/ is
 scored and pruned with SmolLM2 (one scorer for the module: the same code path as

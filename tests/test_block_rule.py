@@ -1,4 +1,4 @@
-"""One block rule for every variant (issue 9 section 2; iclr_cli/blocks.py).
+"""One block rule for every variant (docs/method.md, "Blocks"; iclr_cli/blocks.py).
 
 A block holding a text-encoded tool call is never removed or edited, by any variant; a
 ``[SKIP]`` left by an earlier compression is not a candidate either. Every variant edits

@@ -1,4 +1,4 @@
-"""Field case ../shared/cases/turn3/05-kimi-toolcall-in-reasoning.json (issue 17 section 1).
+"""Field case ../shared/cases/turn3/05-kimi-toolcall-in-reasoning.json (docs/method.md, "Blocks").
 
 Kimi K2 writes its tool call inside ``reasoning_content`` between
 ``<|tool_calls_section_begin|>`` and ``<|tool_calls_section_end|>``. That block survives every

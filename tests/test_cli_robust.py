@@ -1,4 +1,4 @@
-"""First-day rough edges (issue 10 #4 and "Rough edges"; issue 9 sections 5 and 6).
+"""First-day rough edges a new user meets on the command line.
 
 Ctrl-C exits 130 with one line saying what was kept (a real SIGINT to a real subprocess);
 ``-o`` follows symlinks, keeps modes and refuses read-only files without ``--force``; fixed
@@ -309,7 +309,7 @@ def test_summary_accounting_adds_up(chat_file, capsys, tmp_path):
 
 
 def test_replay_imports_nothing_from_cli():
-    """Issue 9 section 6: the replay library stands on its own (serve and tests use it)."""
+    """The replay library stands on its own (serve and tests use it)."""
     import ast
 
     for path in sorted((REPO / "iclr_cli" / "replay").glob("*.py")):

@@ -178,7 +178,7 @@ def test_block_span_includes_its_indent_so_bpe_leading_space_tokens_count():
     assert starts == ["First.", "   or", "Last."]
 
 
-# -- issue 9 section 5: tests that fail if a rule of the method breaks -------------------------
+# -- tests that fail if a rule of the method breaks (docs/method.md) -----------------------------
 
 SEVEN = "\n\n".join(
     [

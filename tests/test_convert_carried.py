@@ -1,4 +1,4 @@
-"""``convert`` compares with the input as parsed JSON (issue 17 section 4): a text under a key
+"""``convert`` compares with the input as parsed JSON (docs/FORMAT.md): a text under a key
 the adapter never read, that the output does not carry, refuses the conversion (exit 2,
 naming the line and field); ids, timestamps and numbers are format data, and each adapter's
 ``not_carried`` key paths are format data with text (formats/convert/carried.py)."""

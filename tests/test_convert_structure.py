@@ -1,6 +1,6 @@
 """``iclr convert`` keeps the whole structure or refuses: results stay paired with their own
 calls by id (never by position), images are carried in the target's form or the conversion
-is refused naming the part (issue 9 §3; field cases 07 and 08)."""
+is refused naming the part (docs/FORMAT.md, "convert"; field cases 07 and 08)."""
 
 import json
 from dataclasses import replace

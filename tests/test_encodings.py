@@ -1,4 +1,4 @@
-"""UTF-16 and UTF-32 files with a byte order mark (issue 17 section 6): read by every adapter,
+"""UTF-16 and UTF-32 files with a byte order mark: read by every adapter,
 and written back in the same encoding with the same mark, byte for byte where unchanged."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Input that must not break iclr (issue #4): JSONL faults, text edge cases, output safety.
+"""Input that must not break iclr: JSONL faults, text edge cases, output safety.
 
 Each case feeds a small crafted file and checks the exact behaviour: exit 2 naming file and
 line by default; with --skip-bad-lines the bad line is reported and kept byte for byte while

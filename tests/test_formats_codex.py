@@ -181,7 +181,7 @@ def test_each_echo_belongs_to_one_part_even_when_texts_repeat():
 
 @pytest.mark.parametrize("opaque", [OpaqueEdits.DROP, OpaqueEdits.KEEP])
 def test_written_accounting_of_random_on_encrypted_items(opaque):
-    """Issue 10 #2: random-10 cannot edit items with encrypted_content. ``drop`` removes all
+    """random-10 cannot edit items with encrypted_content. ``drop`` removes all
     17 whole, so the reasoning written is empty (deleted = generated); ``keep`` leaves them as
     they were (deleted = 0). The recount follows what went to the output, not the variant."""
     from iclr_cli.pipeline import NotAsAsked, as_written

@@ -1,4 +1,4 @@
-"""Fuzz every adapter (issue #4): any input ends in a parsed document or a clean InputError.
+"""Fuzz every adapter: any input ends in a parsed document or a clean InputError.
 
 Bounded: hypothesis examples per adapter are capped so CI time stays small. Inputs are built
 from JSON fragments that real transcripts contain, mutated, cut and glued, so the adapters'

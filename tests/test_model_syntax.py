@@ -1,4 +1,4 @@
-"""The model-syntax table (iclr_cli/model_syntax.py, issue 17 section 1).
+"""The model-syntax table (iclr_cli/model_syntax.py; docs/method.md, "Blocks").
 
 Tool calls: one real example per syntax of the table, written as the model emits it inside its
 reasoning; each is found, and a block holding it survives every variant verbatim and is not

@@ -1,4 +1,4 @@
-"""Every OpenAI-side reasoning shape on inputs of our own (issue 9 §1): found, edited where it
+"""Every OpenAI-side reasoning shape on inputs of our own: found, edited where it
 was read, both copies of structured reasoning kept consistent, and what is not understood
 reported as unrecognised instead of passing silently as an answer."""
 

@@ -1,4 +1,4 @@
-"""Progress of long runs: done / total and the time left, on a timer off a terminal (issue 22 §2)."""
+"""Progress of long runs: done / total and the time left, on a timer off a terminal."""
 
 import threading
 import time

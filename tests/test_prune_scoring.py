@@ -1,4 +1,4 @@
-"""``iclr prune`` scores only steps whose selection depends on the scores (issue 12)."""
+"""``iclr prune`` scores only steps whose selection depends on the scores (docs/scoring.md, "Batching and memory")."""
 
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.policies import parse_variant

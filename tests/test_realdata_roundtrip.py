@@ -1,6 +1,6 @@
 """Every real transcript in ../shared/realdata and every sample in sample_trajectories/ comes
 back byte for byte from ``iclr prune --variant none``, and every adapter reads all of its
-assistant text (``--strict`` passes): issue 9, "Done when"."""
+assistant text (``--strict`` passes)."""
 
 import pytest
 

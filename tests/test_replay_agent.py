@@ -56,7 +56,7 @@ SEVEN = "\n\n".join(f"Thought {k}: check file part {k} before writing anything."
 
 
 def test_online_loop_compresses_only_the_completed_step_once_and_never_restores(tmp_path, hello_task):
-    """7 blocks per step (issue 9 section 5): one compression leaves 5 [SKIP] and 2 candidates,
+    """7 blocks per step: one compression leaves 5 [SKIP] and 2 candidates,
     a second would leave 6. Request k must repeat every assistant and tool message of request
     k-1 byte for byte and add only the step just completed, compressed once."""
     from iclr_cli.replay.runner import SYSTEM_PROMPT

@@ -1,4 +1,4 @@
-"""Replay and offline scoring agree (issue 9 §4): ``iclr score`` on a replay's saved
+"""Replay and offline scoring agree (docs/replay.md, ``block_scores.jsonl``): ``iclr score`` on a replay's saved
 ``generated.json`` (messages and the tool definitions beside them) gives the proxy the text it
 saw online, so it reproduces ``block_scores.jsonl`` within 1e-3 bits.
 

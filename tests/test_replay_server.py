@@ -5,8 +5,8 @@ SmolLM2-135M rarely solves a task; the point is the real HTTP path, usage accoun
 write-back and the saved files. The server uses the plain ``chatml`` chat format and replay the
 text tool protocol: llama-cpp-python's ``chatml-function-calling`` template leaves ``tool``
 messages out of the prompt (the model never sees tool results) and HTML-escapes content, and
-SmolLM2 does not emit its function-call syntax anyway. Skipped when llama_cpp is not
-installed (CI installs it).
+SmolLM2 does not emit its function-call syntax anyway. Skipped, with a reason naming
+``scripts/setup.sh --with-llama-server``, when llama_cpp is not installed; .ci/run builds it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from replay_fixtures import REPO
+from replay_fixtures import REPO, skip_without_llama_server
 
 pytestmark = pytest.mark.server
 
@@ -45,7 +45,7 @@ def _free_port() -> int:
 def llama_server(tmp_path_factory):
     """Start ``python -m llama_cpp.server`` on a free port; yields the base URL (``.../v1``)."""
     if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama_cpp is not importable: pip install 'llama-cpp-python[server]' to run the end-to-end replay test")
+        skip_without_llama_server("llama_cpp is not importable, and the end-to-end replay test needs llama-cpp-python[server]")
     gguf = _gguf()
     port = _free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"

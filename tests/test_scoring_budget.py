@@ -1,4 +1,4 @@
-"""The scorer's default memory budget, and the CLI options that override it (issue 12)."""
+"""The scorer's default memory budget, and the CLI options that override it (docs/scoring.md, "Batching and memory")."""
 
 import json
 from types import SimpleNamespace

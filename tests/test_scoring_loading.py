@@ -50,7 +50,7 @@ def test_unknown_specs_are_usage_errors(tmp_path, monkeypatch):
 
 
 def test_gguf_cache_folder_is_keyed_by_the_weights_content(tmp_path, monkeypatch):
-    """Issue 10: every clone installs its own copy of the same GGUF; they share one cache."""
+    """Every clone installs its own copy of the same GGUF; they share one cache."""
     monkeypatch.setenv("ICLR_CACHE_DIR", str(tmp_path / "cache"))
     for clone in ("a", "b"):
         (tmp_path / clone).mkdir()

@@ -132,7 +132,7 @@ def test_cached_and_uncached_agree_on_the_real_model(smol):
 
 @pytest.mark.parametrize("context", ["fresh", "sliding"])
 def test_batched_trajectories_equal_batch_one_on_the_real_model(smol, context):
-    """Issue 12: step t of trajectories whose cached prefixes differ in length, in one batch.
+    """Step t of trajectories whose cached prefixes differ in length, in one batch.
     A 256-token limit makes both contexts window (fresh) or evict (sliding)."""
     from iclr_cli.scoring.transformers_scorer import TransformersScorer
 

@@ -1,4 +1,4 @@
-"""The sliding KV window (issue 13) and batched streams (issue 12) on tiny random Llamas.
+"""The sliding KV window and batched streams (docs/scoring.md) on tiny random Llamas.
 
 Tolerances (STYLE.md, 9): 1e-3 bits between paths that compute the same thing; 1e-4 where
 re-rotated keys are compared with keys computed at the target position.
@@ -145,7 +145,7 @@ def test_sliding_needs_keys_that_rotate_as_rope_does(tiny, monkeypatch):
         scorer(tiny, context="rolling")
 
 
-# -- batched streams (issue 12) ---------------------------------------------------------------
+# -- batched streams ------------------------------------------------------------------------
 
 def test_batched_streams_with_different_prefix_lengths_equal_batch_one(tiny):
     # different lengths: trajectories of 2, 5 and 8 steps, so cached pasts differ step by step

@@ -122,7 +122,7 @@ def test_factory_loads_a_folder_spec_frozen(tiny_dir, monkeypatch, tmp_path):
     s = build_scorer(str(tiny_dir), max_tokens=300, batch_size=2, chunk_size=16, device="cpu")
     assert isinstance(s, TransformersScorer)
     assert s.name == tiny_dir.name and s.max_tokens == 300 and s.chunk_size == 16
-    assert s.context == "auto" and s.batch_size == 2 and s.cache_tokens >= 300  # defaults: README
+    assert s.context == "auto" and s.batch_size == 2 and s.cache_tokens >= 300  # defaults: docs/scoring.md
     assert not s.model.training and not any(p.requires_grad for p in s.model.parameters())
     assert next(s.model.parameters()).dtype == torch.float32
 

@@ -1,4 +1,4 @@
-"""Scoring a reply's step ahead, while the agent runs its tool (issue 18 #4).
+"""Scoring a reply's step ahead, while the agent runs its tool (docs/serve.md, "What scoring costs").
 
 The same client runs twice through ``iclr serve``, with scoring ahead on and off: the upstream
 must receive the same bytes and the proxy must store the same compressed steps, whether the

@@ -1,4 +1,4 @@
-"""``iclr serve`` keeps each live conversation's scorer state between requests (issue 22 #1).
+"""``iclr serve`` keeps each live conversation's scorer state between requests (docs/serve.md, "What scoring costs").
 
 On the tiny random Llama (entropies depend on the whole context) in the sliding window that
 ``serve`` scores in, with a limit small enough that the window slides: a proxy that keeps each

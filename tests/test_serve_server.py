@@ -3,7 +3,8 @@ serving the embedded SmolLM2-135M GGUF on 127.0.0.1.
 
 The history holds an earlier assistant turn with inline ``<think>`` reasoning of several
 blocks; the proxy compresses it before llama.cpp sees it, and llama.cpp's own usage reaches
-``/stats``. Skipped with the reason when ``llama_cpp.server`` cannot be imported.
+``/stats``. Skipped with the reason (naming ``scripts/setup.sh --with-llama-server``) when
+``llama_cpp.server`` cannot be imported.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import pytest
 
 pytestmark = pytest.mark.server
 
+from replay_fixtures import skip_without_llama_server  # noqa: E402
+
 try:
     import llama_cpp.server  # noqa: F401
 except Exception as exc:  # not installed, or still building in the shared venv
-    pytest.skip(f"llama_cpp.server is not importable ({type(exc).__name__}: {exc}); pip install 'llama-cpp-python[server]'", allow_module_level=True)
+    skip_without_llama_server(f"llama_cpp.server is not importable ({type(exc).__name__}: {exc})", module_level=True)
 pytest.importorskip("starlette")
 openai = pytest.importorskip("openai")
 
@@ -51,7 +54,7 @@ def test_openai_sdk_through_serve_to_llama_cpp(llama_server):  # noqa: F811
 def test_llama_cpp_python_serves_neither_messages_nor_responses(llama_server):  # noqa: F811
     """llama-cpp-python's server has no /v1/messages or /v1/responses route (llama.cpp's own
     llama-server has /v1/messages): its 404 reaches the client through the proxy unchanged, so
-    Claude Code and Codex need another local server (README, "Each provider's reasoning rules")."""
+    Claude Code and Codex need another local server (docs/serve.md, "Each provider's reasoning rules")."""
     with proxy(llama_server, variant="iclr") as (url, state):
         messages = httpx.post(url + "/messages", json={"model": "any", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}, timeout=60)
         responses = httpx.post(url + "/responses", json={"model": "any", "input": "hi"}, timeout=60)

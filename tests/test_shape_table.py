@@ -1,4 +1,4 @@
-"""Every shape docs/FORMAT.md lists is read by the adapter it names (issue 17 section 2).
+"""Every shape docs/FORMAT.md lists is read by the adapter it names.
 
 The table lives in docs/FORMAT.md ("How a file's format is chosen", between the ``shapes``
 markers); this test reads it, so the documentation and the test cannot drift. A new example

@@ -1,4 +1,4 @@
-"""Choosing a file's adapter by its structure (issue 17 section 2): the parsed head, scored
+"""Choosing a file's adapter by its structure (docs/FORMAT.md): the parsed head, scored
 matches, the 'read as X (why); also readable as Y' line, and --format overriding it."""
 
 import json

@@ -1,4 +1,4 @@
-"""Summaries that explain themselves (issue 22 §3, §5): sessions whose steps hold one block,
+"""Summaries that explain themselves: sessions whose steps hold one block,
 and the scored-step rows that differ between ``score`` and ``prune``."""
 
 import json

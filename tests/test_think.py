@@ -1,4 +1,4 @@
-"""``<think>`` markup paired as the model emitted it (issue 9 section 1)."""
+"""``<think>`` markup paired as the model emitted it (METHOD.md, "Objects")."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""CPU threads of the scorer on a shared machine (issue 21): the wait policy, the CPUs the
+"""CPU threads of the scorer on a shared machine (docs/scoring.md, "When the machine is busy"): the wait policy, the CPUs the
 process may use (affinity and cgroup quota, the files given as inputs), and their division."""
 
 import os

@@ -1,4 +1,4 @@
-"""One token-accounting definition for every command (issue 10 #3; iclr_cli/token_accounting.py).
+"""One token-accounting definition for every command (docs/method.md, "Token counts"; iclr_cli/token_accounting.py).
 
 deleted / generated is the deletion ratio; [SKIP] markers are counted apart; generated =
 kept + deleted and written = kept + marker tokens hold exactly; prune, score, diff and replay
@@ -102,7 +102,7 @@ def test_score_summary_counts_what_prune_writes_for_encrypted_items(capsys, tmp_
 
 
 def test_codex_keep_counts_what_was_written_not_what_was_asked(capsys, tmp_path):
-    """Issue 10 #2 (the accounting half): with --encrypted-reasoning keep, an edited encrypted
+    """The accounting half of the write-back rule: with --encrypted-reasoning keep, an edited encrypted
     item is written unedited, so it counts as nothing deleted. The sample has two encrypted
     items (one with two summary parts) and one plain one: only the plain one's deletion is
     counted."""

@@ -1,6 +1,6 @@
 """``score`` / ``prune`` on input with assistant text no adapter reads: warned per item with
 file, line and field, counted as ``unrecognised``, and an input error with ``--strict``
-(issue 9 section 1)."""
+(docs/FORMAT.md, "How a file's format is chosen")."""
 
 import json
 import re
@@ -59,7 +59,7 @@ def test_a_file_that_sniffs_but_holds_no_step_is_an_input_error(capsys, tmp_path
 
 
 def test_foreign_parts_and_text_fields_in_openai_messages_are_reported(capsys, tmp_path):
-    """Issue 17 section 2: a Converse or Anthropic block read with --format openai, and an
+    """A Converse or Anthropic block read with --format openai, and an
     assistant field carrying text, are named with line and field; --strict refuses."""
     record = {"messages": [
         {"role": "user", "content": [{"text": "q"}, {"type": "tool_result", "tool_use_id": "t", "content": "r"}]},
@@ -109,7 +109,7 @@ def custom(tmp_path):
 
 
 def test_unknown_message_fields_of_any_role_and_type_are_reported(capsys, custom, tmp_path):
-    """Issue 17 section 2: a message field the OpenAI chat format does not have (any role, any
+    """A message field the OpenAI chat format does not have (any role, any
     JSON type but null) is named with line and field; --strict refuses; prune keeps it in place."""
     out = tmp_path / "o.jsonl"
     code, _, err = run_cli(capsys, "prune", str(custom), "--model", "fake", "--variant", "delete-all", "-o", str(out))
@@ -126,7 +126,7 @@ def test_unknown_message_fields_of_any_role_and_type_are_reported(capsys, custom
 
 @pytest.mark.parametrize("to", ["openai", "anthropic", "iclr"])
 def test_convert_refuses_to_drop_an_unknown_message_field(capsys, custom, tmp_path, to):
-    """Issue 17 section 4: no target carries ``x_custom``: refused with exit 2, naming it."""
+    """No target carries ``x_custom``: refused with exit 2, naming it."""
     out = tmp_path / "c.jsonl"
     code, _, err = run_cli(capsys, "convert", str(custom), "--to", to, "-o", str(out))
     assert code == 2 and not out.exists()

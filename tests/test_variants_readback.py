@@ -1,4 +1,4 @@
-"""Every variant changes only reasoning, read back through the format's own parser (issue 10 #1).
+"""Every variant changes only reasoning, read back through the format's own parser (docs/method.md, "Blocks").
 
 The output of each variant is read back with the adapter that wrote it, and the actions,
 observations and P must come back exactly as the input had them, for every adapter (the

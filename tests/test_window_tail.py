@@ -1,4 +1,4 @@
-"""A history segment larger than the window keeps its most recent tokens (issue 17 section 6).
+"""A history segment larger than the window keeps its most recent tokens (docs/scoring.md, "Huge tool outputs").
 
 Fresh window: a segment that cannot fit the history budget even alone (a huge tool output) is
 no longer dropped whole (``history_kept: 0``): its last tokens are kept, cut at a token

@@ -1,5 +1,5 @@
 """The one write-back engine (formats/writeback.py): sites, signatures, opaque items, emptied
-blocks, and the reasoning reported as written (issue 9 section 6, issue 10 #2)."""
+blocks, and the reasoning reported as written (docs/method.md, "Token counts")."""
 
 import json
 

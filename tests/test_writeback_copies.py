@@ -1,5 +1,5 @@
-"""Every copy of a reasoning text is edited together, or the record is refused (issue 17
-section 3): a rule of the write-back engine (formats/writeback.py), so every adapter, present
+"""Every copy of a reasoning text is edited together, or the record is refused
+(docs/FORMAT.md, "Write-back"): a rule of the write-back engine (formats/writeback.py), so every adapter, present
 and future, gets it. A copy is a string of the same record, not a site of any reasoning part,
 that contains the original text verbatim or JSON-escaped."""
 

@@ -1,4 +1,4 @@
-"""Which reasoning is still needed: the paper's analysis tools on any trajectory (issue 19).
+"""Which reasoning is still needed: the paper's analysis tools on any trajectory (docs/analyze.md).
 
 The paper's sections 3.3-3.4 and 4.3-4.4 read a frozen sensor model at every compression
 boundary (the request before step k, k >= 1, 0-based):

@@ -4,7 +4,7 @@ Hooks, not an interpretability library: plain ``torch`` forward hooks on the dec
 of a transformers model read the residual stream (each layer's output) and replace it. This
 works on every model the scorer loads, GGUF-converted ones included, offline, and it runs on
 the scorer's own key/value stores (:mod:`iclr_cli.scoring.kv`), which is what makes the cached
-patched run below possible. README, "Which reasoning is still needed".
+patched run below possible. docs/analyze.md, "Why torch hooks".
 
 **Reading** (:meth:`Sensor.read`): one token sequence through the model. Per layer ``l`` (the
 output of decoder layer ``l``, 0-based, before the final norm) the reading keeps the residual

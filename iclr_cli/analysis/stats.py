@@ -75,12 +75,3 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float] | None:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def fmt_ci(value: float | None, ci: tuple[float, float] | None, digits: int = 3) -> str:
-    """``0.512 [0.401, 0.630]`` for tables (``-`` when there is no value)."""
-    if value is None:
-        return "-"
-    if ci is None:
-        return f"{value:.{digits}f}"
-    return f"{value:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"

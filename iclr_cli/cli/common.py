@@ -79,8 +79,8 @@ def interruptible(out: Output, done: Callable[[], str]) -> Iterator[None]:
 
 def resent_row(t: Totals) -> tuple[str, str]:
     """``input tokens re-sent, static: X -> Y (-Z%)``: the input of every request of the
-    sessions as recorded (or counted by the proxy) and with online write-back (README, "What
-    compression would save"); sealed reasoning is not taken off and is named when present."""
+    sessions as recorded (or counted by the proxy) and with online write-back (docs/savings.md);
+    sealed reasoning is not taken off and is named when present."""
     from iclr_cli.savings.estimate import change_percent
 
     pct = change_percent(t.input, t.saved)

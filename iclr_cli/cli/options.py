@@ -57,7 +57,7 @@ Dtype = Annotated[DtypeChoice, typer.Option("--dtype", help="Proxy precision: fl
 NoPrefixCache = Annotated[bool, typer.Option("--no-prefix-cache", help="Recompute every step from scratch (verification, benchmarks).")]
 BatchSize = Annotated[Optional[int], typer.Option("--batch-size", min=1, help="Most trajectories scored in one batched forward (default: chosen for the device).", show_default=False)]
 CacheTokens = Annotated[Optional[int], typer.Option("--cache-tokens", min=1, help="Key/value tokens the scorer keeps over all trajectories' caches (default: from free memory).", show_default=False)]
-Context = Annotated[ContextChoice, typer.Option("--context", help="Over the limit: 'sliding' reads the session once through a sliding KV window; 'fresh' recomputes a window of P + recent history per step; 'auto' takes sliding unless fresh forwards under half its tokens, per trajectory (README: Scoring long sessions).")]
+Context = Annotated[ContextChoice, typer.Option("--context", help="Over the limit: 'sliding' reads the session once through a sliding KV window; 'fresh' recomputes a window of P + recent history per step; 'auto' takes sliding unless fresh forwards under half its tokens, per trajectory (docs/scoring.md: Scoring long sessions).")]
 Device = Annotated[Optional[str], typer.Option("--device", help="torch device: cpu, cuda, cuda:N, mps (default: cuda when available, else cpu).")]
 BlockSplit = Annotated[SplitChoice, typer.Option("--block-split", help="How a reasoning part is cut into blocks: paragraph (blank lines, default), line, sentence.")]
 SkipBadLines = Annotated[bool, typer.Option("--skip-bad-lines", help="Skip unparseable JSONL lines (each reported) instead of failing.")]

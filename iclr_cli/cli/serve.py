@@ -17,7 +17,7 @@ Late = opt.choices("Late", LATE_POLICIES)
 
 def serve(
     upstream: Annotated[str, typer.Option("--upstream", help="The upstream's base URL, where /v1 would end: https://api.deepseek.com, http://127.0.0.1:8000/v1, https://api.anthropic.com/v1, https://api.deepseek.com/anthropic/v1.", show_default=False)],
-    upstream_kind: Annotated[Optional[UpstreamKind], typer.Option("--upstream-kind", help="Which reasoning rule the upstream follows (README, 'Each provider's reasoning rules'); default: guessed from the URL (loopback or private address: local, plain text).", show_default=False)] = None,
+    upstream_kind: Annotated[Optional[UpstreamKind], typer.Option("--upstream-kind", help="Which reasoning rule the upstream follows (docs/serve.md, 'Each provider's reasoning rules'); default: guessed from the URL (loopback or private address: local, plain text).", show_default=False)] = None,
     sealed: Annotated[Sealed, typer.Option("--sealed", help="Signed or encrypted reasoning of a sealed upstream: keep it all (default), or drop-previous-turns: leave out what the provider documents as legal (earlier turns' thinking / reasoning items).")] = Sealed("keep"),
     host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback exposes the proxy (and your upstream key) to the network.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8788,
@@ -111,7 +111,7 @@ def serve(
     sock = listen(host, port)  # before loading anything big: a busy port fails at once
     try:
         app, state = build(options)
-        # The event loop shares the CPUs with the scorer's intra-op pool (issue 21).
+        # The event loop shares the CPUs with the scorer's intra-op pool (docs/scoring.md, "When the machine is busy").
         from iclr_cli.scoring.threads import available_cpus, limit_torch, serve_threads
 
         limit_torch(serve_threads(available_cpus()))

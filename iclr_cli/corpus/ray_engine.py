@@ -14,7 +14,7 @@ one. On a local cluster workers import this very ``iclr_cli`` (its folder goes o
 ``PYTHONPATH``); on an existing cluster the package is shipped to the workers with the job
 (``runtime_env`` ``py_modules``), so nodes need only its dependencies.
 
-CPUs (issue 21): each actor reserves its share of a node's CPUs
+CPUs (docs/scoring.md, "When the machine is busy"): each actor reserves its share of a node's CPUs
 (:func:`~iclr_cli.scoring.threads.actor_cpus`), and Ray sets its ``OMP_NUM_THREADS`` to it,
 so actors sharing a node divide its cores instead of each using one or all; workers get the
 driver's OpenMP wait policy. A local cluster is sized to the CPUs this process may use and its
@@ -22,7 +22,7 @@ workers run at the driver's priority: Ray starts workers at nice 15 (``RAY_worke
 so that its own daemons stay responsive on a shared cluster, which on a busy laptop or CI
 machine starves the scoring. An existing cluster keeps its own setting.
 
-Progress (issue 22): the scorer actors report the steps and tokens inside their shards to a
+Progress (docs/datasets.md): the scorer actors report the steps and tokens inside their shards to a
 counter actor that the driver's progress polls (:mod:`iclr_cli.corpus.ray_progress`).
 """
 

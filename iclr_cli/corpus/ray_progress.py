@@ -1,4 +1,4 @@
-"""Progress of ``--engine ray`` inside the shards (issue 22, section 2).
+"""Progress of ``--engine ray`` inside the shards (docs/datasets.md, "Progress").
 
 The scorer actors run far from the driver's progress line: each reports the steps and tokens
 of its shard (``plan``) and every step it finishes (``step``) to one :class:`ProgressCounter`

@@ -34,7 +34,7 @@ class Unrecognised:
     (a field or markup it does not know), so it is neither scored nor pruned.
 
     ``line`` is the 1-based line (None for a whole JSON document), ``field`` the JSON path
-    (``messages[3].thinking``), ``what`` a short description (issue 9 section 1).
+    (``messages[3].thinking``), ``what`` a short description.
     """
 
     line: int | None

@@ -1,6 +1,6 @@
 """Reasoning written inline in a chat ``content`` string, found and edited in place.
 
-Shapes read (METHOD.md, "Objects": inline ``<think>`` is reasoning; issue 9 §1):
+Shapes read (METHOD.md, "Objects": inline ``<think>`` is reasoning):
 
 - ``<think>...</think>`` elements and a lone leading ``</think>`` (the template put
   ``<think>`` in the prompt), paired as the model emitted them by the one think parser,

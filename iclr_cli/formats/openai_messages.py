@@ -288,7 +288,7 @@ def _assistant(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
 
 def _check_fields(msg: Mapping, i: int, role: str, reader: _Reader) -> None:
     """Report each field of message ``i`` this format does not have (``_KNOWN_FIELDS``),
-    whatever its value but null (issue 17 section 2): it is not read, prune keeps it where it
+    whatever its value but null (docs/FORMAT.md, "OpenAI chat messages"): it is not read, prune keeps it where it
     is, and ``convert`` refuses a file that holds one (no target would carry it)."""
     for key, value in msg.items():
         if key in _KNOWN_FIELDS or value is None:

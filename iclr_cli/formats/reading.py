@@ -2,7 +2,7 @@
 
 One place for the BOM, the JSON parse, the ``FILE:LINE: field F: problem`` errors, the
 ``FILE#N`` trajectory ids and the chunked reading of one-trajectory-per-line files, so no
-adapter carries its own copy (issue 9 section 6).
+adapter carries its own copy.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every adapter's ``sniff`` judges the same parsed head (:class:`iclr_cli.formats.sniff.Head`)
 and answers with a scored :class:`~iclr_cli.formats.sniff.Match`; the highest score wins and
 ties go to the adapter listed first. Adding a format is one line in ``_ADAPTER_MODULES`` plus
-the module's own ``ADAPTER`` with its ``sniff`` (issue 17 section 2).
+the module's own ``ADAPTER`` with its ``sniff`` (docs/FORMAT.md, "How a file's format is chosen").
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ def require_steps(adapter: FormatAdapter, source: str, steps: int, trajectories:
 
     Raises:
         InputError: for a file that sniffed as the format but yielded no trajectory or no
-        step, so that it is never taken for a pruned file (issue 9 section 1).
+        step, so that it is never taken for a pruned file.
     """
     if steps:
         return

@@ -6,7 +6,7 @@ the 64 KiB limit is closed at its last complete element, so a huge file is still
 its structure and never read whole). Each adapter's ``sniff`` answers with a :class:`Match`
 (how specific its evidence is, and a sentence saying what it saw) or ``None``; the highest
 score wins, ties go to the adapter registered first, and when several matched the summary
-says which was chosen and why (issue 17 section 2).
+says which was chosen and why (docs/FORMAT.md, "How a file's format is chosen").
 
 Scores are tiers, not probabilities:
 

@@ -1,6 +1,6 @@
 """Inline ``<think>...</think>`` reasoning markup, paired as the model emitted it.
 
-Rules (issue 9 section 1; every adapter that reads ``<think>`` uses this one parser):
+Rules (METHOD.md, "Objects": inline ``<think>`` is reasoning; every adapter that reads ``<think>`` uses this one parser):
 
 - Tags inside a Markdown code span or fenced block (```` `</think>` ````) are mentions, not
   markup: a literal ``</think>`` quoted in the reasoning does not end it early.

@@ -25,7 +25,7 @@ rules"):
   Anthropic thinking block) is removed from its list, unless that would leave the list empty;
   the block then stays with empty text (an assistant message must have content).
 
-- **Every copy edited, or the record refused** (issue 17 section 3). After an edit, the
+- **Every copy edited, or the record refused** (docs/FORMAT.md, "Write-back"). After an edit, the
   original text of the part may survive only in strings that are sites of some reasoning
   part. A *copy* is any other string of the same record (a JSONL line; the whole document
   for a JSON file; one message for :func:`apply_edits` on a message list) that contains the
@@ -44,7 +44,7 @@ Records with no edit are written back byte for byte; edited ones are re-serialis
 input's own layout with every field kept. :func:`write_back` also returns the reasoning
 **as written** (:class:`WriteResult`): a part dropped with its item counts as ``""``, an
 edited part left unedited as its original text, so summaries count what the output holds
-(issue 10 #2).
+(docs/method.md, "Token counts").
 """
 
 from __future__ import annotations

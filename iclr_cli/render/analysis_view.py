@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from iclr_cli.analysis.stats import fmt_ci
 from iclr_cli.render.output import Output
+
+
+def fmt_ci(value: float | None, ci: tuple[float, float] | None, digits: int = 3) -> str:
+    """``0.512 [0.401, 0.630]`` for tables (``-`` when there is no value). Formatting is this
+    layer's job: the analyses compute the interval, the views write it."""
+    if value is None:
+        return "-"
+    if ci is None:
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
 def patch_rows(summary: Sequence) -> tuple[list[str], list[list[str]]]:

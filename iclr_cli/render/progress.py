@@ -1,4 +1,4 @@
-"""Progress of a long run on stderr: done / total and the time left (issue 22, section 2).
+"""Progress of a long run on stderr: done / total and the time left (docs/scoring.md, "What the commands write").
 
 A run's work is a few :class:`Count` s (steps, tokens, rows, runs); one of them, the *pace*,
 sets the estimate of the time left: elapsed x (total - done) / done, the average rate so far

@@ -1,6 +1,6 @@
 """Read a replay run folder for ``iclr diff RUN_A RUN_B`` and ``iclr report``.
 
-Input contract (what ``iclr replay --out DIR`` writes; see issue 5):
+Input contract (what ``iclr replay --out DIR`` writes; docs/replay.md, "Output"):
 
 - ``DIR/results.jsonl``: one record per (task, variant, seed) with ``task`` (str), ``variant``
   (str), ``seed`` (int), ``reward`` (number in [0, 1] or null), ``requests``,

@@ -1,6 +1,6 @@
 """The agent's tools: bash, read_file, write_file and submit, bound to one task workspace.
 
-Isolation (README "replay"): this is NOT a sandbox. What it does:
+Isolation (docs/replay.md, "Tools and the text protocol"): this is NOT a sandbox. What it does:
 
 - ``bash`` runs ``bash -c COMMAND`` with the workspace as working folder, a minimal
   environment (``PATH`` = the Python running iclr, then /usr/local/bin, /usr/bin, /bin;
@@ -220,7 +220,7 @@ class _CappedReader(threading.Thread):
         return f"{head}\n[... {self.total - len(self.head) - len(tail)} bytes cut ...]\n{tail.decode('utf-8', errors='replace')}"
 
 
-# Text protocol, for models whose server cannot do native tool calls (README "replay").
+# Text protocol, for models whose server cannot do native tool calls (docs/replay.md).
 _TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 _FENCE = re.compile(r"```(bash|sh|shell|python|python3|py)[^\S\n]*\n(.*?)```", re.DOTALL)
 

@@ -1,4 +1,4 @@
-"""Per-request arithmetic of the static estimate (README, "What compression would save").
+"""Per-request arithmetic of the static estimate (docs/savings.md).
 
 Definitions (docs/FORMAT.md, "Recorded usage", says what a request is in each format):
 
@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from iclr_cli.resent import Totals  # noqa: F401  (the sum over requests; re-exported for its users here)
 from iclr_cli.trajectory import Request
 
 
@@ -201,62 +202,6 @@ def _step_ends(n: int, requests: Sequence[Request]) -> list[int | None]:
             ends[j] = r.usage.input_tokens
         filled = max(filled, min(r.step, n))
     return ends
-
-
-@dataclass(frozen=True)
-class Totals:
-    """Sums over requests (of one session or many), in the units of :class:`RequestEstimate`.
-
-    ``cache_read`` / ``cache_saved`` sum the requests that recorded a cache read, and are
-    ``None`` when none did; ``recorded`` counts requests whose input is the provider's count.
-    """
-
-    requests: int = 0
-    recorded: int = 0
-    input: float = 0.0
-    reasoning: float = 0.0
-    saved: float = 0.0
-    cache_read: float | None = None
-    cache_saved: float | None = None
-    sealed: float = 0.0
-
-    @classmethod
-    def of(cls, requests: Sequence[RequestEstimate]) -> Totals:
-        """The totals of ``requests``."""
-        cached = [r for r in requests if r.cache_read is not None]
-        return cls(
-            requests=len(requests),
-            recorded=sum(r.recorded for r in requests),
-            input=sum(r.input for r in requests),
-            reasoning=sum(r.reasoning for r in requests),
-            saved=sum(r.saved for r in requests),
-            cache_read=sum(r.cache_read for r in cached) if cached else None,  # type: ignore[misc]
-            cache_saved=sum(r.cache_saved or 0.0 for r in cached) if cached else None,
-            sealed=sum(r.sealed for r in requests),
-        )
-
-    def __add__(self, other: Totals) -> Totals:
-        def both(a: float | None, b: float | None) -> float | None:
-            return None if a is None and b is None else (a or 0.0) + (b or 0.0)
-
-        return Totals(
-            self.requests + other.requests,
-            self.recorded + other.recorded,
-            self.input + other.input,
-            self.reasoning + other.reasoning,
-            self.saved + other.saved,
-            both(self.cache_read, other.cache_read),
-            both(self.cache_saved, other.cache_saved),
-            self.sealed + other.sealed,
-        )
-
-    @property
-    def input_after(self) -> float:
-        return self.input - self.saved
-
-    @property
-    def cache_read_after(self) -> float | None:
-        return None if self.cache_read is None else self.cache_read - (self.cache_saved or 0.0)
 
 
 def change_percent(before: float | None, saved: float | None) -> float | None:

@@ -282,7 +282,7 @@ def _fits(batch: Sequence[_Loaded], item: _Loaded, limit: int) -> bool:
 
 
 def _with_replay_requests(trajectories: list[Trajectory], data: bytes, log: str) -> tuple[list[Trajectory], str | None]:
-    """A replay's ``generated.json`` with the requests of its ``requests.jsonl`` (README, replay
+    """A replay's ``generated.json`` with the requests of its ``requests.jsonl`` (docs/replay.md,
     "Output"), when the replay ran variant ``none``: any other variant's requests carried
     compressed history, so their usage is not the uncompressed figure and the proxy estimate is
     used instead (the returned note says so).

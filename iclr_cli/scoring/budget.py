@@ -1,6 +1,6 @@
 """Default memory budget of the scorer: cache size and batch size from the device's free memory.
 
-Issue 12: choose them from what the device has, not from constants. A share of the free
+Choose them from what the device has, not from constants (docs/scoring.md, "Batching and memory"). A share of the free
 memory (``SHARE``, measured when the scorer is built: ``torch.cuda.mem_get_info`` on CUDA,
 ``MemAvailable`` of ``/proc/meminfo`` on Linux CPUs) goes to keys and values: 60% of it to
 the stream caches kept between steps (``cache_tokens``), 40% to the buffers of one batched

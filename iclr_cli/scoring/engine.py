@@ -1,4 +1,4 @@
-"""Batched forward passes over rows whose cached pasts differ in length (issue 12).
+"""Batched forward passes over rows whose cached pasts differ in length (docs/scoring.md, "Batching and memory").
 
 A :class:`Segment` is one row of work: a past (key/value ranges of stores, laid end to end at
 positions ``0 .. L-1``), new token ids at positions ``L, L+1, ...``, the indices of the new

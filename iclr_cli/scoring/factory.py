@@ -44,7 +44,7 @@ def build_scorer(
         batch_size: most trajectories (rows) per batched forward; ``None``: chosen for the
             device (:mod:`iclr_cli.scoring.budget`).
         chunk_size: positions per LM-head call when computing entropies.
-        context: ``auto``, ``sliding`` or ``fresh``: what the proxy sees over the limit (README,
+        context: ``auto``, ``sliding`` or ``fresh``: what the proxy sees over the limit (docs/scoring.md,
             "Scoring long sessions"). The fake scorer has no keys to slide and ignores it.
         cache_tokens: key/value tokens kept over all stream caches; ``None``: from the
             device's free memory.

@@ -1,7 +1,7 @@
 """Token ids of P and history segments, memoised, never holding a huge segment twice.
 
 The scorer lays out every request from its segments; P and history repeat from one step to
-the next, so their tokens are memoised. Three views, one per use (issue 17 section 6):
+the next, so their tokens are memoised. Three views, one per use (docs/scoring.md, "Huge tool outputs"):
 
 - :meth:`SegmentTokens.tail`: the ids a history segment gives a fresh window, at most its
   last ``limit`` tokens (:func:`~iclr_cli.scoring.window.tail_ids`): a 50 MB tool output is

@@ -1,4 +1,4 @@
-"""The sliding KV window (``--context sliding``, issue 13): every token computed once.
+"""The sliding KV window (``--context sliding``, docs/scoring.md): every token computed once.
 
 What the proxy conditions on. The scorer input is the whole sequence ``P, history, step``
 (nothing is cut before the model sees it). ``S = min(|P|, limit // 2)`` tokens at the front of

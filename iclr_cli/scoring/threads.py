@@ -1,4 +1,4 @@
-"""CPU threads of the proxy scorer on a machine it shares (issue 21).
+"""CPU threads of the proxy scorer on a machine it shares (docs/scoring.md, "When the machine is busy").
 
 Two choices, both made for the user only when the user has not made them:
 

@@ -79,7 +79,7 @@ from iclr_cli.scoring.window import Layout, lay_out, lay_out_whole
 
 DEFAULT_FORWARD_CHUNK = 1024
 # auto keeps the more faithful sliding window unless fresh forwards less than 1/AUTO_MARGIN
-# of its tokens (README, "Scoring long sessions").
+# of its tokens (docs/scoring.md, "Scoring long sessions").
 AUTO_MARGIN = 2
 _ENCODE_MEMO = 4096
 

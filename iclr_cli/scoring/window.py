@@ -11,7 +11,7 @@ jumps of about ``stride`` tokens and stays put between jumps, and it depends onl
 counts, never on run order or cache state: cached and uncached scoring see the same input.
 
 A history segment that does not fit the history budget even alone (a huge tool output) is
-not dropped whole (issue 17 section 6): its most recent tokens are kept, cut at a token
+not dropped whole (docs/scoring.md, "Huge tool outputs"): its most recent tokens are kept, cut at a token
 boundary, from the first grid point that leaves the history within the budget, as the
 sliding window keeps the most recent tokens. The proxy never sees more than ``limit`` tokens
 of any segment, so the fresh window tokenizes only a segment's last ``limit`` tokens

@@ -1,4 +1,4 @@
-"""Scoring a reply's step ahead, while the agent runs its tool.
+"""Scoring a reply's step ahead, while the agent runs its tool (docs/serve.md, "What scoring costs").
 
 A step's block entropies depend only on P, the compressed history and the step's own
 reasoning (METHOD.md, "Score": the scorer input is cut after the step's last reasoning block),

@@ -30,7 +30,7 @@ class ServeOptions:
     (:mod:`iclr_cli.serve.eager`).
     ``context``: what the proxy model sees of a conversation over ``max_tokens`` (``auto``:
     ``sliding`` in serve, where no conversation's future is known; ``fresh`` bounds every
-    step's forward pass by ``max_tokens``, P included: README, "Serve: the first step's cost").
+    step's forward pass by ``max_tokens``, P included: docs/serve.md, "The first step of a conversation reads all of P").
     ``upstream_kind`` names a row of :data:`iclr_cli.providers.KINDS` (``None``: guessed from
     the upstream URL); ``sealed`` is ``keep`` or ``drop-previous-turns`` (what that row's
     provider documents as legal to leave out).

@@ -1,7 +1,7 @@
 """The input side of the lossless check: every text of the input, as parsed JSON, is carried.
 
 The part-by-part check (:mod:`.check`) compares what the adapter read with what the target
-reads back, so a field the adapter never read is invisible to it (issue 17 section 4: a
+reads back, so a field the adapter never read is invisible to it (docs/FORMAT.md, "Compared with the input as parsed JSON"; a
 Bedrock Converse request read as OpenAI chat lost its system prompt, signed reasoning and
 tool call, and ``convert`` said nothing). This check looks at the input itself:
 
