@@ -208,7 +208,7 @@ def test_two_conversations_share_the_scorer_and_neither_waits_past_its_budget():
         i = sum(m["role"] == "assistant" for m in body["messages"])
         return completion(None, [call("bash", {"command": f"ls {i}"}, call_id=f"call_{i}")], reasoning_content=REASONING)
 
-    with scripted_upstream([tool_call] * 6) as up, proxy(up.url, max_wait=0.05, **fake) as (url, state):
+    with scripted_upstream([tool_call] * 6) as up, proxy(up.url, max_wait=0.05, late="compress-later", **fake) as (url, state):
         # two sessions at once: each one's scoring is held, so every step of both goes late
         def session(user: str):
             messages = [FIRST[0], {"role": "user", "content": user}]
@@ -227,7 +227,8 @@ def test_two_conversations_share_the_scorer_and_neither_waits_past_its_budget():
         gate.set()
     queue = data["scorer_queue"]
     assert data["total"]["requests"] == 6 and data["total"]["steps_late"] == 4 and data["total"]["steps_compressed"] == 0
-    assert queue["depth"] >= 1 and queue["oldest_s"] is not None and queue["running_s"] is not None
+    # the first step's scoring is held; the late ones wait behind it to be compressed later
+    assert queue["depth"] >= 1 and queue["ahead"] == queue["depth"] and queue["oldest_s"] is not None and queue["running_s"] is not None
     assert data["max_wait_s"] == 0.05 and data["late"] == "compress-later"
     assert len(up.requests) == 6 and not any("[SKIP]" in json.dumps(r) for r in up.requests)
     for name in ("iclr_serve_scorer_queue_depth", "iclr_serve_scorer_queue_oldest_seconds", "iclr_serve_steps_late_total",

@@ -58,7 +58,7 @@ log = logging.getLogger("iclr.serve")
 
 DEFAULT_MAX_WAIT = 0.5
 LATE_POLICIES = ("as-sent", "compress-later")
-DEFAULT_LATE = "compress-later"
+DEFAULT_LATE = "as-sent"
 # A request held longer than this before its upstream answer started gets one log line
 # saying what it waits on (README promise: serve is never silent for minutes).
 WAIT_LOG_S = 5.0
