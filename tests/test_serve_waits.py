@@ -9,7 +9,6 @@ bound on time.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 import socket

@@ -10,16 +10,20 @@ scored ahead and still running, a call queued behind other conversations, the pr
 A step whose scores are not ready by then goes upstream as generated: it is sent **late**.
 What happens to it afterwards is the ``late`` policy:
 
-- ``as-sent``: it stays as generated for the rest of the conversation, so the prefix the
-  provider cached never changes; its scoring is taken out of the queue.
+- ``as-sent`` (default): it stays as generated for the rest of the conversation, so the
+  prefix the provider cached never changes; its scoring is taken out of the queue.
 - ``compress-later``: its scoring goes on behind the requests clients wait for, and the step
   is compressed at the first later request that finds its scores ready. That request changes
   the prefix from that step on (one cache write of the tail, as a provider counts it: a
   changed prefix is written again from the first changed token), and every later request
   carries the compressed step.
 
-``benchmarks/bench_serve_budget.py`` measured both on scripted sessions (BENCHMARKS.md,
-"Latency budget"), and the default is the better one there.
+``benchmarks/bench_serve_budget.py`` measured both on scripted Claude-Code-style sessions,
+priced by Anthropic's and OpenAI's prompt-cache rules (BENCHMARKS.md, "``iclr serve``: the
+latency budget"): ``compress-later`` compressed more steps and sent fewer input tokens, but its
+cache rewrites cost more than the tokens they saved (up to a third more than no proxy at all
+over 30 steps in Anthropic's prices, where ``as-sent`` cost a few percent less), and its late
+compressions took scorer time that made more later steps late. So ``as-sent`` is the default.
 
 What the scorer saw: a step is scored against P and the earlier steps as they stood when its
 scoring was queued (when its reply was relayed, or at the request that needed it). A step sent
@@ -33,7 +37,9 @@ at a restart is scored again, on the history as it stands then.
 A request does not wait at all when the scorer expects the step's scores later than its
 deadline (:meth:`BatchingScorer.eta <iclr_cli.serve.batching.BatchingScorer.eta>`: the median
 time of recent batches of the same kind, a prefill of P or not, plus what the batch running has
-left): a wait that cannot end in time would only add to the request's time.
+left; a batch of unknown length is expected to run as long again as it has so far): a wait
+that cannot end in time would only add to the request's time, and a prefill of P that has run
+for seconds then costs the agent nothing.
 
 ``max_wait`` ``None`` (``--max-wait inf``) waits for every step however long scoring takes:
 the paper's online rule, every step decided before the request goes on.
@@ -43,7 +49,8 @@ model takes longer than that (time to first token alone is one to a few seconds)
 Code's own turn against an instant upstream took about one second here, so even a session in
 which every step goes late stays within 1.5x of its time without the proxy. A step scored
 ahead needs the rest of its scoring time minus the agent's tool time; half a second catches
-the steps that are nearly done (on two CPU cores a step with kept state scores in 0.5-2 s).
+the steps that are nearly done (on two CPU cores a step with kept state scores in 0.5-2 s), and
+the waits that cannot end in time are skipped (above).
 """
 
 from __future__ import annotations
