@@ -277,7 +277,18 @@ def dumps_like(value, original: bytes) -> bytes:
         except TypeError:  # lone surrogates: orjson cannot encode them
             pass
     separators = (", ", ": ") if spaced else (",", ":")
-    return json.dumps(value, ensure_ascii=escaped, separators=separators).encode("utf-8", errors="surrogatepass")
+    return _utf8(json.dumps(value, ensure_ascii=escaped, separators=separators))
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _utf8(text: str) -> bytes:
+    """JSON text as UTF-8, each lone surrogate (a string cut inside an emoji) written as the
+    ``\\uXXXX`` escape it was read from: raw, it is not UTF-8 and no reader takes it."""
+    if _LONE_SURROGATE.search(text):
+        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text.encode("utf-8")
 
 
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -399,6 +410,6 @@ def dumps_document_like(value, original: bytes) -> bytes:
     if indent is None:
         text = dumps_like(value, body)
     else:
-        text = json.dumps(value, indent=indent, ensure_ascii=escaped).encode("utf-8", errors="surrogatepass")
+        text = _utf8(json.dumps(value, indent=indent, ensure_ascii=escaped))
     trailing = body[len(body.rstrip()) :]
     return (BOM if original.startswith(BOM) else b"") + text + trailing

@@ -120,13 +120,15 @@ class Input:
             else:
                 docs = iter([self.adapter.load(self.data, self.path, skip_bad_lines=skip_bad_lines)])
             steps = trajectories = 0
+            held = None  # history on the server (Responses previous_response_id)
             for doc in docs:
                 steps += sum(len(t.steps) for t in doc.trajectories)
                 trajectories += len(doc.trajectories)
+                held = held or next((t.meta["server_history"] for t in doc.trajectories if t.meta.get("server_history")), None)
                 yield doc
         except InputError as exc:
             raise (registry.forced_error(self.adapter, self.data, self.path, exc) if self.forced else exc) from None
-        registry.require_steps(self.adapter, self.path, steps, trajectories)
+        registry.require_steps(self.adapter, self.path, steps, trajectories, held)
 
 
 def with_last(items: Iterable[T]) -> Iterator[tuple[T, bool]]:
@@ -346,10 +348,14 @@ def as_written(results: Sequence[CompressionResult], written: Sequence[Trajector
     :class:`~iclr_cli.formats.writeback.WriteResult`; docs/method.md, "Token counts").
 
     A part written ``""`` counts as fully deleted with all its blocks removed; a part written
-    as generated counts as not deleted with none removed. Tokens follow the one definition
+    as generated counts as not deleted with none removed; a part the provider rule left
+    sealed (:mod:`iclr_cli.formats.sealing`) counts as generated and kept, so ``diff`` of the
+    two files says the same. Tokens follow the one definition
     of :mod:`iclr_cli.token_accounting`. Steps written as asked keep their reports, and the
     returned ``compressed`` trajectories are the written ones.
     """
+    from iclr_cli.formats.sealing import Sealed
+
     count = token_counter(tokenizer)
     out = []
     for result, traj in zip(results, written, strict=True):
@@ -357,7 +363,10 @@ def as_written(results: Sequence[CompressionResult], written: Sequence[Trajector
         for report, generated, asked, wrote in zip(result.steps, result.original.steps, result.compressed.steps, traj.steps):
             if not_as_asked is not None:
                 not_as_asked.add(asked, generated, wrote)
-            reports.append(_as_written_step(report, generated, asked, wrote, count))
+            report = _as_written_step(report, generated, asked, wrote, count)
+            # reasoning the provider rule left sealed was generated and is written as it was
+            sealed = [p.text for p in generated.parts if isinstance(p.ref, Sealed)]
+            reports.append(replace(report, tokens=report.tokens + account(count, zip(sealed, sealed))) if sealed else report)
         out.append(CompressionResult(result.original, traj, tuple(reports)))
     return out
 
@@ -394,13 +403,18 @@ class Summary(TokenViews):
     scored: int = 0  # steps the proxy scored (``prune`` skips those whose selection cannot change)
     one_block: int = 0  # steps with reasoning in a single candidate block: N = 1, nothing removable
     resent: Totals = field(default_factory=Totals)  # prune: the static estimate of the input re-sent (iclr savings)
+    sealed: Counter = field(default_factory=Counter)  # reasoning parts left sealed by the provider rule, by (kind, what)
 
     def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
-        """Add the reports of ``results`` (and the unrecognised count of ``doc``)."""
+        """Add the reports of ``results`` (and the unrecognised count of ``doc``), and the
+        reasoning parts the provider rule left sealed (:mod:`iclr_cli.formats.sealing`)."""
+        from iclr_cli.formats.sealing import sealed_parts
+
         if doc is not None:
             self.unrecognised += len(doc.unrecognised)
         for result in results:
             self.trajectories += 1
+            self.sealed.update((s.kind, s.what) for s in sealed_parts(result.original))
             for report in result.steps:
                 self._add_step(report)
 

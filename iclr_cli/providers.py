@@ -17,12 +17,27 @@ as legal to leave out may be left out, behind an explicit option (:attr:`Upstrea
 server: plain); ``iclr serve --upstream-kind`` overrides it. ``redacted_thinking`` blocks
 carry no text and are never touched on any upstream.
 
+Files follow the same table (:func:`for_record`): the model, provider or base URL a transcript
+records names the kind whose rule applies to its reasoning (a Claude Code session that switched
+to DeepSeek's Anthropic endpoint is DeepSeek's for those turns), and
+:mod:`iclr_cli.formats.sealing` applies it.
+
+A signature **bound to a tool call** is not a copy of the reasoning text and stays, value for
+value, while its call stays, on every upstream and in every file: Gemini's thought signature
+(``extra_content.google.thought_signature`` on an OpenAI-compatible tool call, a
+``reasoning.encrypted`` entry of OpenRouter's ``reasoning_details`` whose ``id`` is the call's
+id). Google: "you must return these signatures back to the model in your request exactly as
+they were received" (https://ai.google.dev/gemini-api/docs/thought-signatures); OpenRouter:
+pass ``reasoning_details`` back unmodified
+(https://openrouter.ai/docs/use-cases/reasoning-tokens#preserving-reasoning-blocks).
+
 Other modules import :data:`KINDS` (``iclr serve``; the savings report's "sealed" column).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
@@ -45,6 +60,12 @@ class UpstreamKind:
         legal_drop: what the docs allow a client to leave out of a request (offered by
             ``--sealed drop-previous-turns``), or ``None``.
         hosts: host names (or suffixes after a dot) that :func:`guess` maps to this kind.
+        models: regular expressions (searched, case-insensitive) for model names whose
+            reasoning this kind's rule governs wherever they are served (:func:`for_model`).
+        checks_signatures: a signature on this kind's reasoning is verified against it (or
+            must come back exactly as received), so signed reasoning is sealed in files by
+            default (:mod:`iclr_cli.formats.sealing`); a plain kind's signature is not checked
+            and an edited block keeps it.
     """
 
     name: str
@@ -55,6 +76,8 @@ class UpstreamKind:
     docs: tuple[str, ...]
     legal_drop: str | None = None
     hosts: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    checks_signatures: bool = False
 
     @property
     def sealed(self) -> bool:
@@ -79,6 +102,9 @@ KINDS: tuple[UpstreamKind, ...] = (
         "'you can omit thinking blocks from prior assistant role turns'; only the current tool-use cycle "
         "must be passed back)",
         ("api.anthropic.com",),
+        # Claude through Bedrock, Vertex, OpenRouter or LiteLLM: the signature is still Anthropic's
+        (r"claude",),
+        checks_signatures=True,
     ),
     UpstreamKind(
         "openai",
@@ -98,6 +124,8 @@ KINDS: tuple[UpstreamKind, ...] = (
         "turns are ignored and removed by the API), with the ids of the items of the same response, which "
         "the API would otherwise pair with the missing reasoning item",
         ("api.openai.com", "openai.azure.com"),
+        (r"(?:^|[/:])(?:gpt-(?!oss)|o[1-9](?:$|-)|codex|chatgpt|computer-use)",),
+        checks_signatures=True,
     ),
     UpstreamKind(
         "deepseek",
@@ -113,6 +141,7 @@ KINDS: tuple[UpstreamKind, ...] = (
             "https://api-docs.deepseek.com/guides/anthropic_api",
         ),
         hosts=("api.deepseek.com",),
+        models=(r"deepseek",),
     ),
     UpstreamKind(
         "anthropic-compatible",
@@ -132,9 +161,32 @@ KINDS: tuple[UpstreamKind, ...] = (
         "plain",
         ("chat",),
         "reasoning in reasoning and reasoning_details; text entries are edited with the plain field and lose "
-        "their signature, encrypted entries of the old text are dropped, summaries kept consistent.",
-        ("https://openrouter.ai/docs/use-cases/reasoning-tokens",),
+        "their signature, encrypted entries of the old text are dropped, summaries kept consistent. A "
+        "reasoning.encrypted entry whose id is a tool call's id is that call's thought signature (Gemini), not "
+        "a copy of the text: it stays, value for value, with its call. reasoning_details are passed back "
+        "unmodified (preserving reasoning blocks).",
+        (
+            "https://openrouter.ai/docs/use-cases/reasoning-tokens",
+            "https://openrouter.ai/docs/use-cases/reasoning-tokens#preserving-reasoning-blocks",
+        ),
         hosts=("openrouter.ai",),
+    ),
+    UpstreamKind(
+        "google",
+        "Google Gemini (the OpenAI-compatible endpoint)",
+        "plain",
+        ("chat",),
+        "the reasoning text is the model's thought summary, edited in place; what Gemini re-reads is its thought "
+        "signature, which must come back exactly as received: on a tool call in extra_content.google."
+        "thought_signature (a missing one is a 400 'Function call is missing a thought_signature'). "
+        "iclr never edits, moves or drops a signature bound to a call.",
+        (
+            "https://ai.google.dev/gemini-api/docs/thought-signatures",
+            "https://ai.google.dev/gemini-api/docs/openai",
+        ),
+        hosts=("generativelanguage.googleapis.com",),
+        models=(r"gemini",),
+        checks_signatures=True,
     ),
     UpstreamKind(
         "local",
@@ -153,6 +205,8 @@ KINDS: tuple[UpstreamKind, ...] = (
             "https://docs.ollama.com/capabilities/thinking",
             "https://lmstudio.ai/docs/developer/openai-compat",
         ),
+        # open-weight families: their reasoning is plain text wherever they are served
+        models=(r"gpt-oss|qwen|qwq|glm|kimi|moonshot|minimax|llama|mistral|magistral|gemma|phi-\d|nemotron|olmo|granite|hermes|seed-oss|ernie|hunyuan|exaone|smollm",),
     ),
     UpstreamKind(
         "litellm",
@@ -172,6 +226,7 @@ KINDS: tuple[UpstreamKind, ...] = (
         "thinking blocks and encrypted reasoning items are left sealed, since nothing says the upstream "
         "does not verify them. Name the kind with --upstream-kind.",
         (),
+        checks_signatures=True,
     ),
 )
 
@@ -212,3 +267,39 @@ def guess(url: str) -> tuple[UpstreamKind, str]:
     if _is_local(host):
         return _BY_NAME["local"], f"{host} is a loopback or private address"
     return _BY_NAME["unknown"], f"{host} is not in the table"
+
+
+_MODELS = [(re.compile(pattern, re.IGNORECASE), kind) for kind in KINDS for pattern in kind.models]
+# Providers as transcripts name them (LiteLLM ``custom_llm_provider``, pi's ``provider``).
+_PROVIDER_NAMES = {
+    "anthropic": "anthropic", "bedrock": "anthropic", "vertex_ai": "anthropic", "amazon-bedrock": "anthropic",
+    "openai": "openai", "azure": "openai", "openai-codex": "openai", "deepseek": "deepseek", "openrouter": "openrouter",
+    "gemini": "google", "google": "google", "ollama": "local", "lm_studio": "local", "vllm": "local", "hosted_vllm": "local",
+}
+
+
+def for_model(model: str) -> UpstreamKind | None:
+    """The kind whose rule governs reasoning written by ``model`` wherever it is served
+    (``claude-*``: Anthropic's signature, also through Bedrock or OpenRouter; ``deepseek-*``:
+    plain), or ``None`` when the name says nothing."""
+    return next((kind for pattern, kind in _MODELS if pattern.search(model)), None)
+
+
+def for_record(model: str | None = None, base_url: str | None = None, provider: str | None = None) -> tuple[UpstreamKind | None, str]:
+    """The kind whose rule applies to reasoning a transcript records, and why: the model
+    first (a router passes the model's own signatures through), then the provider name, then
+    the base URL. ``(None, why)`` when none of them tells.
+
+    The same table as ``iclr serve`` (:func:`guess`), read from what a file records instead
+    of the upstream URL.
+    """
+    if model and (kind := for_model(model)) is not None:
+        return kind, f"model {model}"
+    if provider and provider.lower() in _PROVIDER_NAMES:
+        return _BY_NAME[_PROVIDER_NAMES[provider.lower()]], f"provider {provider}"
+    if base_url:
+        kind, why = guess(base_url)
+        if kind.name != "unknown":
+            return kind, f"base URL {base_url} ({why})"
+    said = ", ".join(f"{k} {v}" for k, v in (("model", model), ("provider", provider), ("base URL", base_url)) if v)
+    return None, (f"{said} is not in the table" if said else "the file names no model, provider or base URL")

@@ -4,7 +4,9 @@
 the raw body bytes and headers of every request, answers ``GET /v1/models``, and serves
 :class:`Stream` replies as SSE, one chunk at a time, optionally holding back everything after
 the first chunk until ``release`` is set (so a test can see a chunk arrive before the upstream
-has finished, without timing anything).
+has finished, without timing anything), or going quiet for ``pause_s`` seconds after the first
+chunk (a slow upstream, for the keep-alive tests; nothing is timed, the CLI's own idle timeout
+is what a silence longer than it would trip).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import http.server
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -27,11 +30,12 @@ class Stream:
     """A streamed answer: ``events`` are sent as ``data: JSON`` lines, then ``data: [DONE]``
     (``named``: each preceded by ``event: TYPE`` and no ``[DONE]``, as Anthropic and the
     Responses API stream). With ``hold`` set, the server waits for ``release`` after the first
-    event."""
+    event; with ``pause_s``, it sends nothing for that many seconds after the first event."""
 
     events: list[dict]
     hold: bool = False
     named: bool = False
+    pause_s: float = 0.0
     release: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)
 
@@ -124,6 +128,8 @@ class ScriptedUpstream(FakeOpenAI):
                     self.wfile.flush()
                     if i == 0 and reply.hold:
                         reply.release.wait(60)
+                    if i == 0 and reply.pause_s:
+                        time.sleep(reply.pause_s)
                 if not reply.named:
                     self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()

@@ -26,8 +26,8 @@ def as_file(value) -> bytes:
     return (json.dumps(value, indent=2) + "\n").encode()
 
 
-def blocks_per_step(capsys, src) -> dict[int, int]:
-    code, stdout, err = run_cli(capsys, "score", str(src), "--model", "fake", "-q")
+def blocks_per_step(capsys, src, *args: str) -> dict[int, int]:
+    code, stdout, err = run_cli(capsys, "score", str(src), "--model", "fake", "-q", *args)
     assert code == 0, err
     counts: dict[int, int] = {}
     for rec in map(json.loads, stdout.splitlines()):
@@ -38,27 +38,32 @@ def blocks_per_step(capsys, src) -> dict[int, int]:
 def test_02_openrouter_details_edited_with_reasoning(tmp_path, capsys):
     src = case("02-openrouter-reasoning-details.json")
     doc = json.loads(src.read_bytes())
-    assert blocks_per_step(capsys, src) == {0: 3, 1: 3}
+    # anthropic/claude-* through OpenRouter: the signed entry is Anthropic's and the encrypted
+    # one only the provider reads: both messages are left alone by default (the provider rule)
+    assert blocks_per_step(capsys, src) == {}
+    assert prune(capsys, tmp_path, src, "--variant", "delete-all") == src.read_bytes()
+    edit = ("--signed-thinking", "edit", "--encrypted-reasoning", "drop")
+    assert blocks_per_step(capsys, src, *edit) == {0: 3, 1: 3}
     want = copy.deepcopy(doc)
     first, second = want["messages"][2], want["messages"][4]
     first["reasoning"] = first["reasoning_details"][0]["text"] = ""
     del first["reasoning_details"][0]["signature"]  # an edited signed entry loses its signature
     second["reasoning"] = second["reasoning_details"][0]["summary"] = ""
     del second["reasoning_details"][1]  # the encrypted copy goes with its edited sibling
-    assert prune(capsys, tmp_path, src, "--variant", "delete-all") == as_file(want)
+    assert prune(capsys, tmp_path, src, "--variant", "delete-all", *edit) == as_file(want)
 
 
 def test_02_keep_leaves_the_encrypted_message_whole(tmp_path, capsys):
     src = case("02-openrouter-reasoning-details.json")
     doc = json.loads(src.read_bytes())
-    out = json.loads(prune(capsys, tmp_path, src, "--variant", "delete-all", "--encrypted-reasoning", "keep"))
+    out = json.loads(prune(capsys, tmp_path, src, "--variant", "delete-all", "--encrypted-reasoning", "keep", "--signed-thinking", "edit"))
     assert out["messages"][4] == doc["messages"][4]
     assert out["messages"][2]["reasoning"] == out["messages"][2]["reasoning_details"][0]["text"] == ""
 
 
 def test_02_iclr_prunes_both_copies_alike(tmp_path, capsys):
     src = case("02-openrouter-reasoning-details.json")
-    out = json.loads(prune(capsys, tmp_path, src, "--variant", "iclr"))
+    out = json.loads(prune(capsys, tmp_path, src, "--variant", "iclr", "--signed-thinking", "edit", "--encrypted-reasoning", "drop"))
     first, second = out["messages"][2], out["messages"][4]
     assert first["reasoning"].count(SKIP) == 2 and first["reasoning"] == first["reasoning_details"][0]["text"]
     assert second["reasoning"].count(SKIP) == 2 and second["reasoning"] == second["reasoning_details"][0]["summary"]

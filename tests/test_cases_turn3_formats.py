@@ -28,8 +28,8 @@ def indented(value) -> bytes:
     return (json.dumps(value, indent=2) + "\n").encode()
 
 
-def blocks_per_step(capsys, src) -> dict[tuple[str, int], int]:
-    code, stdout, err = run_cli(capsys, "score", str(src), "--model", "fake", "-q")
+def blocks_per_step(capsys, src, *args: str) -> dict[tuple[str, int], int]:
+    code, stdout, err = run_cli(capsys, "score", str(src), "--model", "fake", "-q", *args)
     assert code == 0, err
     counts: dict[tuple[str, int], int] = {}
     for rec in map(json.loads, stdout.splitlines()):
@@ -80,13 +80,19 @@ def test_07_converse_signed_reasoning_removed_redacted_kept(tmp_path, capsys):
     src = case("07-bedrock-converse-reasoning.json")
     doc = json.loads(src.read_bytes())
     assert registry.detect(src.read_bytes(), str(src)).name == "bedrock"
-    assert blocks_per_step(capsys, src) == {("07-bedrock-converse-reasoning.json#0", 0): 4, ("07-bedrock-converse-reasoning.json#0", 1): 4}
+    # Claude on Bedrock signs its reasoning: by default it is sealed (the provider rule), so
+    # nothing is a candidate and prune writes the file back byte for byte, saying so
+    assert blocks_per_step(capsys, src) == {}
+    out, err = prune(capsys, tmp_path, src, "--variant", "delete-all")
+    assert out == src.read_bytes() and summary_value(err, "reasoning parts left sealed (provider rule)") == "2 (anthropic signed 2)"
+    edit = ("--signed-thinking", "edit")
+    assert blocks_per_step(capsys, src, *edit) == {("07-bedrock-converse-reasoning.json#0", 0): 4, ("07-bedrock-converse-reasoning.json#0", 1): 4}
     want = copy.deepcopy(doc)
     # a fully deleted signed block leaves content (its signature with it); the redacted
     # block, the tool call, the result, the system prompt and the answer stay as they were
     del want["messages"][1]["content"][0]
     del want["messages"][3]["content"][1]
-    out, err = prune(capsys, tmp_path, src, "--variant", "delete-all")
+    out, err = prune(capsys, tmp_path, src, "--variant", "delete-all", *edit)
     assert out == indented(want)
     assert "1 reasoning part redacted by the provider" in err
 
@@ -94,7 +100,7 @@ def test_07_converse_signed_reasoning_removed_redacted_kept(tmp_path, capsys):
 def test_07_converse_iclr_drops_the_signature_of_an_edited_block(tmp_path, capsys):
     src = case("07-bedrock-converse-reasoning.json")
     doc = json.loads(src.read_bytes())
-    out, _ = prune(capsys, tmp_path, src, "--variant", "iclr")
+    out, _ = prune(capsys, tmp_path, src, "--variant", "iclr", "--signed-thinking", "edit")
     got = json.loads(out)
     for i, k in ((1, 0), (3, 1)):
         block = got["messages"][i]["content"][k]["reasoningContent"]["reasoningText"]
@@ -122,12 +128,16 @@ def test_08_litellm_thinking_blocks_are_openai_signed_block_emptied(tmp_path, ca
     src = case("08-litellm-thinking-blocks.json")
     doc = json.loads(src.read_bytes())
     assert registry.detect(src.read_bytes(), str(src)).name == "openai"
+    # anthropic/claude-*: the signed blocks (and reasoning_content, their copy; the display-omitted
+    # block too) are sealed by default
+    out, err = prune(capsys, tmp_path, src, "--variant", "delete-all")
+    assert out == src.read_bytes() and summary_value(err, "reasoning parts left sealed (provider rule)") == "3 (anthropic signed 3)"
     want = copy.deepcopy(doc)
     for i in (2, 8):
         msg = want["messages"][i]
         msg["reasoning_content"] = msg["thinking_blocks"][0]["thinking"] = ""
         del msg["thinking_blocks"][0]["signature"]
-    out, err = prune(capsys, tmp_path, src, "--variant", "delete-all")
+    out, err = prune(capsys, tmp_path, src, "--variant", "delete-all", "--signed-thinking", "edit")
     assert out == indented(want)
     assert summary_value(err, "unrecognised") == "0"
     assert "1 reasoning part of type redacted_thinking" in err

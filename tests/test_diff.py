@@ -280,8 +280,9 @@ REAL = REALDATA / "claude_code" / "spotter_258c7280_main_session_slice.jsonl"
 @pytest.mark.skipif(not REAL.exists(), reason=f"real transcripts not present at {REAL}")
 def test_real_claude_code_session(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    run_cli(["prune", str(REAL), "--model", "fake", "-o", "pruned.jsonl", "-q"], capsys)
-    run_cli(["score", str(REAL), "--model", "fake", "-o", "scores.jsonl", "-q"], capsys)
+    # every thinking block of the session is signed by Anthropic: sealed unless edited on request
+    run_cli(["prune", str(REAL), "--model", "fake", "--signed-thinking", "edit", "-o", "pruned.jsonl", "-q"], capsys)
+    run_cli(["score", str(REAL), "--model", "fake", "--signed-thinking", "edit", "-o", "scores.jsonl", "-q"], capsys)
     records = [orjson.loads(line) for line in (tmp_path / "scores.jsonl").read_text().splitlines()]
     code, out, err = run_cli(["diff", str(REAL), "pruned.jsonl", "--model", "fake", "--json"], capsys)
     assert code == 0, err

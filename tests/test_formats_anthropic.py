@@ -91,6 +91,8 @@ def test_thinking_write_back_rules():
 def test_prune_iclr_changes_only_reasoning_and_drops_signatures_of_edited_blocks(tmp_path, capsys):
     out = tmp_path / "out.json"
     code, stdout, _ = run_cli(capsys, "prune", str(SAMPLE), "--model", "fake", "--variant", "iclr", "-o", str(out), "-q")
+    assert code == 0 and out.read_bytes() == SAMPLE.read_bytes()  # claude-*: signed thinking is sealed by default
+    code, stdout, _ = run_cli(capsys, "prune", str(SAMPLE), "--model", "fake", "--variant", "iclr", "--signed-thinking", "edit", "-o", str(out), "-q")
     assert code == 0 and stdout == ""
     before, after = json.loads(SAMPLE.read_bytes()), json.loads(out.read_bytes())
     assert without_reasoning(after) == without_reasoning(before)
@@ -105,6 +107,7 @@ def test_prune_iclr_changes_only_reasoning_and_drops_signatures_of_edited_blocks
 
 def test_prune_delete_all_removes_thinking_but_keeps_a_lone_block(tmp_path, capsys):
     doc = {
+        "model": "claude-sonnet-4-5",
         "messages": [
             {"role": "user", "content": "go"},
             {"role": "assistant", "content": [{"type": "thinking", "thinking": "p1\n\np2", "signature": "S1"}]},
@@ -120,14 +123,14 @@ def test_prune_delete_all_removes_thinking_but_keeps_a_lone_block(tmp_path, caps
     src = tmp_path / "in.json"
     src.write_text(json.dumps(doc, indent=2))
     out = tmp_path / "out.json"
-    code, _, _ = run_cli(capsys, "prune", str(src), "--variant", "delete-all", "--model", "fake", "-o", str(out), "-q")
+    code, _, _ = run_cli(capsys, "prune", str(src), "--variant", "delete-all", "--model", "fake", "--signed-thinking", "edit", "-o", str(out), "-q")
     assert code == 0
     after = json.loads(out.read_text())
     assert after["messages"][1]["content"] == [{"type": "thinking", "thinking": ""}]
     assert after["messages"][3]["content"] == doc["messages"][3]["content"][1:]
     assert tool_ids(after) == ["use:toolu_1", "result:toolu_1"]
     assert without_reasoning(after) == without_reasoning(doc)
-    assert out.read_text().startswith('{\n  "messages": [\n')
+    assert out.read_text().startswith('{\n  "model": "claude-sonnet-4-5",\n  "messages": [\n')
 
 
 def test_unsigned_thinking_stays_unsigned_and_unknown_fields_survive(tmp_path, capsys):
@@ -217,11 +220,12 @@ def test_inline_think_in_text_is_reasoning_and_the_answer_stays():
 
 
 def test_thinking_variants():
-    # thinking with an empty signature is unsigned: edited in place, the empty key removed
+    # thinking with an empty signature is unsigned: edited in place, the empty key kept (bridges
+    # to plain-text providers add it because Claude Code drops thinking blocks without one)
     doc, step = one_step([{"type": "thinking", "thinking": "a", "signature": ""}, {"type": "text", "text": "x"}])
     assert step.reasoning[0].write_back is WriteBack.IN_PLACE
     out = json.loads(ADAPTER.dump(doc, [doc.trajectories[0].with_steps([step.with_reasoning(["b"])])]))
-    assert out[1]["content"][0] == {"type": "thinking", "thinking": "b"}
+    assert out[1]["content"][0] == {"type": "thinking", "thinking": "b", "signature": ""}
     # a "reasoning" block with text (SDK / gateway shape) is reasoning too
     doc, step = one_step([{"type": "reasoning", "text": "r1\n\nr2"}, {"type": "text", "text": "x"}])
     assert [(p.kind, p.text) for p in step.parts] == [("reasoning", "r1\n\nr2"), ("action", "x")]

@@ -88,9 +88,9 @@ def test_sample_steps_prompt_and_passthrough_lines():
     assert types["progress"] == 2 and types["system"] == 1 and types["file-history-snapshot"] == 1
 
 
-def prune(capsys, tmp_path, src, variant):
+def prune(capsys, tmp_path, src, variant, *extra):
     out = tmp_path / f"out-{variant}.jsonl"
-    code, stdout, _ = run_cli(capsys, "prune", str(src), "--model", "fake", "--variant", variant, "-o", str(out), "-q")
+    code, stdout, _ = run_cli(capsys, "prune", str(src), "--model", "fake", "--variant", variant, "-o", str(out), "-q", *extra)
     assert code == 0 and stdout == ""
     return out.read_bytes()
 
@@ -117,7 +117,9 @@ def test_prune_iclr_changes_only_thinking_and_drops_signatures_of_edited_blocks(
         realdata("claude_code")
     src = SAMPLE if name == "SAMPLE" else CC / name
     before = src.read_bytes()
-    after = prune(capsys, tmp_path, src, "iclr")
+    # signed thinking is sealed by default (the provider rule): by default nothing changes
+    assert prune(capsys, tmp_path, src, "iclr") == before
+    after = prune(capsys, tmp_path, src, "iclr", "--signed-thinking", "edit")
     changed = assert_only_thinking_lines_changed(before, after)
     assert changed >= 3
     old_values = [json.loads(x) for x in before.splitlines()]
@@ -129,7 +131,7 @@ def test_prune_iclr_changes_only_thinking_and_drops_signatures_of_edited_blocks(
 
 def test_prune_delete_all_keeps_lines_with_empty_unsigned_thinking(tmp_path, capsys):
     before = SAMPLE.read_bytes()
-    after = prune(capsys, tmp_path, SAMPLE, "delete-all")
+    after = prune(capsys, tmp_path, SAMPLE, "delete-all", "--signed-thinking", "edit")
     assert assert_only_thinking_lines_changed(before, after) == 3
     new_values = [json.loads(x) for x in after.splitlines()]
     emptied = [v for v in new_values if v.get("type") == "assistant" and v["message"]["content"][0]["type"] == "thinking"]
@@ -169,9 +171,10 @@ def test_sidechain_lines_are_not_steps_and_pass_through(tmp_path, capsys):
     [traj] = ADAPTER.load(src.read_bytes(), str(src)).trajectories
     assert traj.id == "s-1" and traj.meta["sidechain"] is False
     assert [[p.label for p in s.parts] for s in traj.steps] == [["reasoning", "tool_call:Task", "tool_result"], ["assistant"], ["assistant"]]
-    after = prune(capsys, tmp_path, src, "iclr").split(b"\n")
+    after = prune(capsys, tmp_path, src, "iclr", "--signed-thinking", "edit").split(b"\n")
     assert after[4] == rows[4].encode()  # the sidechain's thinking is untouched
-    assert b"[SKIP]" in after[1] and b"signature" not in after[1]
+    # no model names the provider: the edited block keeps its signature key (sealing.py)
+    assert b"[SKIP]" in after[1] and b'"signature":"SIG"' in after[1]
     # the same lines as a pure sub-agent transcript: the sidechain is the trajectory
     side = tmp_path / "agent-x.jsonl"
     side.write_text("\n".join(rows[3:5]) + "\n")
@@ -204,7 +207,7 @@ def test_skip_bad_lines_passes_the_line_through(tmp_path, capsys):
     src = tmp_path / "bad.jsonl"
     src.write_text(line("user", "a", None, "hi") + "\n" + bad + "\n" + line("assistant", "c", "a", THINK, msg_id="m") + "\n")
     out = tmp_path / "out.jsonl"
-    code, _, err = run_cli(capsys, "prune", str(src), "--model", "fake", "--skip-bad-lines", "-o", str(out))
+    code, _, err = run_cli(capsys, "prune", str(src), "--model", "fake", "--skip-bad-lines", "--signed-thinking", "edit", "-o", str(out))
     assert code == 0 and f"{src}:2" in err
     lines = out.read_bytes().split(b"\n")
     assert lines[1] == bad.encode() and b"[SKIP]" in lines[2]
@@ -227,7 +230,7 @@ def test_one_cut_early_line_does_not_change_the_sniffed_format(tmp_path, capsys)
     assert code == 2
     assert f"{src}:3: line is not a complete JSON record" in err
     out = tmp_path / "out.jsonl"
-    code, _, err = run_cli(capsys, "prune", str(src), "--model", "fake", "--skip-bad-lines", "-o", str(out))
+    code, _, err = run_cli(capsys, "prune", str(src), "--model", "fake", "--skip-bad-lines", "--signed-thinking", "edit", "-o", str(out))
     assert code == 0, err
     assert f"{src}:3: skipped" in err and "no message list found" not in err
     written = out.read_bytes().split(b"\n")
@@ -258,10 +261,10 @@ def test_bom_crlf_and_blank_lines_survive_an_edit(tmp_path, capsys):
     src.write_bytes(data)
     doc = ADAPTER.load(data, str(src))
     assert ADAPTER.dump(doc, doc.trajectories) == data
-    after = prune(capsys, tmp_path, src, "iclr")
+    after = prune(capsys, tmp_path, src, "iclr", "--signed-thinking", "edit")
     old, new = data.split(b"\r\n"), after.split(b"\r\n")
     assert len(new) == 4 and new[0] == old[0] and new[1] == b"" and new[3] == old[3]
-    assert b"[SKIP]" in new[2] and b"signature" not in new[2]
+    assert b"[SKIP]" in new[2] and b'"signature":"SIG"' in new[2]  # no model: the key is kept
 
 
 def test_system_text_before_the_first_turn_is_prompt_and_id_falls_back_to_the_file_name(tmp_path):

@@ -120,12 +120,13 @@ def test_in_place_item_is_edited_with_its_echo_and_opaque_ones_follow_the_flag()
     assert ADAPTER.dump(doc, [edited], opaque=OpaqueEdits.KEEP) == data
 
 
+@pytest.mark.parametrize("encrypted", ["seal", "drop"])
 @pytest.mark.parametrize("variant", ["iclr", "delete-all"])
 @pytest.mark.parametrize("name", realdata_ids("codex_rollout") + ["SAMPLE"])
-def test_cli_prune_changes_only_reasoning(capsys, tmp_path, name, variant):
+def test_cli_prune_changes_only_reasoning(capsys, tmp_path, name, variant, encrypted):
     path = SAMPLE if name == "SAMPLE" else REALDATA / "codex_rollout" / name
     out = tmp_path / "out.jsonl"
-    code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "--variant", variant, "-o", str(out))
+    code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "--variant", variant, "--encrypted-reasoning", encrypted, "-o", str(out))
     assert code == 0, err
     before, after = records(path.read_bytes()), records(out.read_bytes())
     assert [r for r in after if not is_reasoning_record(r)] == [r for r in before if not is_reasoning_record(r)]
@@ -135,15 +136,25 @@ def test_cli_prune_changes_only_reasoning(capsys, tmp_path, name, variant):
         assert "encrypted_content" not in r["payload"]
         if variant == "delete-all":
             assert r["payload"].get("text", "") == "" and all(s["text"] == "" for s in r["payload"].get("summary", []))
-    if variant == "delete-all":
-        assert not any("encrypted_content" in r["payload"] for r in after if is_reasoning_record(r))
+    encrypted_before = [r for r in before if is_reasoning_record(r) and "encrypted_content" in r["payload"]]
+    encrypted_after = [r for r in after if is_reasoning_record(r) and "encrypted_content" in r["payload"]]
+    if encrypted == "seal":  # the default, as iclr serve: encrypted items are left as generated, by every variant
+        assert encrypted_after == encrypted_before
+        if encrypted_before:
+            assert "left sealed" in " ".join(err.split())
+    elif variant == "delete-all":  # --encrypted-reasoning drop: an edited encrypted item goes whole
+        assert not encrypted_after
     assert registry.load(str(out))[0].name == "codex"
 
 
 def test_cli_score_on_real_rollout(capsys, tmp_path):
     realdata("codex_rollout")
     out = tmp_path / "scores.jsonl"
+    # every reasoning item holds encrypted_content: sealed by default, so nothing is a candidate
     code, _, err = run_cli(capsys, "score", str(REAL), "--model", "fake", "-o", str(out))
+    assert code == 0, err
+    assert out.read_bytes() == b"" and summary_value(err, "reasoning parts left sealed (provider rule)") == "17 (openai encrypted 17)"
+    code, _, err = run_cli(capsys, "score", str(REAL), "--model", "fake", "--encrypted-reasoning", "drop", "-o", str(out))
     assert code == 0, err
     rows = records(out.read_bytes())
     assert len(rows) == 19
@@ -233,8 +244,21 @@ def test_cli_prune_random_on_real_rollout_reports_what_was_written(capsys, tmp_p
 
 def test_cli_prune_delete_all_drop_is_as_asked(capsys, tmp_path):
     realdata("codex_rollout")
-    code, _, err = run_cli(capsys, "prune", str(REAL), "--model", "fake", "--variant", "delete-all", "-o", str(tmp_path / "o.jsonl"))
+    code, _, err = run_cli(capsys, "prune", str(REAL), "--model", "fake", "--variant", "delete-all", "--encrypted-reasoning", "drop", "-o", str(tmp_path / "o.jsonl"))
     assert code == 0 and summary_value(err, "deletion ratio (deleted / generated)") == "1.000"
+    assert "could not be applied" not in err
+
+
+@pytest.mark.parametrize("variant", ["iclr", "random-10", "delete-all"])
+def test_every_variant_leaves_encrypted_items_sealed_by_default(capsys, tmp_path, variant):
+    """A baseline that drops every encrypted item is not random-10: all variants follow the
+    provider rule (encrypted reasoning sealed, as iclr serve does), so they stay comparable."""
+    realdata("codex_rollout")
+    out = tmp_path / "o.jsonl"
+    code, _, err = run_cli(capsys, "prune", str(REAL), "--model", "fake", "--variant", variant, "-o", str(out))
+    assert code == 0, err
+    assert out.read_bytes() == REAL.read_bytes()
+    assert summary_value(err, "reasoning parts left sealed (provider rule)") == "17 (openai encrypted 17)"
     assert "could not be applied" not in err
 
 
@@ -264,7 +288,7 @@ def compacted_rollout() -> bytes:
             },
         },  # line 10
         {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go on"}]}},
-        {"type": "response_item", "payload": {"type": "image_generation_call", "result": "..."}},  # line 12
+        {"type": "response_item", "payload": {"type": "hologram_call", "result": "..."}},  # line 12: a type no reader knows (image_generation_call is read now)
         {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}},  # line 13
     ]
     return b"".join(json.dumps(x).encode() + b"\n" for x in lines)
@@ -307,7 +331,7 @@ def test_compacted_replacement_history_follows_the_live_rules():
 def test_unread_items_and_text_are_reported_with_their_line():
     doc = ADAPTER.load(compacted_rollout(), "c.jsonl")
     assert [(u.line, u.field) for u in doc.unrecognised] == [(12, "payload"), (13, "payload.content[0]")]
-    assert "'image_generation_call'" in doc.unrecognised[0].what and "'refusal'" in doc.unrecognised[1].what
+    assert "'hologram_call'" in doc.unrecognised[0].what and "'refusal'" in doc.unrecognised[1].what
 
 
 def test_real_rollout_has_nothing_unrecognised():
@@ -325,3 +349,25 @@ def test_items_with_only_encrypted_content_are_counted_in_a_warning():
     doc = ADAPTER.load(b"".join(json.dumps(x).encode() + b"\n" for x in lines), "r.jsonl")
     assert doc.trajectories[0].steps[0].reasoning == ()
     assert doc.warnings == ["r.jsonl: 1 reasoning items hold only encrypted_content (no summary text): nothing there to score or prune"]
+
+
+def test_tool_search_items_are_a_call_and_its_output_so_steps_do_not_merge():
+    """Newer Codex CLIs log tool_search_call / tool_search_output: the output is an
+    observation (its tools as JSON), so the model items after it start a new step."""
+    lines = [
+        {"type": "session_meta", "payload": {"id": "s"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "find the deploy tool"}]}},
+        {"type": "response_item", "payload": {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Search for a tool first."}], "content": None}},
+        {"type": "response_item", "payload": {"type": "tool_search_call", "call_id": "ts_1", "arguments": {"query": "deploy"}}},
+        {"type": "response_item", "payload": {"type": "tool_search_output", "call_id": "ts_1", "status": "completed", "execution": "server", "tools": [{"name": "deploy"}]}},
+        {"type": "response_item", "payload": {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Now call it."}], "content": None}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "deploy", "arguments": "{}", "call_id": "c_2"}},
+    ]
+    doc = ADAPTER.load(b"".join(json.dumps(x).encode() + b"\n" for x in lines), "r.jsonl")
+    assert doc.unrecognised == []
+    [traj] = doc.trajectories
+    assert [[(p.kind, p.label) for p in s.parts] for s in traj.steps] == [
+        [("reasoning", "reasoning"), ("action", "tool_call:tool_search_call"), ("observation", "tool_result")],
+        [("reasoning", "reasoning"), ("action", "tool_call:deploy")],
+    ]
+    assert traj.steps[0].parts[2].text == '[{"name": "deploy"}]'

@@ -26,7 +26,11 @@ def test_sample_is_detected_and_round_trips():
 
 def test_edit_rewrites_only_reasoning_text_and_keeps_unknown_fields(capsys, tmp_path):
     out = tmp_path / "out.jsonl"
+    # the second trajectory's reasoning came beside encrypted_content: sealed unless dropped on request
     code, _, err = run_cli(capsys, "prune", str(SAMPLE), "--model", "fake", "--variant", "delete-all", "-o", str(out))
+    assert code == 0, err
+    assert out.read_bytes().splitlines()[1] == SAMPLE.read_bytes().splitlines()[1]
+    code, _, err = run_cli(capsys, "prune", str(SAMPLE), "--model", "fake", "--variant", "delete-all", "--encrypted-reasoning", "drop", "-o", str(out))
     assert code == 0, err
     before = [json.loads(line) for line in SAMPLE.read_bytes().splitlines()]
     after = [json.loads(line) for line in out.read_bytes().splitlines()]

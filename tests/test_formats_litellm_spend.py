@@ -41,7 +41,10 @@ def test_sample_rows_are_trajectories_with_the_reply_last():
 
 def test_delete_all_edits_every_copy_and_keeps_the_embedding_row(tmp_path, capsys):
     out = tmp_path / "out.jsonl"
+    # anthropic/claude-*: the signed blocks are sealed by default, every copy of them kept
     code, _, err = run_cli(capsys, "prune", str(SAMPLE), "--variant", "delete-all", "--model", "fake", "-o", str(out))
+    assert code == 0 and out.read_bytes() == SAMPLE.read_bytes(), err
+    code, _, err = run_cli(capsys, "prune", str(SAMPLE), "--variant", "delete-all", "--model", "fake", "--signed-thinking", "edit", "-o", str(out))
     assert code == 0, err
     want = rows()
     for msg in (want[0]["response"]["choices"][0]["message"], want[1]["messages"][2], want[1]["proxy_server_request"]["messages"][2], want[1]["response"]["choices"][0]["message"]):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from format_helpers import SAMPLES, run_cli
+from format_helpers import summary_value, SAMPLES, run_cli
 from iclr_cli.blocks import SKIP
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
@@ -91,7 +91,8 @@ def test_cli_prune_variant_none_is_the_identity(tmp_path, capsys):
 @pytest.mark.parametrize("opaque", ["drop", "keep"])
 def test_delete_all_follows_each_signature_rule(tmp_path, capsys, opaque):
     out = tmp_path / "out.jsonl"
-    code, _, err = run_cli(capsys, "prune", str(SAMPLE), "--variant", "delete-all", "--model", "fake", "--encrypted-reasoning", opaque, "-o", str(out), "-q")
+    code, _, err = run_cli(capsys, "prune", str(SAMPLE), "--variant", "delete-all", "--model", "fake", "--encrypted-reasoning", opaque,
+                           "--signed-thinking", "edit", "-o", str(out), "-q")
     assert code == 0, err
     before, after = lines_of(SAMPLE.read_bytes()), lines_of(out.read_bytes())
     assert len(after) == len(before)  # no entry is ever removed: the tree stays whole
@@ -116,9 +117,21 @@ def test_delete_all_follows_each_signature_rule(tmp_path, capsys, opaque):
     assert changed == {"c2d9a7f1", "1b9c3f5a", "bf3a5b7d"} | ({"4e6f8a0c"} if opaque == "drop" else set())
 
 
+def test_by_default_each_message_follows_its_own_provider_rule(tmp_path, capsys):
+    """Anthropic-signed thinking and encrypted Responses reasoning are sealed; the plain
+    openai-completions thinking (its "signature" names a field) is edited."""
+    out = tmp_path / "out.jsonl"
+    code, _, err = run_cli(capsys, "prune", str(SAMPLE), "--variant", "delete-all", "--model", "fake", "-o", str(out))
+    assert code == 0, err
+    before, after = lines_of(SAMPLE.read_bytes()), lines_of(out.read_bytes())
+    changed = {e.get("id") for e, f in zip(before, after) if e != f}
+    assert changed == {"bf3a5b7d"}
+    assert summary_value(err, "reasoning parts left sealed (provider rule)") == "3 (anthropic signed 2, openai encrypted 1)"
+
+
 def test_iclr_variant_writes_skip_into_thinking_and_keeps_tool_calls(tmp_path, capsys):
     out = tmp_path / "out.jsonl"
-    assert run_cli(capsys, "prune", str(SAMPLE), "--variant", "iclr", "--model", "fake", "-o", str(out), "-q")[0] == 0
+    assert run_cli(capsys, "prune", str(SAMPLE), "--variant", "iclr", "--model", "fake", "--signed-thinking", "edit", "-o", str(out), "-q")[0] == 0
     before, after = lines_of(SAMPLE.read_bytes()), lines_of(out.read_bytes())
     edited = entry(after, "1b9c3f5a")["message"]["content"]
     assert SKIP in edited[0]["thinking"] and "thinkingSignature" not in edited[0]

@@ -26,10 +26,10 @@ def gemini_doc(*, signed_thought: bool, signed_call: bool) -> dict:
     }
 
 
-def prune(capsys, tmp_path, name: str, data: str) -> tuple[int, str, bytes, bytes]:
+def prune(capsys, tmp_path, name: str, data: str, *args: str) -> tuple[int, str, bytes, bytes]:
     src, out = tmp_path / name, tmp_path / f"out-{name}"
     src.write_text(data)
-    code, _, err = run_cli(capsys, "prune", str(src), "--model", "fake", "--variant", "delete-all", "-o", str(out))
+    code, _, err = run_cli(capsys, "prune", str(src), "--model", "fake", "--variant", "delete-all", "-o", str(out), *args)
     return code, err, src.read_bytes(), out.read_bytes()
 
 
@@ -101,7 +101,10 @@ def test_redacted_thinking_block_is_sealed_in_the_message_api():
 def test_encrypted_entry_beside_readable_text_is_not_called_unedited(tmp_path, capsys):
     messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning": "One.\n\nTwo.",
                  "reasoning_details": [{"type": "reasoning.text", "text": "One.\n\nTwo."}, {"type": "reasoning.encrypted", "data": "gA"}]}]
-    code, err, _, after = prune(capsys, tmp_path, "o2.json", json.dumps(messages))
+    # the text beside an encrypted copy of itself is sealed by default, and the warning says why
+    code, err, before, after = prune(capsys, tmp_path, "o2.json", json.dumps(messages))
+    assert code == 0 and after == before and "beside encrypted_content left sealed" in " ".join(err.split())
+    code, err, _, after = prune(capsys, tmp_path, "o2.json", json.dumps(messages), "--encrypted-reasoning", "drop")
     assert code == 0 and "left unedited" not in err
     assert json.loads(after)[1]["reasoning"] == ""  # the readable copy was pruned (opaque: encrypted entry dropped)
 
@@ -125,7 +128,7 @@ def test_gemini_signature_on_a_function_call_blocks_every_conversion(capsys, tmp
     code, _, err = run_cli(capsys, "convert", str(src), "--to", to, "-o", str(out))
     assert code == 2 and not out.exists()
     assert (
-        f"cannot convert {src} to {to} without losing data: 1 gemini signature (thoughtSignature) would not be carried; "
+        f"cannot convert {src} to {to} without losing data: 1 gemini signature (a provider's thought signature) would not be carried; "
         f"the first: {src}: field 'contents[1].parts[1].thoughtSignature': step 0: functionCall part"
     ) in " ".join(err.split())
 
@@ -135,6 +138,6 @@ def test_gemini_signed_thought_is_refused_for_iclr_too_and_unsigned_converts(cap
     signed.write_text(json.dumps(gemini_doc(signed_thought=True, signed_call=True)))
     plain.write_text(json.dumps(gemini_doc(signed_thought=False, signed_call=False)))
     code, _, err = run_cli(capsys, "convert", str(signed), "--to", "iclr")
-    assert code == 2 and "2 gemini signatures (thoughtSignature) would not be carried" in " ".join(err.split())
+    assert code == 2 and "2 gemini signatures (a provider's thought signature) would not be carried" in " ".join(err.split())
     code, out, _ = run_cli(capsys, "convert", str(plain), "--to", "iclr")
     assert code == 0 and len(out.splitlines()) == 1

@@ -129,16 +129,18 @@ def _claude_script(redacted: bool):
     return [reply] * 20
 
 
-def _run_claude(bins: Path, url: str, home: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``claude -p`` with ``url`` as its base URL (also used by benchmarks/bench_serve_agents.py)."""
+def _run_claude(bins: Path, url: str, home: Path, timeout: float = 300, env: dict | None = None,
+                prompt: str = "Echo step 0, step 1 and step 2, one command each.") -> subprocess.CompletedProcess:
+    """``claude -p`` with ``url`` as its base URL (also used by benchmarks/bench_serve_agents.py);
+    ``env`` adds to or overrides its environment."""
     work = home / "work"
     work.mkdir(parents=True, exist_ok=True)
     env = {
         "PATH": os.environ.get("PATH", ""), "HOME": str(home), "ANTHROPIC_BASE_URL": url.removesuffix("/v1"),
         "ANTHROPIC_API_KEY": "sk-ant-test", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
-        "API_TIMEOUT_MS": str(int(timeout * 1000)),
+        "API_TIMEOUT_MS": str(int(timeout * 1000)), **(env or {}),
     }
-    return subprocess.run([str(bins / "claude"), "-p", "Echo step 0, step 1 and step 2, one command each.", "--allowedTools", "Bash"],
+    return subprocess.run([str(bins / "claude"), "-p", prompt, "--allowedTools", "Bash"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=timeout + 60)
 
 
@@ -206,18 +208,20 @@ def _codex_script(encrypted: bool):
     return [reply] * 20
 
 
-def _run_codex(bins: Path, url: str, home: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``codex exec`` with a custom provider at ``url`` (also used by benchmarks/bench_serve_agents.py)."""
+def _run_codex(bins: Path, url: str, home: Path, timeout: float = 300, idle_timeout: float | None = None,
+               prompt: str = "Echo step 0, step 1 and step 2, one command each.") -> subprocess.CompletedProcess:
+    """``codex exec`` with a custom provider at ``url`` (also used by benchmarks/bench_serve_agents.py);
+    ``idle_timeout``: the provider's ``stream_idle_timeout_ms`` in seconds (default ``timeout``)."""
     codex_home, work = home / "codex", home / "work"
     codex_home.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(
         'model = "gpt-test"\nmodel_provider = "iclr"\n\n[model_providers.iclr]\nname = "iclr serve"\n'
         f'base_url = "{url}"\nwire_api = "responses"\nenv_key = "ICLR_TEST_KEY"\nsupports_websockets = false\n'
-        f"stream_idle_timeout_ms = {int(timeout * 1000)}\n"
+        f"stream_idle_timeout_ms = {int((idle_timeout or timeout) * 1000)}\n"
     )
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "CODEX_HOME": str(codex_home), "ICLR_TEST_KEY": "sk-codex-test"}
-    return subprocess.run([str(bins / "codex"), "exec", "--skip-git-repo-check", "-s", "danger-full-access", "Echo step 0, step 1 and step 2, one command each."],
+    return subprocess.run([str(bins / "codex"), "exec", "--skip-git-repo-check", "-s", "danger-full-access", prompt],
                           cwd=work, env=env, capture_output=True, text=True, timeout=timeout + 60, stdin=subprocess.DEVNULL)
 
 

@@ -1,4 +1,4 @@
-"""``iclr serve`` in front of an upstream that fails at the socket, not with a status.
+"""``iclr serve`` in front of an upstream that fails at the socket, or with a status the SDKs retry.
 
 A scripted upstream on 127.0.0.1 (:class:`BrokenUpstream`) answers every POST one way: it
 closes the connection without a response, streams a few SSE chunks and closes mid-stream, or
@@ -6,6 +6,11 @@ promises a JSON body longer than it sends. The proxy must say what happened (502
 the path's API shape; one log line for a stream that broke off, never uvicorn's traceback),
 count it as an upstream error in ``/stats`` and ``/metrics``, and leave the client of a
 broken stream with a broken stream (not a complete-looking one).
+
+An upstream that answers 529 (overloaded) or 429 (with ``retry-after``) to a streamed request:
+the client gets that status, body and headers (``retry-after``, ``retry-after-ms``,
+``x-should-retry``), never a 200 first, and the anthropic and openai SDKs retry through the
+proxy as they would against the API (the real CLIs: ``test_serve_agent_faults.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from serve_fixtures import proxy
+from replay_fixtures import Reply
+from serve_fixtures import proxy, scripted_upstream
 
 pytest.importorskip("starlette")
 
@@ -172,3 +178,71 @@ def test_a_whole_body_answer_cut_short_is_a_502_and_an_upstream_error():
     assert 'iclr_serve_requests_total{outcome="upstream_dropped"} 1.0' in metrics
     said = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
     assert len(said) == 1 and "got a 502" in said[0] and not any(r.exc_info for r in records)
+
+
+# -- faults with a status: what the SDKs retry on ------------------------------------------
+
+RESPONSES_BODY = {"model": "gpt", "stream": True, "input": "Fix the bug."}
+
+
+def _overloaded(status: int = 529, **headers) -> Reply:
+    kind = "overloaded_error" if status == 529 else "rate_limit_error"
+    return Reply({"type": "error", "error": {"type": kind, "message": "Overloaded"}}, status=status, headers=headers)
+
+
+@pytest.mark.parametrize("path, body", [("/messages", MESSAGES_BODY), ("/responses", RESPONSES_BODY), ("/chat/completions", CHAT_BODY)])
+@pytest.mark.parametrize("status, headers", [
+    (529, {"x-should-retry": "true"}),
+    (429, {"retry-after": "7", "retry-after-ms": "7000", "anthropic-ratelimit-requests-remaining": "0"}),
+])
+def test_a_streamed_request_gets_the_upstreams_status_headers_and_body(path, body, status, headers):
+    """Nothing goes to the client before the upstream's status: a 529 or a 429 to a streamed
+    request reaches it as such (never a 200 followed by an error event, which the SDKs do not
+    retry), with the headers they retry on."""
+    fault = _overloaded(status, **headers)
+    with scripted_upstream([fault]) as up, proxy(up.url) as (url, _):
+        resp = httpx.post(url + path, json=body, timeout=20)
+        stats = httpx.get(url.removesuffix("/v1") + "/stats").json()
+    assert resp.status_code == status and resp.json() == fault.body
+    assert {k: resp.headers.get(k) for k in headers} == headers
+    assert stats["total"]["upstream_errors"] == 1
+
+
+@pytest.mark.parametrize("status, headers", [(529, {}), (429, {"retry-after-ms": "10"})])
+def test_the_anthropic_sdk_retries_a_529_and_a_429_through_the_proxy(status, headers):
+    anthropic = pytest.importorskip("anthropic")
+    from wire_fixtures import anthropic_reply, text
+
+    with scripted_upstream([_overloaded(status, **headers), anthropic_reply([text("Fixed.")], stream=True)]) as up, proxy(up.url) as (url, _):
+        client = anthropic.Anthropic(base_url=url.removesuffix("/v1"), api_key="sk-ant-test", max_retries=2)
+        with client.messages.stream(model="claude", max_tokens=64, messages=[{"role": "user", "content": "Fix the bug."}]) as stream:
+            message = stream.get_final_message()
+    assert [b.text for b in message.content] == ["Fixed."] and len(up.raw) == 2 and up.raw[0] == up.raw[1]
+    assert up.headers[1].get("x-stainless-retry-count") == "1"  # the SDK's own retry, not the proxy's
+
+
+def test_x_should_retry_false_reaches_the_sdk_and_stops_its_retry():
+    anthropic = pytest.importorskip("anthropic")
+    with scripted_upstream([_overloaded(529, **{"x-should-retry": "false"})] * 3) as up, proxy(up.url) as (url, _):
+        client = anthropic.Anthropic(base_url=url.removesuffix("/v1"), api_key="sk-ant-test", max_retries=2)
+        with pytest.raises(anthropic.APIStatusError) as info:
+            client.messages.create(model="claude", max_tokens=64, messages=[{"role": "user", "content": "Fix the bug."}], stream=True)
+    assert info.value.status_code == 529 and len(up.raw) == 1
+
+
+@pytest.mark.parametrize("status", [529, 429])
+def test_the_openai_sdk_retries_responses_and_chat_streams_through_the_proxy(status):
+    openai = pytest.importorskip("openai")
+    from serve_fixtures import stream_of
+    from wire_fixtures import output_message, responses_reply
+
+    fault = _overloaded(status, **{"retry-after-ms": "10"})
+    with scripted_upstream([fault, responses_reply([output_message("Fixed.")], stream=True)]) as up, proxy(up.url) as (url, _):
+        client = openai.OpenAI(base_url=url, api_key="sk-test", max_retries=2)
+        with client.responses.stream(model="gpt", input="Fix the bug.") as stream:
+            assert stream.get_final_response().output_text == "Fixed."
+        assert len(up.raw) == 2
+    with scripted_upstream([fault, stream_of("Fixed.")]) as up, proxy(up.url) as (url, _):
+        client = openai.OpenAI(base_url=url, api_key="sk-test", max_retries=2)
+        chunks = list(client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Fix the bug."}], stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Fixed." and len(up.raw) == 2

@@ -77,10 +77,13 @@ def _numbers(err: str) -> tuple[int, int, int, int, str]:
 # when edited; score's summary counts what prune writes, so it says the same.
 @pytest.mark.parametrize("name", ["openai_chat.json", "claude_code_session.jsonl", "mini_swe_agent.traj.json", "swe_agent.traj", "codex_rollout.jsonl"])
 def test_prune_score_and_diff_report_the_same_accounting(capsys, tmp_path, name):
-    pruned, err = _prune(capsys, tmp_path, name, "--variant", "iclr")
+    # the Claude Code sample's thinking is all Anthropic-signed: sealed unless edited on request
+    # (sealed reasoning counts as generated and kept, as diff counts it)
+    edit = ("--signed-thinking", "edit") if name == "claude_code_session.jsonl" else ()
+    pruned, err = _prune(capsys, tmp_path, name, "--variant", "iclr", *edit)
     generated, deleted, kept, written, ratio = _numbers(err)
     assert generated == kept + deleted and deleted > 0
-    code, _, score_err = run_cli(capsys, "score", str(SAMPLES / name), "--model", "fake", "-o", str(tmp_path / "scores.jsonl"))
+    code, _, score_err = run_cli(capsys, "score", str(SAMPLES / name), "--model", "fake", *edit, "-o", str(tmp_path / "scores.jsonl"))
     assert code == 0
     assert _numbers(score_err) == (generated, deleted, kept, written, ratio)
     code, out, _ = run_cli(capsys, "diff", str(SAMPLES / name), str(pruned), "--model", "fake", "--json")

@@ -96,6 +96,15 @@ def resent_row(t: Totals) -> tuple[str, str]:
 SCORED_LABEL = {"score": "steps scored (every step with blocks)", "prune": "steps scored (only where BottomK can remove a block)"}
 
 
+def sealed_row(sealed) -> tuple[str, str]:
+    """The summary row of the reasoning parts left sealed by the provider rule
+    (:mod:`iclr_cli.formats.sealing`), by provider kind: ``3 (anthropic signed 2, openai encrypted 1)``."""
+    from iclr_cli.formats.sealing import SIGNED
+
+    inner = ", ".join(f"{kind} {'signed' if what == SIGNED else 'encrypted'} {n}" for (kind, what), n in sorted(sealed.items()))
+    return ("reasoning parts left sealed (provider rule)", f"{sum(sealed.values())} ({inner})")
+
+
 def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: str, command: str = "prune", splitter: str | None = None) -> None:
     """The run summary table on stderr (``command``: ``score`` or ``prune``). Reasoning tokens
     follow the one accounting of :mod:`iclr_cli.token_accounting`. With ``splitter`` (the
@@ -119,6 +128,7 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
           if summary.contexts else []),
         ("steps skipped", len(summary.skipped)),
         ("unrecognised", summary.unrecognised),
+        *([sealed_row(summary.sealed)] if summary.sealed else []),
     ]
     out.table(f"iclr {command} --variant {variant}", ["", "value"], rows)
     note = one_block_note(summary.one_block, summary.steps_with_reasoning, splitter) if splitter else None

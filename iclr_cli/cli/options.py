@@ -17,6 +17,7 @@ import typer
 from iclr_cli.blocks import SPLITTERS
 from iclr_cli.formats.base import OpaqueEdits
 from iclr_cli.formats.convert import TARGETS
+from iclr_cli.formats.sealing import SIGNED_MODES
 from iclr_cli.policies import DEFAULT_RATIO
 from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT
 from iclr_cli.scoring.base import Overflow as _OverflowLiteral
@@ -44,6 +45,7 @@ DtypeChoice = choices("DtypeChoice", DTYPES)
 SplitChoice = choices("SplitChoice", SPLITTERS)
 ScoredVariant = choices("ScoredVariant", ("iclr", "iclr-ext", "step-only"))
 OpaqueChoice = choices("OpaqueChoice", tuple(e.value for e in OpaqueEdits))
+SignedChoice = choices("SignedChoice", SIGNED_MODES)
 ConvertTarget = choices("ConvertTarget", TARGETS)
 
 Output = Annotated[Optional[str], typer.Option("--output", "-o", help="Output file (written atomically); '-' or omitted: stdout.")]
@@ -66,7 +68,8 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No summary, warnings
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an -o file that is read-only (its mode is kept).")]
 Width = Annotated[Optional[int], typer.Option("--width", min=40, help="Table width in columns (default: the terminal's; the table's full width when stderr is not a terminal).")]
 ScoredVariantOpt = Annotated[ScoredVariant, typer.Option("--variant", "-v", help="iclr (context-conditioned), iclr-ext (iclr that never removes a block whose derived state is not yet externalized; this project's hypothesis) or step-only.")]
-EncryptedReasoning = Annotated[OpaqueChoice, typer.Option("--encrypted-reasoning", help="Edited reasoning items that carry encrypted_content (Codex/Responses): 'drop' the item or 'keep' it unedited.")]
+EncryptedReasoning = Annotated[OpaqueChoice, typer.Option("--encrypted-reasoning", help="Reasoning beside encrypted_content (Codex/Responses items, encrypted reasoning_details): 'seal' leaves it as generated and no variant scores or edits it (default, as iclr serve does); 'drop' removes an edited item whole; 'keep' leaves an edited item unedited.")]
+SignedThinking = Annotated[SignedChoice, typer.Option("--signed-thinking", help="Thinking signed by a provider that checks the signature (Anthropic; Gemini; a provider the file does not name): 'seal' leaves it as generated, not scored or pruned (default, as iclr serve does); 'edit' edits it and removes the signature. A plain-text provider's signed thinking (DeepSeek, MiniMax, Kimi, local servers) is always edited and keeps its signature.")]
 
 DEFAULT_RATIO_VALUE = DEFAULT_RATIO
 WINDOW = OverflowChoice("window")
@@ -74,3 +77,5 @@ CONTEXT = ContextChoice(DEFAULT_CONTEXT)
 FLOAT32 = DtypeChoice("float32")
 ICLR_TARGET = ConvertTarget("iclr")
 PARAGRAPH = SplitChoice("paragraph")
+SEAL = OpaqueChoice("seal")
+SEAL_SIGNED = SignedChoice("seal")

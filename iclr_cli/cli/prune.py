@@ -28,7 +28,8 @@ def prune(
     block_split: opt.BlockSplit = opt.PARAGRAPH,
     fmt: opt.Format = None,
     skip_bad_lines: opt.SkipBadLines = False,
-    opaque: opt.EncryptedReasoning = opt.OpaqueChoice("drop"),
+    opaque: opt.EncryptedReasoning = opt.SEAL,
+    signed: opt.SignedThinking = opt.SEAL_SIGNED,
     strict: opt.Strict = False,
     force: opt.Force = False,
     quiet: opt.Quiet = False,
@@ -44,7 +45,8 @@ def prune(
 ) -> None:
     """Prune reasoning online and write the trajectory back in its own format.
 
-    Actions, tool calls and observations are never changed. A summary (steps, blocks, blocks
+    Actions, tool calls and observations are never changed, and neither is reasoning its
+    provider verifies (signed or encrypted; see --signed-thinking, --encrypted-reasoning). A summary (steps, blocks, blocks
     removed, reasoning tokens generated / deleted / kept, [SKIP] markers, written, the
     tokenizer that counted them, and the input tokens re-sent over the session's requests
     before and after, as 'iclr savings' estimates them) goes to stderr. Ctrl-C exits 130 and says what was kept.
@@ -55,6 +57,7 @@ def prune(
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
+    from iclr_cli.formats.sealing import Sealer
     from iclr_cli.formats.writeback import write_document
     from iclr_cli.pipeline import Summary, as_written, build_engines, compress_document, open_inputs, track_steps, with_last
     from iclr_cli.policies import parse_variant
@@ -76,11 +79,12 @@ def prune(
         args = DatasetArgs(dataset, dataset_split, column, id_column, shard_rows, engine, workers, num_gpus_per_worker, ray_address)
         settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
         out = Output(None, quiet=quiet, force=force)
-        return run_dataset_command("prune", args, [input] if input else None, settings, config, out, target=output, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict, opaque=edits.value)
+        return run_dataset_command("prune", args, [input] if input else None, settings, config, out, target=output, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict, opaque=edits.value, signed=signed.value)
     out = Output(output, quiet=quiet, force=force)
     if input is None:
         raise UsageError("give a trajectory file ('-' for stdin) or --dataset")
     summary = Summary()
+    sealer = Sealer(signed.value, edits)  # the provider rule table, as iclr serve applies it
     warned = False
 
     def done() -> str:
@@ -98,6 +102,7 @@ def prune(
         with out.stream() as sink, out.tracker(f"pruning ({parsed.name})") as progress:
             for doc, last in with_last(item.documents(skip_bad_lines=skip_bad_lines)):
                 progress.growing(not last)  # the totals are final once the last document is read
+                doc = sealer.apply(doc)
                 report_reading(out, doc, strict=strict)
                 if parsed.needs_scores and not warned:
                     warned = warn_one_block(out, doc.trajectories, splitter)  # before a long run, not after

@@ -25,7 +25,8 @@ def score(
     context: opt.Context = opt.CONTEXT,
     device: opt.Device = None,
     block_split: opt.BlockSplit = opt.PARAGRAPH,
-    opaque: opt.EncryptedReasoning = opt.OpaqueChoice("drop"),
+    opaque: opt.EncryptedReasoning = opt.SEAL,
+    signed: opt.SignedThinking = opt.SEAL_SIGNED,
     fmt: opt.Format = None,
     skip_bad_lines: opt.SkipBadLines = False,
     strict: opt.Strict = False,
@@ -54,6 +55,7 @@ def score(
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
+    from iclr_cli.formats.sealing import Sealer
     from iclr_cli.formats.writeback import write_document
     from iclr_cli.pipeline import IdRegistry, Summary, as_written, build_engines, compress_document, open_inputs, score_records, track_steps, with_last
     from iclr_cli.policies import parse_variant
@@ -69,7 +71,7 @@ def score(
         from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
 
         args = DatasetArgs(dataset, dataset_split, column, id_column, shard_rows, engine, workers, num_gpus_per_worker, ray_address)
-        return run_dataset_command("score", args, inputs, Settings(parsed, ratio=ratio, splitter=splitter), config, out, target=output, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict)
+        return run_dataset_command("score", args, inputs, Settings(parsed, ratio=ratio, splitter=splitter), config, out, target=output, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict, opaque=opaque.value, signed=signed.value)
     if not inputs:
         raise UsageError("give trajectory files ('-' for stdin) or --dataset")
     summary, ids = Summary(), IdRegistry()
@@ -89,9 +91,11 @@ def score(
         settings = Settings(parsed, ratio=ratio, splitter=splitter)
         with out.stream() as sink, out.tracker("scoring") as progress:
             for n, item in enumerate(items, 1):
+                sealer = Sealer(signed.value, OpaqueEdits(opaque.value))  # the provider rule table, as iclr serve applies it
                 for doc, last in with_last(item.documents(skip_bad_lines=skip_bad_lines)):
                     # the totals are final once the last document of the last input is read
                     progress.growing(not last or n < len(items))
+                    doc = sealer.apply(doc)
                     ids.check(item.path, doc)
                     report_reading(out, doc, strict=strict)
                     if parsed.needs_scores and not warned:

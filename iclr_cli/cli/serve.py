@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from iclr_cli.serve.config import option_callback
 from iclr_cli import providers
 from iclr_cli.cli import options as opt
 from iclr_cli.serve.budget import DEFAULT_LATE, DEFAULT_MAX_WAIT, LATE_POLICIES
@@ -16,6 +18,7 @@ Sealed = opt.choices("Sealed", ("keep", "drop-previous-turns"))
 Late = opt.choices("Late", LATE_POLICIES)
 
 def serve(
+    ctx: typer.Context,
     upstream: Annotated[str, typer.Option("--upstream", help="The upstream's base URL, where /v1 would end: https://api.deepseek.com, http://127.0.0.1:8000/v1, https://api.anthropic.com/v1, https://api.deepseek.com/anthropic/v1.", show_default=False)],
     upstream_kind: Annotated[Optional[UpstreamKind], typer.Option("--upstream-kind", help="Which reasoning rule the upstream follows (docs/serve.md, 'Each provider's reasoning rules'); default: guessed from the URL (loopback or private address: local, plain text).", show_default=False)] = None,
     sealed: Annotated[Sealed, typer.Option("--sealed", help="Signed or encrypted reasoning of a sealed upstream: keep it all (default), or drop-previous-turns: leave out what the provider documents as legal (earlier turns' thinking / reasoning items).")] = Sealed("keep"),
@@ -40,9 +43,11 @@ def serve(
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the upstream key; it replaces the client's Authorization header (default: the client's header is forwarded).")] = None,
     state_dir: Annotated[Optional[str], typer.Option("--state-dir", help="Keep conversation state in DIR/serve.sqlite3 so a restart sends the same bytes (default: memory only).")] = None,
     max_conversations: Annotated[int, typer.Option("--max-conversations", min=1, help="Conversations kept (least recently used evicted).")] = 1000,
-    restore_reasoning: Annotated[bool, typer.Option("--restore-reasoning", help="Re-insert the stored (compressed) reasoning into assistant turns with tool calls that arrive without it (DeepSeek 400s otherwise).")] = False,
+    restore_reasoning: Annotated[bool, typer.Option("--restore-reasoning", help="Re-insert the reasoning the upstream returned into assistant turns with tool calls that arrive without it, then compress it as usual: chat reasoning fields, reasoning_details and Gemini thought signatures; Anthropic thinking blocks (Claude Code drops those Anthropic did not sign); Responses reasoning items. DeepSeek and Gemini answer 400 otherwise.")] = False,
     max_body_mb: Annotated[float, typer.Option("--max-body-mb", min=0.001, help="Request bodies over this many MiB get 413.")] = 32.0,
     request_timeout: Annotated[float, typer.Option("--request-timeout", min=1, help="Seconds to wait for the upstream to connect or send the next chunk.")] = 600.0,
+    keepalive: Annotated[float, typer.Option("--keepalive", min=0, help="Seconds a relayed stream may stay silent before the client gets its API's keep-alive (Anthropic event: ping, a Responses keepalive event, an SSE comment for chat completions); 0: never. Below Claude Code's and Codex's 300 s stream watchdogs and the 60 s idle timeout of common reverse proxies.")] = 15.0,
+    config: Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False, is_eager=True, callback=option_callback, help="A TOML file of serve options set once: keys are the flags without dashes (upstream = \"https://...\", upstream-kind = \"anthropic\", eager-scoring = false); every flag on the command line wins over it. docs/serve.md, 'Running it as a service'.", show_default=False)] = None,
     log_level: Annotated[LogLevel, typer.Option("--log-level", help="Log level of the proxy and uvicorn.")] = LogLevel("warning"),
     quiet: opt.Quiet = False,
 ) -> None:
@@ -97,6 +102,7 @@ def serve(
         restore_reasoning=restore_reasoning,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         request_timeout=request_timeout,
+        keepalive_s=keepalive,
         prefix_cache=not no_prefix_cache,
         cache_tokens=cache_tokens,
         eager_scoring=eager_scoring,
@@ -116,10 +122,18 @@ def serve(
 
         limit_torch(serve_threads(available_cpus()))
         shown = "[" + host + "]" if ":" in host else host
-        output.info(f"iclr serve: point agents at http://{shown}:{port}/v1 (upstream {redact(upstream)}, variant {variant}, proxy {state.tokenizer.name}); stats at /stats")
+        if config is not None:
+            from iclr_cli.serve.config import from_file
+
+            used, overridden = from_file(ctx)
+            output.info(f"iclr serve: settings from {config}: {', '.join(used) or 'none'}" + (f" (the command line wins for {', '.join(overridden)})" if overridden else ""))
+        loopback = host in ("127.0.0.1", "localhost", "::1")
+        if loopback:
+            output.info(f"iclr serve: listening on {shown} port {port}, this machine only (--host to listen elsewhere)")
+        output.info(f"iclr serve: point agents at http://{shown}:{port}/v1 (upstream {redact(upstream)}, variant {variant}, proxy {state.tokenizer.name}); stats at /stats, readiness at /health/readiness")
         handled = "compressed in place" if not kind.sealed else "signed and encrypted reasoning left sealed" + (", earlier turns' dropped" if options.sealed != "keep" else "")
         output.info(f"iclr serve: upstream kind {kind.name} ({why}): {kind.reasoning} reasoning, {handled}; --upstream-kind to change")
-        if host not in ("127.0.0.1", "localhost", "::1"):
+        if not loopback:
             output.warn(f"--host {host}: the proxy is reachable from the network; anyone who reaches it uses your upstream{' key' if api_key else ''}")
         server = make_server(uvicorn_config(app, host, port, log_level.value), state.stop)
         server.run(sockets=[sock])

@@ -40,7 +40,7 @@ class DatasetArgs:
     ray_address: str | None = None
 
 
-def run_dataset_command(command: str, args: DatasetArgs, files: list[str] | None, settings: Settings, config: ScorerConfig, out: Output, *, target: str | None, fmt: str | None, skip_bad_rows: bool, strict: bool = False, opaque: str = "drop") -> None:
+def run_dataset_command(command: str, args: DatasetArgs, files: list[str] | None, settings: Settings, config: ScorerConfig, out: Output, *, target: str | None, fmt: str | None, skip_bad_rows: bool, strict: bool = False, opaque: str = "seal", signed: str = "seal") -> None:
     """Run ``command`` (``score`` or ``prune``) over a dataset into ``target`` (``-o``) and
     print the summary through ``out``.
 
@@ -61,7 +61,7 @@ def run_dataset_command(command: str, args: DatasetArgs, files: list[str] | None
     options.check()
     rows = count_rows(spec)
     shard_rows = args.shard_rows or resumed_shard_rows(command, target) or default_shard_rows(rows, args.workers if args.engine == "ray" else 1)
-    job = Job(command, spec, settings, config, shard_rows, fmt, skip_bad_rows, opaque, strict)
+    job = Job(command, spec, settings, config, shard_rows, fmt, skip_bad_rows, opaque, strict, signed)
     warn_precision(out, config)
     result = run_dataset(job, options, target, out, rows_total=rows)
     print_summary(out, result.summary, result.tokenizer, settings.variant.name, command=command,

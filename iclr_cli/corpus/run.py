@@ -65,7 +65,7 @@ def run_settings(job: Job) -> dict[str, object]:
     return {
         "command": job.command, "dataset": spec.path, "data": fingerprint(spec), "split": spec.split,
         "column": spec.column, "id_column": spec.id_column, "shard_rows": job.shard_rows, "format": job.fmt,
-        "skip_bad_rows": job.skip_bad_rows, "encrypted_reasoning": job.opaque, "variant": settings.variant.name,
+        "skip_bad_rows": job.skip_bad_rows, "encrypted_reasoning": job.opaque, "signed_thinking": job.signed, "variant": settings.variant.name,
         "ratio": settings.ratio, "seed": settings.seed, "splitter": settings.splitter, "model": scorer.model,
         "max_tokens": scorer.max_tokens, "overflow": scorer.overflow, "dtype": scorer.dtype,
     }

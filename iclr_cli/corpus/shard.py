@@ -28,6 +28,7 @@ from iclr_cli.corpus.codec import Cell, CellCodec
 from iclr_cli.corpus.source import ROW, SHARD, DatasetSpec
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import OpaqueEdits
+from iclr_cli.formats.sealing import Sealer
 from iclr_cli.pipeline import ScorerConfig, Summary, as_written, build_engines, score_records, track_steps
 
 RECORDS = "__iclr_records__"
@@ -51,8 +52,9 @@ class Job:
         fmt: ``--format`` for the trajectory column (default: OpenAI for message lists,
             sniffed for JSON strings).
         skip_bad_rows: pass bad rows through unscored (warned) instead of failing.
-        opaque: ``drop`` or ``keep`` (``--encrypted-reasoning``).
+        opaque: ``seal``, ``drop`` or ``keep`` (``--encrypted-reasoning``).
         strict: a row with unrecognised assistant-turn text is a bad row (``--strict``).
+        signed: ``seal`` or ``edit`` (``--signed-thinking``; :mod:`iclr_cli.formats.sealing`).
     """
 
     command: str
@@ -62,8 +64,9 @@ class Job:
     shard_rows: int = 64
     fmt: str | None = None
     skip_bad_rows: bool = False
-    opaque: str = "drop"
+    opaque: str = "seal"
     strict: bool = False
+    signed: str = "seal"
 
 
 class ShardProcessor:
@@ -96,9 +99,11 @@ class ShardProcessor:
 
         cells: list[Cell | None] = []
         errors: list[str | None] = []
+        sealer = Sealer(job.signed, OpaqueEdits(job.opaque))  # the provider rule table, as for files
         for row, value in zip(rows, stored):
             try:
                 cell = codec.read(value, row)
+                cell = dataclasses.replace(cell, doc=sealer.apply(cell.doc))
                 if job.strict and cell.doc.unrecognised:
                     n = len(cell.doc.unrecognised)
                     raise InputError(cell.doc.source, f"{n} text(s) or field(s) not read as reasoning or action (--strict)", field=spec.column)

@@ -7,7 +7,7 @@ Shapes accepted (one trajectory per message list):
 
 A message's ``content`` is a string or a list of content blocks. Parts (METHOD.md, "Objects"):
 - ``thinking``: reasoning. ``WriteBack.SIGNED`` when the block has a non-empty ``signature``,
-  else ``IN_PLACE``. A ``reasoning`` block with a string ``text`` (the shape some SDKs and
+  else ``IN_PLACE`` (an empty ``"signature": ""`` key is kept as it is). A ``reasoning`` block with a string ``text`` (the shape some SDKs and
   gateways write) is read the same way.
 - ``redacted_thinking``: reasoning with no readable text (opaque ``data``): a ``READ_ONLY``
   part whose text is the placeholder :data:`REDACTED_TEXT`. It is never scored or edited, is
@@ -36,9 +36,14 @@ is one request and its ``usage`` is read; a list with no ``usage`` records none.
 Write-back (METHOD.md, "Provider rules"): only records holding an edited thinking block are
 re-serialised, in the input's own layout; everything else comes back byte for byte.
 Write-back goes through :mod:`iclr_cli.formats.writeback` (the one engine):
-- An edited signed block loses its ``signature`` key (this project's choice over flagging it):
-  the signature no longer matches the text, and without one no tool replays the block as if
-  it were original. Other keys of the block are kept.
+- Which blocks a variant may edit is the provider's rule (:mod:`iclr_cli.formats.sealing`,
+  the table ``iclr serve`` follows): Anthropic-signed thinking is left sealed unless the user
+  asks to edit it (``--signed-thinking edit``); a plain-text provider's block (DeepSeek's
+  Anthropic endpoint, MiniMax, Kimi...) is edited in place and keeps its ``signature``.
+- An edited block signed by Anthropic (only with ``--signed-thinking edit``) loses its
+  ``signature`` key (this project's choice over flagging it): the signature no longer matches
+  the text, and without one no tool replays the block as if it were original. Other keys of
+  the block are kept.
 - A fully deleted thinking (new text ``""``, e.g. ``delete-all``) is removed from ``content``,
   unless that would leave ``content`` empty: then it stays as ``{"type": "thinking",
   "thinking": ""}`` with no signature, because an assistant message must have content.
@@ -155,10 +160,13 @@ def _visible_text(text: str, path: Path, where: Where, field: Path) -> list[Part
 
 def _thinking(block: dict, key: str, path: Path, label: str) -> Part:
     """A ``thinking`` (or ``reasoning``) block at ``path`` as a reasoning part: signed when it
-    carries a signature (an edit then strips it); emptied, the block leaves its list."""
+    carries a signature (an edit then strips it, unless the provider rule keeps it:
+    :mod:`iclr_cli.formats.sealing`); emptied, the block leaves its list. An empty
+    ``"signature": ""`` is kept: bridges to plain-text providers add it because Claude Code
+    drops thinking blocks without the key."""
     signature = block.get("signature")
     signed = isinstance(signature, str) and bool(signature)
-    ref = TextRef((Site((*path, key)),), strip_keys=((path, "signature"),) if "signature" in block else (), remove_when_empty=path)
+    ref = TextRef((Site((*path, key)),), strip_keys=((path, "signature"),) if signed else (), remove_when_empty=path)
     return Part("reasoning", block[key], label=label, ref=ref, write_back=WriteBack.SIGNED if signed else WriteBack.IN_PLACE)
 
 

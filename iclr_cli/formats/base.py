@@ -18,12 +18,18 @@ from iclr_cli.trajectory import Trajectory
 
 
 class OpaqueEdits(enum.Enum):
-    """What to do with an edited reasoning item whose original is encrypted (Codex/Responses).
+    """What to do with reasoning whose original is encrypted (a Codex/Responses item with
+    ``encrypted_content``, an encrypted ``reasoning_details`` entry of the same text).
 
-    METHOD.md: an edited item is not replayable: drop the whole item (``DROP``, default) or
-    leave it untouched (``KEEP``, the edit is then reported but not written).
+    METHOD.md: an edited item is not replayable. ``SEAL`` (``prune``'s and ``score``'s
+    default, as ``iclr serve`` does on every upstream: :mod:`iclr_cli.formats.sealing`): the
+    item is left as generated and no variant scores or edits its text; ``DROP``: an edit
+    removes the whole item; ``KEEP``: the item is left untouched and the edit is reported
+    but not written. The write-back engine treats ``SEAL`` like ``KEEP`` (a sealed part
+    has no edit to write).
     """
 
+    SEAL = "seal"
     DROP = "drop"
     KEEP = "keep"
 

@@ -85,8 +85,9 @@ def message_reasoning(msg: dict, path: Path, where: Where, field_path: Sequence,
         for cpath, value in copy_sites(("thinking_blocks", k, "thinking")):
             if value == text:
                 draft.add(Site(cpath))
-                draft.strip_keys.append((cpath[:-1], "signature"))
-        if "signature" in block:
+                if signed:
+                    draft.strip_keys.append((cpath[:-1], "signature"))
+        if signed:  # an empty "signature": "" is kept (anthropic.py)
             draft.strip_keys.append((bpath, "signature"))
         if signed:
             draft.write_back = WriteBack.SIGNED

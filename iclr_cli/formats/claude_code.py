@@ -28,7 +28,11 @@ Decisions (this project's own; the Claude Code format documents none of this):
   history the agent no longer saw (subject to the scorer's own window).
 - Write-back: only lines holding an edited thinking block are re-serialised, with
   :func:`~iclr_cli.jsonio.dumps_like` in the line's own style; every other line is
-  byte-identical. Edited signed thinking loses its ``signature`` (same rule as Anthropic).
+  byte-identical. Whose provider rule applies to a thinking block is told by its own
+  message's ``model`` (a session may switch provider; :mod:`iclr_cli.formats.sealing`):
+  Anthropic-signed thinking is left sealed unless ``--signed-thinking edit`` (then it loses
+  its ``signature``, same rule as Anthropic); DeepSeek's and other plain-text providers'
+  blocks are edited in place and keep their ``signature`` key, empty or not.
   A fully deleted thinking block is removed from its line's ``content`` only when the line
   holds other blocks; Claude Code lines hold one block each, so there it stays as
   ``{"type": "thinking", "thinking": ""}``: no line is ever dropped, because later lines
@@ -44,13 +48,14 @@ Decisions (this project's own; the Claude Code format documents none of this):
 from __future__ import annotations
 
 from collections.abc import Hashable
+from dataclasses import replace
 
 from iclr_cli.formats.anthropic import assistant_parts, note_message_fields, user_parts
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, base_name, read_lines
 from iclr_cli.formats.usage import anthropic_usage
-from iclr_cli.formats.writeback import Records, WriteBackAdapter
+from iclr_cli.formats.writeback import Records, TextRef, WriteBackAdapter
 from iclr_cli.jsonio import BAD_LINE, loads
 from iclr_cli.trajectory import Part, Request, Step, Trajectory, Usage
 
@@ -174,7 +179,8 @@ def _trajectory(records: Records, conversation: list[int], source: str, unrecogn
             model = model or message.get("model")
             if (reported := anthropic_usage(message.get("usage"), "message.usage")) is not None:
                 usage[step_of[key]] = reported
-            steps[step_of[key]].extend(assistant_parts(message["content"], where, ("message", "content")))
+            parts = assistant_parts(message["content"], where, ("message", "content"))
+            steps[step_of[key]].extend(_by_model(parts, message.get("model")))
             note_message_fields(message, where, ("message",))
         else:
             label = "compact_summary" if value.get("isCompactSummary") else "user"
@@ -186,6 +192,15 @@ def _trajectory(records: Records, conversation: list[int], source: str, unrecogn
         meta["model"] = model
     requests = tuple(Request(i, usage.get(i)) for i in range(len(steps)))
     return Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta, requests=requests)
+
+
+def _by_model(parts: list[Part], model: object) -> list[Part]:
+    """``parts`` with the message's model on their reasoning refs: a session may switch
+    provider (``/model``, a bridge to DeepSeek's Anthropic endpoint), and whose rule applies
+    to a thinking block is its own message's (:mod:`iclr_cli.formats.sealing`)."""
+    if not isinstance(model, str) or not model:
+        return parts
+    return [replace(p, ref=replace(p.ref, model=model)) if isinstance(p.ref, TextRef) else p for p in parts]
 
 
 ADAPTER = ClaudeCodeAdapter()

@@ -9,17 +9,22 @@ Trajectory: one per file, id ``session_meta.payload.id`` (``FILE#0`` when absent
 P: ``session_meta.payload.instructions`` (when a string) and every user/developer/system
 message before the first model item.
 
-Steps (this project's definition, docs/FORMAT.md). Model items are ``reasoning``,
-``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call`` and
-``message`` with role ``assistant``. A step starts at a model item whose previous
+Steps (this project's definition, docs/FORMAT.md). Model items are ``reasoning``, the calls
+(``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call``,
+``tool_search_call``, ... : :data:`iclr_cli.formats.responses_items.MODEL_ITEMS`) and
+``message`` with role ``assistant``; their outputs (``function_call_output``,
+``tool_search_output``, ...: ``OUTPUT_ITEMS``) are observations. A step starts at a model item whose previous
 ``response_item`` was not a model item (an observation, a user message, or the start); the
 model items that follow it without an observation in between belong to the same step (one
 model turn: reasoning, text and parallel calls), and so do the observations
 (``function_call_output``, ``custom_tool_call_output``, later user messages) up to the next
 model item. ``turn_context`` and ``event_msg`` lines never start or end a step.
 
-Reasoning (METHOD.md): each ``summary_text`` of a reasoning item's ``summary`` (and each
-``reasoning_text`` of its ``content``, where a provider returns raw reasoning) is one part.
+Reasoning (METHOD.md): each ``summary_text`` of a reasoning item's ``summary`` is one part;
+where a provider returns raw reasoning (``reasoning_text`` entries of ``content``: Codex
+``--oss``, local servers) each content entry is one part and the summary is a copy (same
+text: a site of that part) or a summary of it (no block of its own; emptied when all of the
+item's reasoning is deleted), so one reasoning counts its blocks once.
 An item with a non-empty ``encrypted_content`` is :attr:`WriteBack.OPAQUE`: once edited it
 cannot be replayed, so ``dump`` with ``OpaqueEdits.DROP`` removes the whole ``response_item``
 line, and with ``KEEP`` leaves it untouched. Items without ``encrypted_content`` are edited in
@@ -71,15 +76,18 @@ from iclr_cli.formats.base import Document
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, base_name, read_lines, text_of
 from iclr_cli.formats.markup import foreign_notes
-from iclr_cli.formats.responses_items import call_text, output_text
+from iclr_cli.formats.responses_items import MODEL_ITEMS, OUTPUT_ITEMS, call_text, item_output
 from iclr_cli.formats.think import outside_think, think_elements
 from iclr_cli.formats.usage import openai_usage
 from iclr_cli.formats.writeback import Draft, Path, Site, WriteBackAdapter, freeze
 from iclr_cli.jsonio import BAD_LINE
 from iclr_cli.trajectory import Part, Request, Step, Trajectory, Usage, WriteBack
 
-_MODEL_ITEMS = {"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
-_OUTPUT_ITEMS = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+# The item taxonomy of the Responses API, shared with responses_items.py: newer Codex CLIs log
+# tool_search_call / tool_search_output, shell_call, apply_patch_call... (an output that is
+# not read as an observation would merge the steps around it).
+_MODEL_ITEMS = MODEL_ITEMS
+_OUTPUT_ITEMS = OUTPUT_ITEMS
 _BOOKKEEPING = {"ghost_snapshot", "compaction", "compaction_summary", "other"}
 """Response items the model neither wrote as text nor saw as an observation."""
 _ECHOES = {"agent_reasoning": "summary", "agent_reasoning_raw_content": "content"}
@@ -239,7 +247,7 @@ class _Reader:
             self.steps[-1].extend(self.model_parts(item, where))
             return
         if kind in _OUTPUT_ITEMS:
-            self.observation(output_text(item.get("output")), "tool_result")
+            self.observation(item_output(item), "tool_result")
         elif kind == "message":
             self.observation(text_of(item.get("content")), str(item.get("role", "user")))
         elif kind not in _BOOKKEEPING:
@@ -273,10 +281,11 @@ class _Reader:
         hi = self.bounds[at] if at < len(self.bounds) else float("inf")
         hits = []
         for draft in drafts:
-            hit = self.echoes.take(lo, hi, draft.sites[0].path[2], draft.text)
-            if hit is not None:
-                draft.add(Site((hit, "payload", "text")))
-                hits.append((hit,))
+            for where in dict.fromkeys(site.path[2] for site in draft.sites if len(site.path) > 2):  # summary, content
+                hit = self.echoes.take(lo, hi, where, draft.text)
+                if hit is not None:
+                    draft.add(Site((hit, "payload", "text")))
+                    hits.append((hit,))
         for draft in drafts:
             draft.drop.extend(hits)
 
@@ -310,17 +319,30 @@ def _reasoning(item: dict, base: Path, drop: Path, where: Where, field: str) -> 
     when the item carries ``encrypted_content`` (an edit then drops ``drop``, the whole item:
     its line, or its element of a replacement history)."""
     opaque = isinstance(item.get("encrypted_content"), str) and bool(item["encrypted_content"])
-    drafts = []
+    mode = WriteBack.OPAQUE if opaque else WriteBack.IN_PLACE
+    texts: dict[str, list[tuple[int, str]]] = {}
     for key in ("summary", "content"):
         entries = item.get(key)
         if entries is None:
             continue
         if not isinstance(entries, list):
             raise where.error("must be a list or null", f"{field}.{key}")
-        for j, entry in enumerate(entries):
-            if isinstance(entry, dict) and isinstance(entry.get("text"), str):
-                mode = WriteBack.OPAQUE if opaque else WriteBack.IN_PLACE
-                drafts.append(Draft(entry["text"], [Site((*base, key, j, "text"))], write_back=mode, drop=[drop]))
+        texts[key] = [(j, e["text"]) for j, e in enumerate(entries) if isinstance(e, dict) and isinstance(e.get("text"), str)]
+    if not texts.get("content"):  # summaries only (OpenAI's items): they are the reasoning read
+        return [Draft(text, [Site((*base, "summary", j, "text"))], write_back=mode, drop=[drop]) for j, text in texts.get("summary", [])]
+    # Raw reasoning (content) with a summary (Codex --oss, local servers): one reasoning, counted
+    # once (responses_items.py): a summary entry with the same text is that part's copy, one
+    # with other text a summary of it, emptied when all of it is deleted.
+    drafts = [Draft(text, [Site((*base, "content", j, "text"))], write_back=mode, drop=[drop]) for j, text in texts["content"]]
+    summaries = []
+    for j, text in texts.get("summary", []):
+        twin = next((d for d in drafts if d.text == text and len(d.sites) == 1), None)
+        if twin is not None:
+            twin.add(Site((*base, "summary", j, "text")))
+        else:
+            summaries.append((*base, "summary", j, "text"))
+    for draft in drafts:
+        draft.clear_with.extend(summaries)
     return drafts
 
 

@@ -90,6 +90,7 @@ def _read_row(row: dict, at: Path, where: Where) -> Trajectory | None:
         traj = _merge(traj, other, where, (*at, *copy))
     where.unrecognised.extend(traj.unrecognised)
     where.sealed.extend(traj.sealed)
+    where.signatures.extend(traj.signatures)
     return replace(traj, requests=(Request(len(traj.steps) - (reply is not None), _row_usage(row)),))
 
 

@@ -89,6 +89,7 @@ def _read(value, where: Where) -> list[Trajectory] | None:
         )
         where.unrecognised.extend(traj.unrecognised)
         where.sealed.extend(traj.sealed)
+        where.signatures.extend(traj.signatures)
         if paths and paths[0][0] == "request":  # a logged exchange: the one request it records
             answered = paths[-1][0] == "response"
             usage = openai_usage(value["response"].get("usage"), "response.usage") if answered else None

@@ -27,9 +27,21 @@ Reasoning of an assistant message, in this order (docs/FORMAT.md, "OpenAI chat m
   encrypted entries are removed, with ``KEEP`` the message is left as it was. When the plain
   field and the structured copy hold different text, neither is edited (the parts are
   ``READ_ONLY``) and the message is reported as unrecognised;
+- a ``reasoning.encrypted`` entry whose ``id`` is the id of one of the message's tool calls is
+  no copy of the text: it is that call's thought signature (Gemini 3 through OpenRouter), which
+  the provider requires back exactly as received while the call is in the history
+  (https://openrouter.ai/docs/use-cases/reasoning-tokens#preserving-reasoning-blocks,
+  https://ai.google.dev/gemini-api/docs/thought-signatures). It stays value-equal, whatever
+  happens to the text, and does not make the text opaque. So does Gemini's own
+  OpenAI-compatible ``extra_content.google.thought_signature`` on a tool call (or on the
+  message). Both are listed in :attr:`MessageTrajectory.signatures` (``iclr convert`` refuses
+  them: no target carries them);
 - in ``content`` (a string, or the text parts of a list): ``<think>`` elements and a lone
   leading ``</think>`` (:mod:`iclr_cli.formats.think`), harmony ``analysis`` channels
-  (:mod:`iclr_cli.formats.markup`), and Mistral ``{"type": "thinking"}`` parts.
+  (:mod:`iclr_cli.formats.markup`), and Mistral ``{"type": "thinking"}`` parts. A ``<think>``
+  element that holds the text of a reasoning field (whitespace around it aside) is that
+  reasoning stored twice (llama.cpp ``--reasoning-format deepseek-legacy``): one part, edited
+  in both places (:func:`~iclr_cli.formats.writeback.join_think_copies`).
 
 Everything else is an action (visible text, ``refusal``, ``tool_calls``, ``function_call``,
 harmony tool calls) or an observation. Text that looks like reasoning but is read as neither
@@ -52,7 +64,7 @@ from iclr_cli.errors import InputError
 from iclr_cli.formats import markup, media
 from iclr_cli.formats.base import OpaqueEdits, Unrecognised
 from iclr_cli.formats.reading import field_name, text_of
-from iclr_cli.formats.writeback import Site, TextRef, UnregisteredCopy, apply_edits, copy_error
+from iclr_cli.formats.writeback import Site, TextRef, UnregisteredCopy, apply_edits, copy_error, join_think_copies
 from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
@@ -68,12 +80,13 @@ _DROPPED_WITH_EDITS = {"reasoning.encrypted"}  # the same reasoning, encrypted: 
 # function_call, refusal, audio, annotations, tool_call_id), ``weight`` of OpenAI's fine-tuning
 # files, provider extras kept beside them (DeepSeek and Moonshot ``prefix`` / ``partial``,
 # Anthropic-compatible ``cache_control``, LiteLLM ``provider_specific_fields``, OpenRouter
-# ``images``, a streamed reply's ``id`` / ``index`` / ``logprobs``) and the reasoning fields
+# ``images``, Gemini's ``extra_content`` (its thought signature), a streamed reply's ``id`` /
+# ``index`` / ``logprobs``) and the reasoning fields
 # above. Any other field is reported: prune keeps it in place, convert would drop it.
 _KNOWN_FIELDS = {
     "role", "content", "name", "tool_calls", "function_call", "refusal", "audio", "annotations",
     "tool_call_id", "weight", "id", "index", "logprobs", "prefix", "partial", "cache_control",
-    "provider_specific_fields", "images", *REASONING_FIELDS, *_STRUCTURED,
+    "provider_specific_fields", "images", "extra_content", *REASONING_FIELDS, *_STRUCTURED,
 }
 _REASONING_NAME = re.compile(r"reason|think|thought|analysis|chain.of|(?:^|_)cot(?:_|$)", re.IGNORECASE)
 _NON_TEXT_PARTS = {"image_url", "image", "input_image", "input_audio", "audio", "file", "input_file", "video_url"}
@@ -93,12 +106,15 @@ class MessageTrajectory(Trajectory):
         sealed: reasoning present only in a form never edited (a message whose only reasoning
             is ``reasoning.encrypted`` entries; ``redacted_thinking`` blocks), for the warning
             of :func:`iclr_cli.formats.reading.sealed_warnings`.
+        signatures: thought signatures bound to a tool call or message (module docstring):
+            kept value-equal, and no conversion carries them.
     """
 
     prompt_span: tuple[int, int] = (0, 0)
     step_spans: tuple[tuple[int, int], ...] = ()
     unrecognised: tuple[Unrecognised, ...] = ()
     sealed: tuple[Unrecognised, ...] = ()
+    signatures: tuple[Unrecognised, ...] = ()
 
     def step_messages(self, index: int) -> range:
         """Indices of the messages of step ``index``."""
@@ -154,9 +170,13 @@ class _Reader:
         self.source, self.line, self.where, self.refs = source, line, where, refs
         self.unrecognised: list[Unrecognised] = []
         self.sealed: list[Unrecognised] = []
+        self.signatures: list[Unrecognised] = []
 
     def seal(self, i: int, keys: tuple, what: str) -> None:
         self.sealed.append(Unrecognised(self.line, field_name((*self.where[i], *keys)), what))
+
+    def sign(self, i: int, keys: tuple, what: str) -> None:
+        self.signatures.append(Unrecognised(self.line, field_name((*self.where[i], *keys)), what))
 
     def report(self, i: int, keys: tuple, what: str) -> None:
         self.unrecognised.append(Unrecognised(self.line, field_name((*self.where[i], *keys)), what))
@@ -224,6 +244,7 @@ def read_at(
         step_spans=tuple(zip(starts, ends)),
         unrecognised=tuple(reader.unrecognised),
         sealed=tuple(reader.sealed),
+        signatures=tuple(reader.signatures),
     )
 
 
@@ -274,7 +295,11 @@ def _assistant(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
             parts += _content_item(item, i, ("content", k), reader)
     if isinstance(msg.get("refusal"), str) and msg["refusal"].strip():
         parts.append(Part("action", msg["refusal"], label="refusal"))
-    for call in msg.get("tool_calls") or []:
+    if _thought_signature(msg) is not None:
+        reader.sign(i, ("extra_content", "google", "thought_signature"), "Gemini thought signature of the message (kept as received)")
+    for k, call in enumerate(msg.get("tool_calls") or []):
+        if _thought_signature(call) is not None:
+            reader.sign(i, ("tool_calls", k, "extra_content", "google", "thought_signature"), f"Gemini thought signature of tool call {call.get('id')!r} (kept with its call)")
         fn = call.get("function")
         if isinstance(fn, dict):
             args = fn.get("arguments")
@@ -283,7 +308,7 @@ def _assistant(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
     fc = msg.get("function_call")
     if isinstance(fc, dict):
         parts.append(Part("action", str(fc.get("arguments", "")), label=f"tool_call:{fc.get('name', '?')}"))
-    return parts
+    return join_think_copies(parts)
 
 
 def _check_fields(msg: Mapping, i: int, role: str, reader: _Reader) -> None:
@@ -346,6 +371,20 @@ def _content_item(item, i: int, keys: tuple, reader: _Reader) -> list[Part]:
     return []
 
 
+def _thought_signature(holder: Mapping) -> str | None:
+    """Gemini's ``extra_content.google.thought_signature`` on a tool call or message
+    (https://ai.google.dev/gemini-api/docs/openai), or None."""
+    extra = holder.get("extra_content")
+    google = extra.get("google") if isinstance(extra, Mapping) else None
+    value = google.get("thought_signature") if isinstance(google, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+def call_ids(msg: Mapping) -> set[str]:
+    """The ids of an assistant message's tool calls."""
+    return {c["id"] for c in msg.get("tool_calls") or [] if isinstance(c, Mapping) and isinstance(c.get("id"), str)}
+
+
 @dataclass
 class _Entry:
     """One text-bearing entry of a structured reasoning list."""
@@ -361,6 +400,7 @@ def _structured(msg: Mapping, i: int, reader: _Reader) -> tuple[list[_Entry], li
     that go when an edit is written (``reasoning.encrypted``)."""
     entries: list[_Entry] = []
     dropped: list[tuple] = []
+    calls = call_ids(msg)
     for name, kinds in _STRUCTURED.items():
         value = msg.get(name)
         if value is None:
@@ -375,7 +415,10 @@ def _structured(msg: Mapping, i: int, reader: _Reader) -> tuple[list[_Entry], li
                 continue
             key = kinds[kind]
             if key is None:
-                if kind in _DROPPED_WITH_EDITS:
+                if kind in _DROPPED_WITH_EDITS and entry.get("id") in calls:
+                    # a tool call's thought signature, not a copy of the text (module docstring)
+                    reader.sign(i, (name, k), f"thought signature of tool call {entry['id']!r} ({kind} whose id is the call's id; kept with its call)")
+                elif kind in _DROPPED_WITH_EDITS:
                     dropped.append((name, k))
                 else:  # redacted_thinking: never read, never edited
                     reader.seal(i, (name, k), f"of type {kind} (redacted; its payload cannot be read)")

@@ -151,6 +151,8 @@ class _Reader:
                     (Site((*path, "thinking")),),
                     strip_keys=((path, "thinkingSignature"),) if mode is WriteBack.SIGNED else (),
                     drop=(path,) if mode is WriteBack.OPAQUE else (),
+                    # pi switches models mid-session: whose signature rule applies is this message's (sealing.py)
+                    model=message["model"] if isinstance(message.get("model"), str) else None,
                 )
                 parts.append(Part("reasoning", block["thinking"], label="reasoning", ref=ref, write_back=mode))
                 if mode is WriteBack.READ_ONLY and block["thinking"].strip():

@@ -221,8 +221,11 @@ def _parseable_head(head: bytes) -> bytes:
     return b"\n".join([*kept, tail])
 
 
-def require_steps(adapter: FormatAdapter, source: str, steps: int, trajectories: int) -> None:
+def require_steps(adapter: FormatAdapter, source: str, steps: int, trajectories: int, held: str | None = None) -> None:
     """A file read as ``adapter``'s format must hold at least one assistant turn.
+
+    ``held``: why the file's history is on the server (a Responses request continuing with
+    ``previous_response_id``), said instead of a guess at another format.
 
     Raises:
         InputError: for a file that sniffed as the format but yielded no trajectory or no
@@ -230,6 +233,8 @@ def require_steps(adapter: FormatAdapter, source: str, steps: int, trajectories:
     """
     if steps:
         return
+    if held:
+        raise InputError(source, f"continues a conversation whose history is held by the server ({held}): the file holds only the new items, no assistant turn, so there is nothing to score or prune. Save the whole conversation (the full input list, store: false) to prune it")
     what = "no trajectory" if not trajectories else "no assistant turn"
     raise InputError(source, f"read as {adapter.name} ({adapter.description}), but it holds {what}: nothing to score or prune. If it is another format, name it with --format")
 

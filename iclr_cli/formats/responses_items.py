@@ -12,7 +12,11 @@ Items (https://platform.openai.com/docs/api-reference/responses/create, ``input`
   ``<think>...</think>`` (models behind a local server), which is reasoning.
 - ``reasoning``: each ``reasoning_text`` entry of ``content`` (the raw reasoning a local
   server returns) is one reasoning part; a ``summary_text`` entry of ``summary`` holding the
-  same text is the same part (edited with it), any other summary entry a part of its own.
+  same text is the same part (edited with it). A summary entry with other text beside
+  ``content`` is the provider's summary of that reasoning, not more of it (vLLM renders a
+  reasoning item from its ``content``): it is no block, so one reasoning counts its blocks
+  once; it is kept while any of the item's reasoning is, and emptied when all of it is
+  deleted. An item with ``summary`` alone (OpenAI's) has its summary entries as its parts.
   An item with ``encrypted_content`` holds reasoning only its provider can read: with
   ``encrypted="opaque"`` (files) its texts are :attr:`WriteBack.OPAQUE` and an edit removes
   the whole item under ``--encrypted-reasoning drop``; with ``encrypted="sealed"`` (the wire)
@@ -92,6 +96,14 @@ def call_text(item: Mapping) -> tuple[str, str]:
     name = item.get("name") if isinstance(item.get("name"), str) else kind
     body = {k: v for k, v in item.items() if k not in ("type", "id", "status", "call_id")}
     return f"tool_call:{name}", json.dumps(body, ensure_ascii=False)
+
+
+def item_output(item: Mapping) -> str:
+    """The text of an output item: its ``output``, or the ``tools`` a ``tool_search_output``
+    returns (as JSON)."""
+    if "output" not in item and item.get("tools") is not None:
+        return json.dumps(item["tools"], ensure_ascii=False)
+    return output_text(item.get("output"))
 
 
 def output_text(output: object) -> str:
@@ -234,7 +246,7 @@ def _observation(item: Mapping, kind: str | None, i: int, reader: _Reader, part_
             raise reader.error(i, ("content",), f"must be a string or a list of content parts, not {type(content).__name__}")
         return Part(part_kind, text_of(content), label=str(item.get("role", "user")))
     if kind in OUTPUT_ITEMS:
-        return Part(part_kind, output_text(item.get("output")), label="tool_result", call_id=_call_id(item))
+        return Part(part_kind, item_output(item), label="tool_result", call_id=_call_id(item))
     if kind == "item_reference":
         reader.references += 1
         return None
@@ -287,6 +299,7 @@ def _reasoning(item: Mapping, i: int, reader: _Reader) -> tuple[list[Draft], lis
     why = VERIFIED if reader.sealed else ENCRYPTED if encrypted and reader.encrypted == "sealed" else None
     mode = WriteBack.READ_ONLY if why else WriteBack.OPAQUE if encrypted else WriteBack.IN_PLACE
     drafts: list[Draft] = []
+    summaries: list = []  # summary entries beside content: the same reasoning, summarised
     for key in ("content", "summary"):
         for j, entry in enumerate(lists[key]):
             if not (isinstance(entry, dict) and isinstance(entry.get("text"), str)):
@@ -298,7 +311,12 @@ def _reasoning(item: Mapping, i: int, reader: _Reader) -> tuple[list[Draft], lis
             if twin is not None:  # the summary holds the same text: one part, edited together
                 twin.add(site)
                 continue
+            if key == "summary" and drafts:  # a summary of the content read above: no block of its own
+                summaries.append(site.path)
+                continue
             drafts.append(Draft(entry["text"], [site], write_back=mode, drop=[base] if mode is WriteBack.OPAQUE else []))
+    for draft in drafts:
+        draft.clear_with.extend(summaries)
     if why:
         reader.sealed_at.append(Unrecognised(reader.line, reader.name(i), why))
         return drafts, [why] * max(1, len(drafts))

@@ -111,3 +111,26 @@ def replace_inner(text: str, k: int, old: str, new: str) -> str | None:
         return None
     el = elements[k]
     return text[: el.inner_start] + new + text[el.inner_end :]
+
+
+def core_span(inner: str) -> tuple[int, int]:
+    """``(start, end)`` of ``inner`` without the whitespace around it: templates write
+    ``<think>\\n...\\n</think>`` around the text a reasoning parser returns stripped."""
+    start = len(inner) - len(inner.lstrip())
+    return start, max(start, len(inner.rstrip()))
+
+
+def replace_core(text: str, k: int, old: str, new: str) -> str | None:
+    """``text`` with the reasoning of its ``k``-th element, whitespace around it aside,
+    replaced by ``new`` (the padding is kept), or None when that element's stripped
+    reasoning is not ``old``: the ``<think>`` copy of a reasoning also held in a field
+    (llama.cpp ``--reasoning-format deepseek-legacy``, ggml-org/llama.cpp PR #16394)."""
+    elements = think_elements(text)
+    if k >= len(elements):
+        return None
+    el = elements[k]
+    inner = el.inner(text)
+    start, end = core_span(inner)
+    if inner[start:end] != old:
+        return None
+    return text[: el.inner_start + start] + new + text[el.inner_start + end :]

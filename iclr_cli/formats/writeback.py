@@ -12,7 +12,9 @@ rules"):
   :class:`Site`. A site says how the text sits in its string (``how``):
   ``whole`` (the string is the text), ``prefix`` (the string starts with it), ``unique`` (it
   occurs exactly once), ``think:K`` (the reasoning of the K-th ``<think>`` element, as
-  :mod:`iclr_cli.formats.think` pairs them); adapters may add kinds with
+  :mod:`iclr_cli.formats.think` pairs them), ``think_core:K`` (the same element's reasoning
+  without the whitespace around it: the ``<think>`` copy of a text a reasoning field holds
+  stripped); adapters may add kinds with
   :func:`register_site_kind`. The first site is the primary copy (the one an agent sends
   back): the text reported as written is read from there.
 - **Signed parts** (``WriteBack.SIGNED``): an edit also removes the ``strip_keys`` (the
@@ -37,7 +39,10 @@ rules"):
   ("Done."). A copy means the adapter did not register every place the reasoning sits, and
   writing one copy would leave the record half-edited: :func:`apply_edits` raises
   :class:`UnregisteredCopy` and :func:`write_back` turns it into an input error naming the
-  file, line and field. Strings dropped with an opaque item do not count.
+  file, line and field. Strings dropped with an opaque item do not count. The same holds
+  when one reasoning part's text lies strictly inside another part of the same record (a
+  thought that quotes ``reasoning_content`` in ``<think>``) and the two would be written
+  differently: one reasoning must not go out as two different compressions.
 
 Sites are found when the file is read, so at write time each still holds the original text.
 Records with no edit are written back byte for byte; edited ones are re-serialised in the
@@ -53,11 +58,11 @@ import bisect
 import copy
 import json
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document, OpaqueEdits
-from iclr_cli.formats.think import replace_inner
+from iclr_cli.formats.think import core_span, replace_core, replace_inner
 from iclr_cli.jsonio import JsonLine, dump_lines, dumps_document_like
 from iclr_cli.trajectory import Part, Trajectory, WriteBack
 
@@ -86,6 +91,12 @@ class TextRef:
             (signatures).
         remove_when_empty: path of the list element removed when the new text is ``""``.
         also_empty: the same element in copies of its list elsewhere (:func:`merge_refs`).
+        model: the model that wrote this reasoning where the record names it per message (a
+            session that switched provider); ``None``: the trajectory's ``meta`` says
+            (:mod:`iclr_cli.formats.sealing`).
+        clear_with: strings that summarise this reasoning without being a copy of it (a
+            Responses item's ``summary`` beside its ``content``): set to ``""`` once every
+            part that lists the path is written ``""``, kept otherwise.
     """
 
     sites: tuple[Site, ...]
@@ -93,6 +104,8 @@ class TextRef:
     strip_keys: tuple[tuple[Path, str], ...] = field(default=())
     remove_when_empty: Path | None = None
     also_empty: tuple[Path, ...] = ()
+    model: str | None = None
+    clear_with: tuple[Path, ...] = ()
 
 
 def merge_refs(primary: TextRef, copy: TextRef) -> TextRef:
@@ -107,6 +120,8 @@ def merge_refs(primary: TextRef, copy: TextRef) -> TextRef:
         strip_keys=(*primary.strip_keys, *copy.strip_keys),
         remove_when_empty=primary.remove_when_empty,
         also_empty=(*primary.also_empty, *empty),
+        model=primary.model,
+        clear_with=(*primary.clear_with, *(p for p in copy.clear_with if p not in primary.clear_with)),
     )
 
 
@@ -122,6 +137,7 @@ class Draft:
     strip_keys: list[tuple[Path, str]] = field(default_factory=list)
     drop: list[Path] = field(default_factory=list)
     remove_when_empty: Path | None = None
+    clear_with: list[Path] = field(default_factory=list)
 
     def add(self, site: Site) -> None:
         """Another string holding the text (ignored when known)."""
@@ -132,8 +148,42 @@ class Draft:
         """The finished part (``READ_ONLY`` ones carry no ref: they are never written)."""
         if self.write_back is WriteBack.READ_ONLY:
             return Part("reasoning", self.text, label=self.label, write_back=self.write_back)
-        ref = TextRef(tuple(self.sites), drop=tuple(self.drop), strip_keys=tuple(self.strip_keys), remove_when_empty=self.remove_when_empty)
+        ref = TextRef(tuple(self.sites), drop=tuple(self.drop), strip_keys=tuple(self.strip_keys), remove_when_empty=self.remove_when_empty,
+                      clear_with=tuple(self.clear_with))
         return Part("reasoning", self.text, label=self.label, ref=ref, write_back=self.write_back)
+
+
+def join_think_copies(parts: Sequence[Part]) -> list[Part]:
+    """``parts`` of one message with each ``<think>`` element that holds, whitespace around
+    it aside, the same text as another reasoning part (a reasoning field) joined to that part
+    as a ``think_core:K`` site: one reasoning stored twice (llama.cpp ``--reasoning-format
+    deepseek-legacy`` writes it in ``reasoning_content`` and in ``<think>`` inside ``content``,
+    ggml-org/llama.cpp PR #16394) is one part, scored once and edited alike in both places."""
+    fields = [i for i, p in enumerate(parts) if _field_part(p)]
+    if not fields:
+        return list(parts)
+    out = list(parts)
+    gone: set[int] = set()
+    for j, part in enumerate(parts):
+        ref = part.ref
+        if part.kind != "reasoning" or not isinstance(ref, TextRef) or len(ref.sites) != 1 or not ref.sites[0].how.startswith("think:"):
+            continue
+        start, end = core_span(part.text)
+        core = part.text[start:end]
+        i = next((i for i in fields if i not in gone and core and out[i].text == core), None)
+        if i is None:
+            continue
+        site = Site(ref.sites[0].path, "think_core:" + ref.sites[0].how.split(":", 1)[1])
+        held = out[i].ref
+        out[i] = replace(out[i], ref=replace(held, sites=(*held.sites, site)))  # type: ignore[arg-type]
+        gone.add(j)
+        fields.remove(i)  # one copy per field part
+    return [p for k, p in enumerate(out) if k not in gone]
+
+
+def _field_part(part: Part) -> bool:
+    return (part.kind == "reasoning" and isinstance(part.ref, TextRef) and bool(part.ref.sites)
+            and not part.ref.sites[0].how.startswith(("think:", "think_core:")))
 
 
 def freeze(items: Sequence[Draft | Part]) -> tuple[Part, ...]:
@@ -162,7 +212,11 @@ def _think(value: str, arg: str, old: str, new: str) -> str | None:
     return replace_inner(value, int(arg), old, new)
 
 
-_SITE_KINDS: dict[str, Splicer] = {"whole": _whole, "prefix": _prefix, "unique": _unique, "think": _think}
+def _think_core(value: str, arg: str, old: str, new: str) -> str | None:
+    return replace_core(value, int(arg), old, new)
+
+
+_SITE_KINDS: dict[str, Splicer] = {"whole": _whole, "prefix": _prefix, "unique": _unique, "think": _think, "think_core": _think_core}
 
 
 def register_site_kind(kind: str, splicer: Splicer) -> None:
@@ -339,10 +393,15 @@ def apply_edits(values: Sequence[object], originals: Sequence[Trajectory], traje
         for element in (ref.remove_when_empty, *ref.also_empty) if new == "" else ():
             if element is not None and not gone(element):
                 removals.setdefault(element[:-1], (set(), set()))[1].add(element[-1])
+    for path in _cleared(originals, plans):
+        if not gone(path):
+            rec, *keys = path
+            get(root(rec), keys[:-1])[keys[-1]] = ""  # type: ignore[index]
     for path in drops:
         if len(path) > 1 and not gone(path[:-1]):
             removals.setdefault(path[:-1], (set(), set()))[0].add(path[-1])
     _refuse_copies(edited, plans, _site_paths(originals), gone, _Read(_read_texts(originals) | _siteless_texts(originals)))
+    _refuse_nested(originals, plans, gone)
     for (rec, *keys), (dropped, emptied) in removals.items():
         container = get(root(rec), keys)
         if isinstance(container, list) and emptied and len(dropped | emptied) >= len(container):
@@ -352,6 +411,49 @@ def apply_edits(values: Sequence[object], originals: Sequence[Trajectory], traje
     whole_drops = {path[0] for path in drops if len(path) == 1}
     written = tuple(_as_written(originals, trajectories, gone, kept))
     return Applied({rec: v for rec, v in edited.items() if rec not in whole_drops}, whole_drops, written)
+
+
+def _cleared(originals: Sequence[Trajectory], plans: Sequence[tuple[TextRef, str, str]]) -> list[Path]:
+    """Paths in some part's ``clear_with`` whose parts are all written ``""``."""
+    emptied = {ref for ref, _, new in plans if new == ""}
+    holders: dict[Path, list] = {}
+    for traj in originals:
+        for step in traj.steps:
+            for part in step.reasoning:
+                if isinstance(part.ref, TextRef):
+                    for path in part.ref.clear_with:
+                        holders.setdefault(path, []).append(part.ref)
+    return [path for path, refs in holders.items() if all(ref in emptied for ref in refs)]
+
+
+def _refuse_nested(originals: Sequence[Trajectory], plans: Sequence[tuple[TextRef, str, str]], gone: Callable[[Path], bool]) -> None:
+    """Raise :class:`UnregisteredCopy` when one reasoning part's text lies, strictly inside,
+    in another reasoning part of the same step and record, and the two would be written
+    differently: one reasoning read twice (``reasoning_content`` and a thought that quotes it
+    in ``<think>``, where the adapter could not join them) would go out as two different
+    compressions. The pair is consistent when the outer part, as written, holds the inner
+    one as written and no longer holds its old text once that changed. (Parts of different
+    steps saying the same words are two reasonings.)"""
+    new_of = {ref: new for ref, old, new in plans if old != new}
+    if not new_of:
+        return
+    for traj in originals:
+        for step in traj.steps:
+            parts = [(p.ref, p.text) for p in step.reasoning
+                     if isinstance(p.ref, TextRef) and p.ref.sites and p.text and not gone(p.ref.sites[0].path)]
+            if len(parts) < 2 or not any(ref in new_of for ref, _ in parts):
+                continue
+            for inner, text in parts:
+                if len(text.strip()) < MIN_COPY_CHARS:
+                    continue
+                for outer, big in parts:
+                    if outer is inner or len(big) <= len(text) or outer.sites[0].path[0] != inner.sites[0].path[0] or text not in big:
+                        continue
+                    a_new, b_new = new_of.get(inner, text), new_of.get(outer, big)
+                    if a_new == text and b_new == big:
+                        continue
+                    if a_new not in b_new or (a_new != text and text in b_new):
+                        raise UnregisteredCopy(outer.sites[0].path, inner.sites[0])
 
 
 def _site_paths(originals: Sequence[Trajectory]) -> set[Path]:

@@ -32,7 +32,15 @@ SEALED_PROVIDERS = {"anthropic": "anthropic", "bedrock": "anthropic", "vertex_ai
 def plain_upstream(meta: Mapping[str, object]) -> bool:
     """True when a trajectory with ``meta`` was served by a plain upstream (see
     :data:`PLAIN_WIRE_FORMATS`): there the write-back's edit of a signed or encrypted entry
-    (signature dropped, encrypted siblings dropped) is a request the upstream accepts."""
+    (signature dropped, encrypted siblings dropped) is a request the upstream accepts. A model
+    whose provider checks signatures (``anthropic/claude-*`` through OpenRouter or LiteLLM) is
+    not plain: the file rule of :mod:`iclr_cli.formats.sealing` seals its signed reasoning."""
+    from iclr_cli.providers import for_model
+
+    model = meta.get("model")
+    kind = for_model(model) if isinstance(model, str) else None
+    if kind is not None and kind.checks_signatures:
+        return False
     return meta.get("format") in PLAIN_WIRE_FORMATS and meta.get("provider") not in SEALED_PROVIDERS
 
 

@@ -12,11 +12,27 @@ tokens *split*: a literal ``<|im_start|>`` inside a tool output is data, never a
 from __future__ import annotations
 
 import json
+import re
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
 from iclr_cli.errors import IclrError
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def tokenizable(text: str) -> str:
+    """``text`` with each lone UTF-16 surrogate (``"\\ud83d"`` in a JSON string: a tool
+    output cut inside an emoji; Python keeps it as one code point) replaced by U+FFFD.
+
+    The ``tokenizers`` library takes only text that is valid Unicode and raises
+    ``TypeError: TextInputSequence must be str`` otherwise. One code point becomes one code
+    point, so character offsets stay those of ``text``; the text itself (and the file it is
+    written back to) is never changed.
+    """
+    return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
 
 
 class ProxyTokenizer:
@@ -56,16 +72,16 @@ class ProxyTokenizer:
 
     def encode(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """Token ids of ``text`` and the ``(start, end)`` character offsets of each (no specials)."""
-        enc = self._tk.encode(text, add_special_tokens=False)
+        enc = self._tk.encode(tokenizable(text), add_special_tokens=False)
         return enc.ids, enc.offsets
 
     def ids(self, text: str) -> list[int]:
         """Token ids of ``text`` only (no offsets: a long history segment needs none)."""
-        return self._tk.encode(text, add_special_tokens=False).ids
+        return self._tk.encode(tokenizable(text), add_special_tokens=False).ids
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """``(start, end)`` character offsets of each token of ``text`` (no special tokens added)."""
-        return self._tk.encode(text, add_special_tokens=False).offsets
+        return self._tk.encode(tokenizable(text), add_special_tokens=False).offsets
 
 
 def _bos_id(folder: Path, backend) -> int | None:

@@ -6,10 +6,14 @@
   (:meth:`iclr_cli.serve.state.ServeState.rewrite`, in a worker thread so scoring never blocks
   the event loop), then the request goes upstream; a streamed answer (SSE) is relayed chunk by
   chunk as it arrives (each event as the upstream sent it), anything else whole. Status, body
-  and headers come back unchanged.
+  and headers come back unchanged, so an upstream 429 or 529 reaches the client with the
+  status and ``retry-after`` / ``x-should-retry`` headers its SDK retries on (nothing is sent
+  before the upstream's status is known). While a relayed stream is silent, the client gets
+  its API's keep-alive every ``keepalive_s`` (:mod:`iclr_cli.serve.keepalive`).
   Once the answer has been sent, the reply's step is scored ahead
   (:meth:`~iclr_cli.serve.state.ServeState.prefetch`, :mod:`iclr_cli.serve.eager`).
-- ``GET /healthz``, ``GET /stats`` (JSON, :mod:`iclr_cli.serve.stats`), ``GET /metrics``
+- ``GET /health/liveliness``, ``GET /health/readiness`` and ``GET /healthz``
+  (:mod:`iclr_cli.serve.health`), ``GET /stats`` (JSON, :mod:`iclr_cli.serve.stats`), ``GET /metrics``
   (Prometheus text).
 - Any other ``/v1/...`` path (``/v1/models``, ``/v1/messages/count_tokens`` among them) is
   passed through untouched.
@@ -51,6 +55,8 @@ from iclr_cli.serve.dialect import Dialect
 from iclr_cli.serve.messages import MessagesDialect
 from iclr_cli.serve.responses import ResponsesDialect
 from iclr_cli.serve.fingerprint import HEADER
+from iclr_cli.serve import health
+from iclr_cli.serve.keepalive import DEFAULT_INTERVAL_S, KeepAlive, kind_of, streaming_response
 from iclr_cli.serve.state import Rewrite, ServeState
 from iclr_cli.serve.upstream import Upstream, UpstreamConfig, is_event_stream, redact, response_headers
 
@@ -65,6 +71,8 @@ class AppConfig:
     Attributes:
         upstream: where requests go (and the key that replaces the client's, if any).
         max_body_bytes: request bodies over this get 413.
+        keepalive_s: seconds of silence on a relayed stream before the client gets a
+            keep-alive in its API's form (:mod:`iclr_cli.serve.keepalive`); 0: never.
         worker_threads: most requests compressed at once (each waits on the batching scorer).
         describe: settings shown in ``/stats`` (variant, ratio, proxy model...).
         shutdown_grace_s: seconds the server gives requests in flight once it stops; a
@@ -73,6 +81,7 @@ class AppConfig:
 
     upstream: UpstreamConfig
     max_body_bytes: int = DEFAULT_MAX_BODY
+    keepalive_s: float = DEFAULT_INTERVAL_S
     worker_threads: int = 64
     describe: tuple[tuple[str, object], ...] = ()
     shutdown_grace_s: float = 5.0
@@ -192,7 +201,7 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
     anthropic = dialects["messages"]
     import anyio
     from starlette.applications import Starlette
-    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.responses import Response
     from starlette.routing import Route
 
     upstream_holder: dict[str, Upstream] = {}
@@ -303,7 +312,8 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
                 dropped(path, broke, f"the client's connection was cut after {sent} bytes")
                 raise _Dropped  # the client must see a broken stream, not a complete one
 
-        return StreamingResponse(chunks(), status_code=resp.status_code, headers=headers, background=background)
+        keepalive = KeepAlive(config.keepalive_s, kind_of(path)) if config.keepalive_s > 0 else None
+        return streaming_response(chunks(), keepalive, on_frame=state.stats.keepalive, status_code=resp.status_code, headers=headers, background=background)
 
     def compressing(dialect: Dialect, path: str):
         """The handler of one compressing route: the dialect's write-back, then upstream."""
@@ -399,9 +409,6 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
 
         return await relay(resp, request.path_params["path"], finish)
 
-    async def healthz(request):
-        return JSONResponse({"status": "ok"})
-
     async def stats(request):
         convs = state.conversations()
         scorer = state.scorer
@@ -409,6 +416,7 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
             "upstream": redact(config.upstream.base_url),
             **dict(config.describe),
             "conversations_held": len(convs),
+            "keepalives_sent": state.stats.keepalives,
             "scorer_batches": getattr(scorer, "batches", None),
             "largest_scorer_batch": getattr(scorer, "largest_batch", None),
             "scorer_state": scorer.cache_info() if hasattr(scorer, "cache_info") else None,
@@ -428,7 +436,7 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
         Route("/chat/completions", compressing(dialects["chat/completions"], "chat/completions"), methods=["POST"]),
         Route("/v1/messages", compressing(anthropic, "messages"), methods=["POST"]),
         Route("/v1/responses", compressing(dialects["responses"], "responses"), methods=["POST"]),
-        Route("/healthz", healthz, methods=["GET"]),
+        *health.routes(state, redact(config.upstream.base_url)),
         Route("/stats", stats, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/{path:path}", passthrough, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),

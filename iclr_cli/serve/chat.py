@@ -15,6 +15,7 @@ Replies: ``choices[0].message`` of a whole body, or the streamed chunks assemble
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import orjson
 
@@ -22,7 +23,7 @@ from iclr_cli.errors import IclrError
 from iclr_cli.formats.openai_messages import REASONING_FIELDS, read_messages, write_messages
 from iclr_cli.replay.accounting import parse_usage
 from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript, by_step
-from iclr_cli.trajectory import Trajectory
+from iclr_cli.trajectory import Trajectory, WriteBack
 
 
 def _text(content) -> str:
@@ -72,10 +73,11 @@ class ChatDialect(Dialect):
         read = read_messages(request.items, tools=request.context, traj_id=traj_id)
         spans = read.step_spans
         unread = by_step(read.unrecognised, spans, lambda u: _message_index(u.field))
-        return Transcript(read, tuple(start + 1 for start, _ in spans), unread, (), read)
+        trajectory, sealed = _seal_signed(read, request.body.get("model"))
+        return Transcript(trajectory, tuple(start + 1 for start, _ in spans), unread, sealed, read)
 
     def write(self, request: Request, transcript: Transcript, edited: Trajectory) -> dict | None:
-        out = write_messages(request.items, transcript.state, edited)  # type: ignore[arg-type]
+        out = write_messages(request.items, transcript.trajectory, edited)
         sent = request.body.get("messages")
         if isinstance(sent, list) and len(out) == len(sent) and all(a is b for a, b in zip(out, sent)):
             return None
@@ -89,27 +91,89 @@ class ChatDialect(Dialect):
         return Reply(items, parse_usage(usage) if usage else None)
 
     def restore(self, request: Request, memory: Mapping[str, tuple[str, str]]) -> Request:
+        """Put back into an assistant turn with tool calls what the client dropped of the
+        reply: the reasoning fields (DeepSeek 400s on a tool-call turn without
+        ``reasoning_content``), OpenRouter's ``reasoning_details`` (Gemini's thought signatures
+        ride there) and a call's ``extra_content`` (Gemini's own thought signature): each only
+        where it is missing, so what the client sent is never replaced."""
         out = messages = request.items
         for i, msg in enumerate(messages):
             calls = msg.get("tool_calls")
             if msg.get("role") != "assistant" or not isinstance(calls, list) or not calls:
                 continue
-            if any(isinstance(msg.get(f), str) for f in REASONING_FIELDS):
+            found = [_recalled(memory[c["id"]]) for c in calls if isinstance(c, Mapping) and c.get("id") in memory]
+            if not found:
                 continue
-            found = next((memory[c["id"]] for c in calls if isinstance(c, Mapping) and c.get("id") in memory), None)
-            if found is not None:
+            fields, _ = found[0]
+            added = {}
+            if not any(isinstance(msg.get(f), str) for f in REASONING_FIELDS):
+                added.update({f: v for f, v in fields.items() if f in REASONING_FIELDS})
+            if msg.get("reasoning_details") in (None, []) and fields.get("reasoning_details"):
+                added["reasoning_details"] = fields["reasoning_details"]
+            new_calls = [
+                {**c, "extra_content": _recalled(memory[c["id"]])[1]}
+                if isinstance(c, Mapping) and c.get("extra_content") is None and c.get("id") in memory and _recalled(memory[c["id"]])[1] is not None else c
+                for c in calls
+            ]
+            if any(a is not b for a, b in zip(new_calls, calls)):
+                added["tool_calls"] = new_calls
+            if added:
                 out = list(out) if out is messages else out
-                out[i] = {**msg, found[0]: found[1]}
-        return request if out is messages else Request(request.body, out, request.context)
+                out[i] = {**msg, **added}
+        return request if out is messages else Request({**request.body, "messages": out}, out, request.context)
 
     def remember(self, reply: Reply) -> list[tuple[str, str, str]]:
         if not reply.items:
             return []
         message = reply.items[0]
-        name = next((f for f in REASONING_FIELDS if isinstance(message.get(f), str) and message[f]), None)
-        if name is None:
-            return []
-        return [(call["id"], name, message[name]) for call in message.get("tool_calls") or [] if isinstance(call, Mapping) and isinstance(call.get("id"), str)]
+        fields = {f: message[f] for f in REASONING_FIELDS if isinstance(message.get(f), str) and message[f]}
+        if isinstance(message.get("reasoning_details"), list) and message["reasoning_details"]:
+            fields["reasoning_details"] = message["reasoning_details"]
+        out = []
+        for call in message.get("tool_calls") or []:
+            if not (isinstance(call, Mapping) and isinstance(call.get("id"), str)):
+                continue
+            extra = call.get("extra_content") if isinstance(call.get("extra_content"), Mapping) else None
+            if fields or extra:
+                out.append((call["id"], _REMEMBERED, orjson.dumps({"fields": fields, "extra_content": extra}).decode()))
+        return out
+
+
+SEALED_SIGNED = "signed reasoning of a model whose provider checks the signature (its text is never edited)"
+
+
+def _seal_signed(read: Trajectory, model: object) -> tuple[Trajectory, tuple[tuple[str, ...], ...]]:
+    """The provider rule of :mod:`iclr_cli.providers` on the chat wire: a routed model whose
+    provider checks signatures (``anthropic/claude-*`` through OpenRouter or LiteLLM) has its
+    signed reasoning (``reasoning_details`` text with a ``signature``, LiteLLM
+    ``thinking_blocks``) sealed, as in files (:mod:`iclr_cli.formats.sealing`); any other
+    model's reasoning is plain on this wire."""
+    from iclr_cli.providers import for_model
+
+    kind = for_model(model) if isinstance(model, str) else None
+    if kind is None or not kind.checks_signatures:
+        return read, ()
+    steps, why = [], []
+    for step in read.steps:
+        parts = tuple(replace(p, ref=None, write_back=WriteBack.READ_ONLY) if p.write_back is WriteBack.SIGNED else p for p in step.parts)
+        steps.append(replace(step, parts=parts))
+        why.append(tuple(SEALED_SIGNED for p in step.parts if p.write_back is WriteBack.SIGNED))
+    return read.with_steps(steps), tuple(why)
+
+
+_REMEMBERED = "chat"
+"""The field name ``--restore-reasoning`` stores a chat reply's reasoning under: a JSON object
+of its reasoning fields and the call's ``extra_content``. (Older state folders hold one
+reasoning field's name and text.)"""
+
+
+def _recalled(stored: tuple[str, str]) -> tuple[dict, object]:
+    """``(reasoning fields, the call's extra_content)`` of one remembered reply."""
+    name, text = stored
+    if name != _REMEMBERED:
+        return {name: text}, None
+    value = orjson.loads(text)
+    return value.get("fields") or {}, value.get("extra_content")
 
 
 def _message_index(field: str) -> int | None:
@@ -144,6 +208,7 @@ def read_stream(body: bytes) -> tuple[dict | None, dict | None]:
 
     message: dict = {"role": "assistant"}
     calls: dict[int, dict] = {}
+    details: list[dict] = []
     usage = None
     for _, chunk in events(body):
         if isinstance(chunk.get("usage"), dict):
@@ -157,19 +222,44 @@ def read_stream(body: bytes) -> tuple[dict | None, dict | None]:
         for name in ("content", "reasoning_content", "reasoning"):
             if isinstance(delta.get(name), str):
                 message[name] = message.get(name, "") + delta[name]
+        if isinstance(delta.get("extra_content"), dict):  # Gemini: the message's thought signature
+            message["extra_content"] = delta["extra_content"]
+        for entry in delta.get("reasoning_details") or []:
+            if isinstance(entry, dict):
+                _merge_detail(details, entry)
         for call in delta.get("tool_calls") or []:
             if not isinstance(call, dict):
                 continue
             slot = calls.setdefault(call.get("index", len(calls)), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
             if call.get("id"):
                 slot["id"] = call["id"]
+            if isinstance(call.get("extra_content"), dict):  # Gemini: the call's thought signature
+                slot["extra_content"] = call["extra_content"]
             fn = call.get("function") if isinstance(call.get("function"), dict) else {}
             for key in ("name", "arguments"):
                 if isinstance(fn.get(key), str):
                     slot["function"][key] += fn[key]
+    if details:
+        message["reasoning_details"] = details
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
     return message, usage
+
+
+def _merge_detail(details: list[dict], entry: dict) -> None:
+    """One streamed ``reasoning_details`` entry into the assembled list: a piece of the entry
+    of the same type and ``index`` has its strings appended, any other entry is a new one
+    (https://openrouter.ai/docs/use-cases/reasoning-tokens, streaming)."""
+    same = next((d for d in reversed(details) if d.get("type") == entry.get("type") and d.get("index") == entry.get("index")
+                 and entry.get("type") != "reasoning.encrypted"), None)
+    if same is None:
+        details.append(dict(entry))
+        return
+    for key, value in entry.items():
+        if key in ("text", "summary", "signature") and isinstance(value, str) and isinstance(same.get(key), str):
+            same[key] += value
+        elif same.get(key) is None:
+            same[key] = value
 
 
 CHAT = ChatDialect()

@@ -147,8 +147,11 @@ class Dialect:
 
     def restore(self, request: Request, memory: Mapping[str, tuple[str, str]]) -> Request:
         """``--restore-reasoning``: the request with stored reasoning put back into turns
-        that arrive without it (``memory``: tool-call id -> (field, text)). Only the chat
-        dialect has a field to put it in; the others return ``request``."""
+        that arrive without it (``memory``: tool-call id -> (field, text), as
+        :meth:`remember` returned them), with ``body`` holding the restored items. Every
+        dialect does it (chat: the reasoning fields and thought signatures; messages: the
+        thinking blocks; responses: the reasoning items); ``request`` itself when nothing
+        was missing."""
         return request
 
     def remember(self, reply: Reply) -> list[tuple[str, str, str]]:

@@ -52,6 +52,9 @@ from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
 SEALED_THINKING = "thinking block signed for a sealed upstream (its signature is checked against the text)"
 SEALED_INLINE = "inline <think> on a sealed upstream (the signatures may bind the whole prefix)"
 REDACTED = "redacted_thinking (encrypted data, no text)"
+THINKING_BLOCKS = "thinking_blocks"
+"""The field name ``--restore-reasoning`` stores a Messages reply's thinking blocks under (JSON)."""
+_THINKING = ("thinking", "redacted_thinking")
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 529: "overloaded_error"}
 
 
@@ -156,6 +159,42 @@ class MessagesDialect(Dialect):
             dropped = drop_previous_turns(body if body is not None else request.body)
             body = dropped if dropped is not None else body
         return body  # type: ignore[return-value]
+
+    def remember(self, reply: Reply) -> list[tuple[str, str, str]]:
+        """The reply's ``thinking`` and ``redacted_thinking`` blocks (signatures included),
+        under each of its ``tool_use`` ids."""
+        if not reply.items or not isinstance(reply.items[0].get("content"), list):
+            return []
+        content = [b for b in reply.items[0]["content"] if isinstance(b, Mapping)]
+        thinking = [b for b in content if b.get("type") in _THINKING]
+        if not thinking:
+            return []
+        text = orjson.dumps(thinking).decode()
+        return [(b["id"], THINKING_BLOCKS, text) for b in content if b.get("type") == "tool_use" and isinstance(b.get("id"), str)]
+
+    def restore(self, request: Request, memory: Mapping[str, tuple[str, str]]) -> Request:
+        """``--restore-reasoning``: an assistant message with ``tool_use`` blocks that arrives
+        with no thinking block gets the reply's thinking blocks back, first, as generated.
+        Claude Code drops thinking blocks Anthropic did not sign, and DeepSeek's
+        Anthropic-compatible API then answers 400 (Alishahryar1/free-claude-code PR #599;
+        DeepSeek: thinking must be passed back on tool-call turns,
+        https://api-docs.deepseek.com/guides/thinking_mode)."""
+        out = messages = request.items
+        for i, msg in enumerate(messages):
+            content = msg.get("content")
+            if msg.get("role") != "assistant" or not isinstance(content, list):
+                continue
+            blocks = [b for b in content if isinstance(b, Mapping)]
+            if any(b.get("type") in _THINKING for b in blocks):
+                continue
+            found = next((memory[b["id"]] for b in blocks if b.get("type") == "tool_use" and b.get("id") in memory), None)
+            if found is None or found[0] != THINKING_BLOCKS:
+                continue
+            out = list(out) if out is messages else out
+            out[i] = {**msg, "content": [*orjson.loads(found[1]), *content]}
+        if out is messages:
+            return request
+        return Request({**request.body, "messages": out}, out, request.context)
 
     def error_body(self, status: int, message: str, kind: str, code: str | None = None) -> bytes:
         """Anthropic's error shape: ``{"type": "error", "error": {"type", "message"}}`` with

@@ -43,6 +43,10 @@ from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript, by_step
 from iclr_cli.trajectory import Part, Trajectory
 
 
+REASONING_ITEMS = "reasoning_items"
+"""The field name ``--restore-reasoning`` stores a Responses turn's reasoning items under (JSON)."""
+
+
 def held_by_server(body: Mapping) -> str | None:
     """Why a request's history is (partly) on the server, or ``None``."""
     if body.get("previous_response_id"):
@@ -126,6 +130,50 @@ class ResponsesDialect(Dialect):
             dropped = drop_previous_turns(body if body is not None else request.body)
             body = dropped if dropped is not None else body
         return body  # type: ignore[return-value]
+
+    def remember(self, reply: Reply) -> list[tuple[str, str, str]]:
+        """The reasoning items of each model turn of the reply, under the ``call_id`` of
+        each call in that turn."""
+        out = []
+        turn: list[Mapping] = []
+        for item in reply.items:
+            if not is_model_item(item):
+                turn = []
+                continue
+            if item_type(item) == "reasoning":
+                turn.append(item)
+            elif turn and isinstance(item.get("call_id"), str):
+                out.append((item["call_id"], REASONING_ITEMS, orjson.dumps(turn).decode()))
+        return out
+
+    def restore(self, request: Request, memory: Mapping[str, tuple[str, str]]) -> Request:
+        """``--restore-reasoning``: a model turn whose calls arrive without the reasoning
+        items the upstream returned with them gets those items back, before the turn's first
+        item, as generated (a local server renders the reasoning from them; OpenAI rejects an
+        ``fc_`` item sent without its ``rs_`` item)."""
+        items = request.items
+        out: list = []
+        changed = False
+        i = 0
+        while i < len(items):
+            if not is_model_item(items[i]):
+                out.append(items[i])
+                i += 1
+                continue
+            end = i
+            while end < len(items) and is_model_item(items[end]):
+                end += 1
+            turn = items[i:end]
+            if not any(item_type(t) == "reasoning" for t in turn):
+                found = next((memory[t["call_id"]] for t in turn if t.get("call_id") in memory), None)
+                if found is not None and found[0] == REASONING_ITEMS:
+                    out.extend(orjson.loads(found[1]))
+                    changed = True
+            out.extend(turn)
+            i = end
+        if not changed:
+            return request
+        return Request({**request.body, "input": out}, out, request.context, request.held)
 
     def read_reply(self, content: bytes | None, streamed: bool) -> Reply:
         if content is None:

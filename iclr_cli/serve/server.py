@@ -24,6 +24,8 @@ class ServeOptions:
 
     ``api_key`` is the value of ``--api-key-env`` (never shown: ``repr`` leaves it out).
     ``batch_wait_ms`` is how long the scorer thread waits for more steps once one is queued.
+    ``keepalive_s``: seconds of silence on a relayed stream before the client gets its API's
+    keep-alive (:mod:`iclr_cli.serve.keepalive`); 0 turns them off.
     ``prefix_cache``: keep each live conversation's scorer state (keys and values) between
     requests, within ``cache_tokens`` over all conversations (``None``: from free memory).
     ``eager_scoring``: score a reply's step once it was relayed, while the agent runs its tool
@@ -56,6 +58,7 @@ class ServeOptions:
     restore_reasoning: bool = False
     max_body_bytes: int = 32 * 1024 * 1024
     request_timeout: float = 600.0
+    keepalive_s: float = 15.0
     batch_wait_ms: float = 2.0
     prefix_cache: bool = True
     cache_tokens: int | None = None
@@ -200,6 +203,7 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
     app_config = AppConfig(
         UpstreamConfig(options.upstream, options.api_key, options.request_timeout),
         max_body_bytes=options.max_body_bytes,
+        keepalive_s=options.keepalive_s,
         describe=describe,
         shutdown_grace_s=SHUTDOWN_GRACE_S,
     )

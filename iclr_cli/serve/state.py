@@ -132,6 +132,7 @@ class ServeState:
         self.max_conversations = max_conversations
         self.restore_reasoning = restore_reasoning
         self._convs: OrderedDict[str, Conversation] = OrderedDict()
+        self._held_said: set[str] = set()
         self._lock = threading.Lock()
         self._seq = 0
         for loaded in self.store.load():
@@ -218,6 +219,10 @@ class ServeState:
             return Rewrite(raw, None)
         if request.held is not None:  # history the proxy cannot see: nothing to rewrite
             self.stats.held(request.held)
+            if request.held not in self._held_said:  # said once per reason; /stats counts every one
+                self._held_said.add(request.held)
+                log.warning("a %s request continues a conversation whose history is held by the upstream (%s): forwarded as sent, "
+                            "nothing in it compressed (the proxy sees only the new items); counted in /stats server_history", dialect.name, request.held)
             return Rewrite(raw, None)
         conv_id = conversation_id(dialect, request, header)
         if conv_id is None:
@@ -243,6 +248,8 @@ class ServeState:
         except (InputError, UnregisteredCopy) as exc:  # a copy of the reasoning the reader does not edit: never half-edit
             log.warning("conversation %s: %s; forwarded unchanged", conv_id, exc)
             return Rewrite(raw, conv_id, compressed, request)
+        if out is None and sent is not request:  # nothing compressed, but --restore-reasoning put back what the client dropped
+            out = dict(sent.body)
         if out is None:
             return Rewrite(raw, conv_id, compressed, request)
         return Rewrite(orjson.dumps(out), conv_id, compressed, request)
@@ -291,6 +298,7 @@ class ServeState:
         dialect writes is what finish_step returned (opaque copies are written with
         OpaqueEdits.DROP, and read-only parts are never edited), so the two agree."""
         texts = tuple(p.text for p in step.reasoning)
+        compressible = True
         try:
             prepared = prepare_step(conv.id, prompt, history, step, self.settings)
             result = None
@@ -300,6 +308,7 @@ class ServeState:
                     return self._late(conv, key, prepared, future, texts, unrecognised, sealed)
             new_step, report = finish_step(prepared, result, self.settings, self.tokenizer)
             stored, tokens = StoredStep(tuple(p.text for p in new_step.reasoning), report.tokens.generated, report.tokens.deleted), report.tokens
+            compressible = bool(report.blocks)  # no candidate block: no reasoning, or all of it sealed
         except ScoringCancelled:
             raise
         except Exception as exc:  # any scorer failure: forward this step uncompressed, for good
@@ -307,7 +316,7 @@ class ServeState:
             log.warning("conversation %s step %d: compression failed (%s); the step is sent uncompressed from now on", conv.id, step.index, reason)
             tokens = self._accounting(texts, texts)
             stored = StoredStep(texts, tokens.generated, 0, reason)
-        self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised, sealed, changed=stored.texts != texts)
+        self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised, sealed, compressible, changed=stored.texts != texts)
         return self._save(conv, key, stored)
 
     def _scores(self, conv: Conversation, key: str, prepared: PreparedStep, deadline: float | None, waiting: Waiting):

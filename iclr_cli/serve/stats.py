@@ -54,6 +54,7 @@ class Counts:
     client_gone: int = 0
     steps_completed: int = 0
     steps_compressed: int = 0
+    steps_nothing_to_compress: int = 0  # completed steps without a block a variant may edit
     steps_late: int = 0
     steps_late_compressed: int = 0
     scorer_failures: int = 0
@@ -82,6 +83,7 @@ class Counts:
             "client_gone": self.client_gone,
             "steps_completed": self.steps_completed,
             "steps_compressed": self.steps_compressed,
+            "steps_nothing_to_compress": self.steps_nothing_to_compress,
             "steps_late": self.steps_late,
             "steps_late_compressed": self.steps_late_compressed,
             "scorer_failures": self.scorer_failures,
@@ -216,6 +218,7 @@ class Metrics:
         self.conversations = Gauge("iclr_serve_conversations", "Conversations held in state", registry=r)
         self.waiting = Gauge("iclr_serve_requests_waiting_for_scores", "Requests waiting for their steps' scores now (each at most --max-wait)", registry=r)
         self.eager = Counter("iclr_serve_eager_scoring", "Steps scored ahead, once the reply was relayed, by outcome", ["outcome"], registry=r)
+        self.keepalives = Counter("iclr_serve_keepalives", "Keep-alives sent on relayed streams while the upstream was silent", registry=r)
 
     def watch_scorer(self, info) -> None:
         """Export ``info()`` (a scorer's ``cache_info``: a dict, or ``None``) at each scrape."""
@@ -241,6 +244,7 @@ class Stats:
         self.waiting = 0  # requests waiting for scores right now
         self.metrics = Metrics()
         self.lock = threading.Lock()
+        self.keepalives = 0  # in total only: keep-alives sent on silent relayed streams
 
     def eager_event(self, outcome: str, n: int = 1) -> None:
         """Count ``n`` of one :class:`EagerCounts` outcome."""
@@ -249,17 +253,20 @@ class Stats:
         self.metrics.eager.labels(outcome).inc(n)
 
     def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool, unrecognised: int = 0, sealed: Sequence[str] = (),
-                   *, changed: bool = False, late: bool = False) -> None:
+                   compressible: bool = True, *, changed: bool = False, late: bool = False) -> None:
         """Record one completed step decided once; ``tokens`` is its accounting
         (:func:`iclr_cli.token_accounting.account` of the texts as generated and as sent);
         ``changed``: the text sent differs from the text generated (a compressed step);
         ``late``: sent as generated because its scores were not ready within the budget;
         ``unrecognised`` counts the step's texts read neither as reasoning nor as action;
-        ``sealed`` gives, per reasoning block left sealed, why (``/stats`` counts them by reason)."""
+        ``sealed`` gives, per reasoning block left sealed, why (``/stats`` counts them by reason).
+        A step with no block a variant may edit (``compressible`` False: no reasoning, or all
+        of it sealed) counts in ``steps_nothing_to_compress``, not as compressed."""
         with self.lock:
             for c in (conv, self.total):
                 c.steps_completed += 1
                 c.steps_compressed += changed
+                c.steps_nothing_to_compress += not compressible
                 c.steps_late += late
                 c.reasoning = c.reasoning + tokens
                 c.scorer_failures += failed
@@ -310,6 +317,13 @@ class Stats:
         so): forwarded as sent, nothing of it compressed."""
         with self.lock:
             self.total.server_history[why] = self.total.server_history.get(why, 0) + 1
+
+    def keepalive(self) -> None:
+        """Count one keep-alive sent while an upstream stream was silent (in total only:
+        ``keepalives_sent`` in ``/stats``, :mod:`iclr_cli.serve.keepalive`)."""
+        with self.lock:
+            self.keepalives += 1
+        self.metrics.keepalives.inc()
 
     def request(self, conv: Counts | None, added_s: float, usage: Usage | None, outcome: str) -> None:
         """Record one finished request. ``outcome``: ``ok``, ``upstream_error`` (an error

@@ -85,7 +85,7 @@ def convert_document(doc: Document, to: str) -> bytes:
         count, first = len(doc.signatures), doc.signatures[0]
         raise UsageError(
             f"cannot convert {doc.source} to {to} without losing data: {count} {doc.format} signature{'s' if count > 1 else ''} "
-            f"(thoughtSignature) would not be carried; the first: {first.describe(doc.source)}"
+            f"(a provider's thought signature) would not be carried; the first: {first.describe(doc.source)}"
         )
     data = convert_trajectories(doc.trajectories, to)
     _check_carried(doc, to, data)

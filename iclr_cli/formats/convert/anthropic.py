@@ -6,7 +6,8 @@ message of unsigned ``thinking``, ``text`` and ``tool_use`` blocks (``id`` = the
 ``input`` = its arguments, which must be a JSON object), then one user message with the
 step's observations in order: a ``tool_result`` block per result (``tool_use_id`` = the call's
 id; its text, or a list of text and ``image`` blocks), ``text`` and ``image`` blocks for the
-user's own messages. Refused: signed / encrypted / redacted reasoning, images with an OpenAI
+user's own messages. Refused: a call id Anthropic's API rejects (not ``^[a-zA-Z0-9_-]+$``:
+Kimi's ``functions.read_file:0``), signed / encrypted / redacted reasoning, images with an OpenAI
 ``detail``, media other than images, labels with no Anthropic role, and a ``tools`` part:
 Anthropic Messages has a top-level ``tools`` list, but the Anthropic adapter does not read it,
 so the read-back check could not confirm the definitions (and OpenAI's ``strict`` has no
@@ -16,6 +17,7 @@ Anthropic place); the refusal names the tools.
 from __future__ import annotations
 
 import json
+import re
 
 from iclr_cli.formats import media
 from iclr_cli.formats.convert.pairing import describe, describe_tools, is_call, is_result, refuse, results, with_call_ids
@@ -23,6 +25,8 @@ from iclr_cli.formats.convert.reasoning import check_reasoning
 from iclr_cli.trajectory import Part, Step, Trajectory
 
 TO = "anthropic"
+ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+"""The pattern Anthropic's Messages API requires of ``tool_use.id`` (and ``tool_use_id``)."""
 
 
 def _image(traj: Trajectory, where: str, index: int, part: Part) -> dict:
@@ -88,6 +92,11 @@ def _step(traj: Trajectory, step: Step) -> list[dict]:
                 arguments = None
             if not isinstance(arguments, dict):
                 raise refuse(traj, where, "tool call arguments are not a JSON object (Anthropic tool_use input must be one)", TO)
+            if not ANTHROPIC_ID.fullmatch(part.call_id or ""):
+                # Kimi K2's "functions.read_file:0": the API rejects the request. Renaming it
+                # would lose the id the input gave (convert is lossless), so refuse and say so.
+                raise refuse(traj, where, f"{describe(i, part)}: tool call id {part.call_id!r} is not a valid Anthropic tool_use id "
+                                          f"(the API requires {ANTHROPIC_ID.pattern}); convert to iclr or openai, which keep it", TO)
             content.append({"type": "tool_use", "id": part.call_id, "name": part.label.split(":", 1)[1], "input": arguments})
         elif is_result(part):
             if i in grouped:
