@@ -6,6 +6,7 @@ Run from the repository root::
     python benchmarks/bench_serve_budget.py --proxy-model fake:400 # a paced fake (no model; same shape of timing)
     python benchmarks/bench_serve_budget.py --second-session       # then a second session with the same P
     python benchmarks/bench_serve_budget.py --concurrent 2         # two sessions at once against one alone
+    python benchmarks/bench_serve_budget.py --repo /path/to/main   # the same session through another checkout's serve
 
 The session: a scripted upstream on 127.0.0.1 speaking Anthropic Messages (streamed, plain
 thinking blocks as a DeepSeek-style upstream returns them; ``--upstream-s`` per answer, half
@@ -179,9 +180,11 @@ def _proxy(upstream: str, args, late: str):
     import httpx
 
     port = _free_port()
+    tree = args.repo or REPO
+    budget = ["--max-wait", str(args.max_wait), "--late", late] if late != "before" else []  # another checkout's serve, as it is
     cmd = [sys.executable, "-m", "iclr_cli", "serve", "--upstream", upstream + "/v1", "--port", str(port), "--proxy-model", args.proxy_model,
-           "--max-wait", str(args.max_wait), "--late", late, "--quiet", *args.serve_arg]
-    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE, text=True)
+           *budget, "--quiet", *args.serve_arg]
+    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600
     while True:
         try:
@@ -233,11 +236,11 @@ def run_row(args, tool_s: float, late: str | None, tokenizer, p) -> dict:
         if proc is not None:
             stats = _stats(base)
             total = stats["total"]
-            row.update({k: total[k] for k in ("steps_completed", "steps_compressed", "steps_late", "steps_late_compressed",
-                                              "reasoning_tokens_generated", "reasoning_tokens_removed")})
+            row.update({k: total.get(k) for k in ("steps_completed", "steps_compressed", "steps_late", "steps_late_compressed",
+                                                  "reasoning_tokens_generated", "reasoning_tokens_removed")})
             row["added_ms"] = total["added_latency_ms"]
-            row["scoring_wait_ms"] = total["scoring_wait_ms"]
-            if args.second_session and late == args.second_late:
+            row["scoring_wait_ms"] = total.get("scoring_wait_ms")
+            if args.second_session and late == args.second_late and args.repo is None:
                 row["second_session"] = second(args, base, handler, tokenizer, p, tool_s)
         return row
     finally:
@@ -313,7 +316,10 @@ def main() -> None:
     parser.add_argument("--settle-s", type=float, default=900, help="most seconds to wait for the first session's scoring before the second")
     parser.add_argument("--concurrent", type=int, default=0)
     parser.add_argument("--serve-arg", action="append", default=[], help="an extra iclr serve argument (repeat)")
+    parser.add_argument("--repo", type=Path, default=None, help="run this checkout's iclr serve instead, with no budget options (rows 'before')")
     args = parser.parse_args()
+    if args.repo is not None:
+        args.late = ["before"]
     from iclr_cli.scoring.factory import load_tokenizer
 
     tokenizer = load_tokenizer("smollm2")

@@ -360,3 +360,19 @@ def test_a_gated_fake_stops_at_once_when_cancelled():
     fake.cancel()
     t.join(60)
     assert type(out[0]).__name__ == "ScoringCancelled" and not gate.is_set()
+
+
+def test_the_budget_options_from_the_command_line_and_a_config_file(tmp_path):
+    import typer
+
+    from iclr_cli.cli.app import build_app
+
+    serve = typer.main.get_command(build_app()).commands["serve"]
+    defaults = serve.make_context("serve", ["--upstream", "http://127.0.0.1:9/v1"]).params
+    assert defaults["max_wait"] == 0.5 and defaults["late"].value == "as-sent"
+    config = tmp_path / "serve.toml"
+    config.write_text('upstream = "http://127.0.0.1:9/v1"\nmax-wait = inf\nlate = "compress-later"\n')
+    params = serve.make_context("serve", ["--config", str(config)]).params
+    assert params["max_wait"] == float("inf") and params["late"].value == "compress-later"
+    with pytest.raises(Exception, match="greater than or equal to 0"):
+        serve.make_context("serve", ["--upstream", "http://127.0.0.1:9/v1", "--max-wait", "-1"])
