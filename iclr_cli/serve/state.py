@@ -82,7 +82,8 @@ class Rewrite:
 
     ``body``: the bytes to send (the client's own bytes when nothing changed).
     ``conversation``: the conversation id, ``None`` for a first request (known after the reply).
-    ``compressed``: steps compressed while handling this request.
+    ``compressed``: completed steps decided while handling this request (compressed, left as
+    generated, or sent late).
     ``request``: the body as its dialect parsed it (``None`` when it is not a request of
     that API), for :meth:`ServeState.record_reply`.
     """
