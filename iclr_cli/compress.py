@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from iclr_cli.blocks import SKIP, Split, candidates, holds_delimiter, split_blocks
 from iclr_cli.context import render_for_scoring, render_prompt, render_step
@@ -73,6 +74,16 @@ class CompressionResult:
     original: Trajectory
     compressed: Trajectory
     steps: tuple[StepReport, ...]
+
+
+class FinishedSteps(Protocol):
+    """Steps finished by an earlier, interrupted run of the same online loop (a checkpoint,
+    :class:`iclr_cli.checkpoint.SourceSteps`): ``get`` returns a step's reasoning texts as
+    written back and its report, ``put`` keeps them."""
+
+    def get(self, trajectory: str, step: int) -> tuple[Sequence[str], StepReport] | None: ...
+
+    def put(self, trajectory: str, step: int, texts: Sequence[str], report: StepReport) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -319,6 +330,7 @@ def compress_trajectories(
     tokenizer: Tokenizer,
     *,
     on_step: Callable[[StepReport], None] | None = None,
+    done: FinishedSteps | None = None,
 ) -> list[CompressionResult]:
     """Run the online loop over recorded trajectories; results in input order.
 
@@ -327,7 +339,9 @@ def compress_trajectories(
     requests on the history as recorded. When the scorer says how many trajectories can keep their caches at
     once (``stream_capacity``), trajectories go in waves of that many, so no cache is
     evicted while its trajectory still has steps to score (results do not change: the
-    trajectories are independent). ``on_step`` is called once per completed step.
+    trajectories are independent). ``on_step`` is called once per completed step. ``done``
+    (a checkpoint, :mod:`iclr_cli.checkpoint`) gives steps finished by an interrupted run,
+    taken as they were instead of scored again, and keeps each step finished now.
 
     Raises:
         ValueError: when the variant needs scores and ``scorer`` is ``None``.
@@ -337,7 +351,7 @@ def compress_trajectories(
     wave = getattr(scorer, "stream_capacity", None) if settings.variant.conditions_on_history else None
     if wave and len(trajectories) > wave:
         return [r for a in range(0, len(trajectories), wave)
-                for r in compress_trajectories(trajectories[a : a + wave], settings, scorer, tokenizer, on_step=on_step)]
+                for r in compress_trajectories(trajectories[a : a + wave], settings, scorer, tokenizer, on_step=on_step, done=done)]
     prompts = [render_prompt(t.prompt) for t in trajectories]
     plan = getattr(scorer, "plan_contexts", None) if settings.variant.conditions_on_history else None
     if plan is not None:
@@ -348,12 +362,20 @@ def compress_trajectories(
     longest = max((len(t.steps) for t in trajectories), default=0)
     for t in range(longest):
         active = [i for i, traj in enumerate(trajectories) if t < len(traj.steps)]
-        pendings = {i: _prepare(trajectories[i].id, prompts[i], histories[i], trajectories[i].steps[t], settings) for i in active}
-        to_score = [i for i in active if pendings[i].request is not None]
+        kept = {i: found for i in active if done is not None and (found := done.get(trajectories[i].id, t)) is not None}
+        pendings = {i: _prepare(trajectories[i].id, prompts[i], histories[i], trajectories[i].steps[t], settings) for i in active if i not in kept}
+        to_score = [i for i in pendings if pendings[i].request is not None]
         results = scorer.score([pendings[i].request for i in to_score]) if to_score else []
         by_index = dict(zip(to_score, results))
         for i in active:
-            new_step, report = _finish(trajectories[i].id, pendings[i], by_index.get(i), settings, tokenizer)
+            if i in kept:
+                texts, report = kept[i]
+                step = trajectories[i].steps[t]
+                new_step = step.with_reasoning(texts) if list(texts) != [p.text for p in step.reasoning] else step
+            else:
+                new_step, report = _finish(trajectories[i].id, pendings[i], by_index.get(i), settings, tokenizer)
+                if done is not None:
+                    done.put(trajectories[i].id, t, [p.text for p in new_step.reasoning], report)
             done_steps[i].append(new_step)
             reports[i].append(report)
             if settings.variant.conditions_on_history:

@@ -152,6 +152,37 @@ def output_path(path: str, *, force: bool = False) -> Path:
     return target
 
 
+def same_file(a: str, b: str) -> bool:
+    """True when ``a`` and ``b`` name the same existing regular file: links followed, a hard
+    link to it included (same device and inode). A device such as ``/dev/null`` is never the
+    same file as anything (writing it replaces nothing)."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(sa.st_mode) and (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def refuse_output_over_input(output: str | None, inputs: Sequence[str], *, in_place: str | None = None) -> None:
+    """Refuse an ``-o`` that names one of the command's own input files: the output would
+    replace the original, silently (``sed`` and ``ruff`` write over their input only when
+    asked, with ``-i`` / ``--fix``).
+
+    ``in_place``: the option that asks for it (``--in-place``), named in the message when the
+    command has one.
+
+    Raises:
+        UsageError: naming the file and what to do instead.
+    """
+    if output in (None, "-"):
+        return
+    for given in inputs:
+        if given != "-" and same_file(output, given):
+            also = f" (it is {given})" if os.path.abspath(output) != os.path.abspath(given) else ""
+            ask = f"pass {in_place} to edit it in place (written atomically), or " if in_place else ""
+            raise UsageError(f"-o {output} is an input file{also}: the output would replace it; {ask}give another -o")
+
+
 @contextlib.contextmanager
 def open_output(path: str | None, *, force: bool = False) -> Iterator[BinaryIO]:
     """A binary file to stream output into, made visible only when the block succeeds.

@@ -201,9 +201,13 @@ class IdRegistry:
                 raise UsageError(f"trajectory id {traj.id!r} occurs in both {other} and {path}; rename one file")
 
 
-def compress_document(doc: Document, settings: Settings, scorer: Scorer | None, tokenizer: Tokenizer, *, on_step=None) -> list[CompressionResult]:
-    """Compress every trajectory of ``doc`` online (step t of all of them batched together)."""
-    return compress_trajectories(doc.trajectories, settings, scorer, tokenizer, on_step=on_step)
+def compress_document(doc: Document, settings: Settings, scorer: Scorer | None, tokenizer: Tokenizer, *, on_step=None,
+                      checkpoint=None) -> list[CompressionResult]:
+    """Compress every trajectory of ``doc`` online (step t of all of them batched together);
+    ``checkpoint`` (:class:`iclr_cli.checkpoint.Checkpoint`) keeps each finished step and
+    gives back those an interrupted run finished."""
+    done = checkpoint.for_source(doc.source) if checkpoint is not None else None
+    return compress_trajectories(doc.trajectories, settings, scorer, tokenizer, on_step=on_step, done=done)
 
 
 def block_counts(trajectories: Sequence[Trajectory], splitter: str) -> tuple[int, int]:

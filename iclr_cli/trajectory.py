@@ -142,7 +142,12 @@ class Usage:
     cache_read_input_tokens``); ``cache_read_tokens`` and ``cache_write_tokens`` are the part
     of it read from / written to the provider's prompt cache. ``None``: not reported (never 0
     for "missing"). ``source`` names the field it was read from (``message.usage``,
-    ``token_count``, ...), for reports.
+    ``token_count``, ...), for reports. Two parts that providers bill apart, where recorded:
+    ``cache_write_1h_tokens``, the part of the cache writes kept for an hour (Anthropic bills
+    them at 2x input, 5-minute writes at 1.25x; "Prompt caching: pricing"), and
+    ``reasoning_tokens``, the part of ``output_tokens`` that was thinking (Anthropic
+    ``output_tokens_details.thinking_tokens``, OpenAI ``reasoning_tokens``, Codex
+    ``reasoning_output_tokens``).
     """
 
     input_tokens: int | None = None
@@ -150,16 +155,23 @@ class Usage:
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
     source: str = ""
+    cache_write_1h_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
 
 @dataclass(frozen=True)
 class Request:
     """One model request a transcript records: ``step`` is the 0-based step its answer began
     (so its prompt held P and steps ``0..step-1``; ``step == len(steps)`` for a request whose
-    answer the file does not hold), ``usage`` what the provider reported (``None``: nothing)."""
+    answer the file does not hold), ``usage`` what the provider reported (``None``: nothing).
+    ``model`` / ``provider``: the model and provider that served it, where the transcript
+    names them per request (a session can switch models); ``None``: the trajectory's own
+    (``meta["model"]``)."""
 
     step: int
     usage: Usage | None = None
+    model: str | None = None
+    provider: str | None = None
 
 
 @dataclass(frozen=True)

@@ -106,8 +106,8 @@ else
     "$VPY" -m pip install ${torch_index[@]+"${torch_index[@]}"} "torch==2.13.0"
 fi
 
-step "installing iclr and its extras model,replay,report,serve,ray,analyze,test (~80 packages, ~260 MB download, ~1.2 GB installed)" \
-  iclr "$VPY" -m pip install -e ".[model,replay,report,serve,ray,analyze,test]"
+step "installing iclr and its extras model,replay,report,serve,ray,analyze,savings,test (~80 packages, ~260 MB download, ~1.2 GB installed)" \
+  iclr "$VPY" -m pip install -e ".[model,replay,report,serve,ray,analyze,savings,test]"
 
 if [ "$WITH_LLAMA" = 1 ]; then
   if "$VPY" -c "import llama_cpp.server" 2>/dev/null; then

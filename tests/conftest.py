@@ -5,7 +5,23 @@ never speed (speed lives in benchmarks/), and on a loaded 2-core CI machine an e
 seconds, which made deadline errors fail tests that were correct.
 """
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("iclr", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("iclr")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _checkpoints_in_a_temp_folder(tmp_path_factory):
+    """Checkpoints of interrupted score / prune runs (iclr_cli.checkpoint) go to a folder of
+    this test session, never the user's cache: a test that interrupts a run leaves one."""
+    import os
+
+    old = os.environ.get("ICLR_CHECKPOINT_DIR")
+    os.environ["ICLR_CHECKPOINT_DIR"] = str(tmp_path_factory.mktemp("checkpoints"))
+    yield
+    if old is None:
+        os.environ.pop("ICLR_CHECKPOINT_DIR", None)
+    else:
+        os.environ["ICLR_CHECKPOINT_DIR"] = old

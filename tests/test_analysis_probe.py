@@ -117,3 +117,33 @@ def test_the_fast_bootstrap_metrics_are_scikit_learns():
         assert fast_bacc(rows) == pytest.approx(balanced_accuracy_score(y, s >= 0.5), abs=1e-12)
         checked += 1
     assert checked > 150
+
+
+def test_caveats_name_too_few_tasks_and_a_layer_that_changes_between_folds():
+    from iclr_cli.analysis.probe import MIN_TASKS, Config, Fold, caveats
+
+    def fold(i, layer, pool=0, inner=0.7, auroc=0.8):
+        return Fold(i, [f"t{i}"], 4, 2, Config(layer, pool, True, None, 1.0), inner, auroc)
+
+    layers, pools = [4, 8], ["boundary", "reasoning", "last64"]
+    folds = [fold(0, 0), fold(1, 1), fold(2, 0), fold(3, 1, auroc=None)]
+    found = caveats(4, folds, layers, pools)
+    assert found[0].startswith("only 4 tasks: too few for the estimate to mean much.") and f"use {MIN_TASKS} or more" in found[0]
+    assert found[1].startswith("the chosen layer changed between outer folds (4 in folds 0, 2; 8 in folds 1, 3): "
+                               "the pooled AUROC is of 2 different probes")
+    assert found[2] == "the held-out boundaries of outer fold 3 have one class: no AUROC of their own (they count in the pooled one)"
+    assert len(found) == 3  # the pooling was the same in every fold
+    steady = [Fold(i, [f"t{i}"], 4, 2, Config(1, 0, True, None, 1.0), 0.7, 0.8) for i in range(5)]
+    assert caveats(MIN_TASKS, steady, layers, pools) == []
+    blind = [Fold(0, ["a"], 4, 2, Config(0, 0, True, None, 0.01), None, 0.6)]
+    assert caveats(12, blind, layers, pools) == ["outer fold 0 had too few training tasks (or one class) for inner folds: "
+                                                 "the grid's first configuration was used, not a selected one"]
+
+
+def test_a_probe_on_four_tasks_carries_the_caveat():
+    x, y, groups = _task_data(0)
+    keep = np.isin(groups, ["task0", "task1", "task2", "task3"])
+    result = evaluate(x[keep], y[keep], groups[keep], grid=SMALL, outer=4)
+    from iclr_cli.analysis.probe import caveats
+
+    assert caveats(4, result.folds, [0], ["boundary"])[0].startswith("only 4 tasks")

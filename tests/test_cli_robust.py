@@ -77,7 +77,8 @@ def test_ctrl_c_while_reading_exits_130_and_leaves_the_output_file_as_it_was(tmp
     finally:
         os.close(writer)
     assert proc.returncode == 130
-    lines = err.decode().strip().splitlines()
+    # a progress line (one every 30 s) may come first on a loaded machine; the rest is this one line
+    lines = [line for line in err.decode().strip().splitlines() if not line.startswith(("pruning (", "scoring ("))]
     assert lines == [f"iclr: interrupted after 0 trajectories{' (0 block records)' if command == 'score' else ''}; nothing written, {out} is as it was"]
     assert out.read_text() == "previous result\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []  # no temp file left

@@ -14,6 +14,10 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+# A local Ray cluster and its worker processes: tens of seconds per test on a busy machine
+# (206 s measured for one). The fast subset (-m "... and not slow") leaves them out; CI runs them.
+pytestmark = pytest.mark.slow
+
 from corpus_data import real_rows, records, tiny_model, write_jsonl, write_parquet  # noqa: E402,F401 (fixture)
 from iclr_cli.cli.app import main  # noqa: E402
 from iclr_cli.corpus.ray_engine import RayOptions, connect  # noqa: E402

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from iclr_cli.render.output import Output
-from iclr_cli.render.progress import Count, Ticker, Timer, Tracker, Work, duration, progress_line, seconds_left
+from iclr_cli.render.progress import Count, Ticker, Timer, Tracker, Work, duration, held_left, progress_line, seconds_left
 
 
 def test_line_gives_done_of_total_and_the_time_left():
@@ -68,12 +68,24 @@ def test_timer_that_never_printed_adds_no_final_line():
 
 
 def test_output_progress_off_a_terminal_and_quiet(capsys):
-    with Output(None).progress("replay", 4, unit="runs", every_s=0.02) as advance:
+    out = Output(None)
+    shown = out.info
+    one_done = threading.Event()
+
+    def info(line: str) -> None:
+        shown(line)
+        if line.startswith("replay: 1/4 runs, "):
+            one_done.set()
+
+    out.info = info  # the timer prints through it
+    with out.progress("replay", 4, unit="runs", every_s=0.02) as advance:
         advance()
-        time.sleep(0.2)
+        # wait for the line rather than sleep: on a loaded machine the timer may not have run
+        # in any fixed time (and may have printed "0/4" before advance() ran)
+        assert one_done.wait(30)
         advance(3)
     lines = capsys.readouterr().err.splitlines()
-    assert lines and lines[0].startswith("replay: 1/4 runs, ")
+    assert any(line.startswith("replay: 1/4 runs, ") for line in lines)
     assert lines[-1].startswith("replay: 4/4 runs, ")
     with Output(None, quiet=True).tracker("x", every_s=0.02) as tracker:
         tracker.plan(1, 10)
@@ -199,3 +211,62 @@ def test_a_step_weighs_at_most_the_scorer_limit_and_a_huge_text_is_not_tokenized
     assert p_tokens > 0 and capped[("t", 0)] == p_tokens + 2048
     small = step_tokens([traj], RegexTokenizer(), limit=None)[("t", 1)]
     assert capped[("t", 1)] == small < 2048
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _left(line: str) -> float | None:
+    """Seconds in the line's "about ... left", or None."""
+    if "about " not in line:
+        return None
+    text = line.split("about ")[1].removesuffix(" left")
+    seconds = 0
+    for amount, unit in zip(text.split()[::2], text.split()[1::2]):
+        seconds += int(amount) * {"h": 3600, "min": 60, "s": 1}[unit]
+    return seconds
+
+
+def test_held_left_counts_down_to_the_steps_after_the_running_one_and_never_up():
+    assert held_left(300.0, 0.0, 4) == 300.0
+    assert held_left(300.0, 50.0, 4) == 250.0
+    assert held_left(300.0, 1000.0, 4) == pytest.approx(225.0)  # the 3 steps after the running one
+    assert held_left(300.0, 1000.0, 1) is None  # the last step outlasted its share: no estimate
+    assert held_left(0.0, 5.0, 0) == 0.0  # done
+    assert held_left(None, 5.0, 3) is None
+
+
+def test_time_left_does_not_grow_while_one_long_step_runs():
+    # The bug: elapsed x left / done grows with the clock while nothing finishes, so the
+    # estimate rose from 4 min to 12 min while one long step was scored.
+    clock = Clock()
+    tracker = Tracker("scoring", clock=clock)
+    tracker.plan(4, 4000)
+    clock.now += 60
+    tracker.step(1000)  # 1,000 of 4,000 tokens in 60 s: 3,000 more is 180 s
+    estimates = []
+    for _ in range(12):
+        estimates.append(_left(tracker.line()))
+        clock.now += 30
+    assert estimates[0] == 180
+    assert all(a is None or b is None or b <= a for a, b in zip(estimates, estimates[1:]))
+    assert estimates[-1] == 120  # held at the two steps after the running one (2/3 of 180 s)
+    tracker.step(1000)  # finished late: 2,000 in 420 s, the average rate sets the new estimate
+    assert _left(tracker.line()) == 420
+
+
+def test_time_left_of_runs_is_held_too():
+    clock = Clock()
+    ticker = Ticker("replay", 3, "runs", clock=clock)
+    clock.now += 100
+    ticker.advance()
+    first = _left(ticker.line())
+    clock.now += 500
+    assert first == 200 and _left(ticker.line()) == 100

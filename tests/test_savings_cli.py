@@ -401,7 +401,8 @@ def test_json_schema(tmp_path, capsys):
     write(tmp_path / "f" / "chat3.json", CHAT3)
     write_lines(tmp_path / "f" / "session.jsonl", claude_session())
     report, _ = savings_json(capsys, str(tmp_path / "f"), "--variant", "delete-all")
-    assert set(report) == {"type", "estimate", "variant", "ratio", "complete", "data", "summary", "files", "skipped", "sealed_rules"}
+    assert set(report) == {"type", "estimate", "variant", "ratio", "complete", "data", "summary", "files", "skipped", "sealed_rules",
+                           "price_source", "prices_unavailable"}
     assert (report["type"], report["estimate"], report["variant"], report["complete"]) == ("savings", "static", "delete-all", True)
     ints = {"requests", "recorded_requests", "input_tokens", "reasoning_tokens_resent", "input_tokens_with_writeback", "sealed_tokens"}
     maybe_int = {"cache_read_tokens", "cache_read_tokens_with_writeback"}
@@ -409,7 +410,9 @@ def test_json_schema(tmp_path, capsys):
     for record in report["data"]:
         assert set(record) == ints | maybe_int | maybe_float | {
             "session", "file", "format", "model", "sealed", "token_source", "ratio", "ratio_basis", "ratio_rejected", "proxy_tokenizer",
-            "first_activity", "last_activity", "activity_from", "note"}
+            "first_activity", "last_activity", "activity_from", "note", "cost_usd", "cost_usd_with_writeback", "cost_saved_usd",
+            "priced_requests", "unpriced_requests", "price_models", "unknown_models", "thinking_tokens_recorded", "subagents",
+            "parent_session_file"}
         assert all(isinstance(record[k], int) for k in ints)
         assert all(record[k] is None or isinstance(record[k], int) for k in maybe_int)
         assert all(record[k] is None or isinstance(record[k], float) for k in maybe_float)

@@ -47,6 +47,7 @@ def _omp_environment(extra_env: dict[str, str]) -> str:
     return done.stderr
 
 
+@pytest.mark.slow  # two fresh interpreters that import torch
 def test_the_openmp_runtime_loaded_by_the_cli_waits_passively_unless_told_otherwise():
     pytest.importorskip("torch")
     assert "OMP_WAIT_POLICY = 'PASSIVE'" in _omp_environment({})

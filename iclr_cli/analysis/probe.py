@@ -209,6 +209,45 @@ def evaluate(x: np.ndarray, y: Sequence[int], groups: Sequence[str], *, grid: Gr
     return result
 
 
+MIN_TASKS = 10
+"""Fewer held-out tasks than this and the probe's estimate is reported as not meaningful. The
+bootstrap intervals resample boundaries, which treats boundaries of one task as independent;
+the unit that generalises is the task (the split is by task for that reason), and with a
+handful of tasks the estimate depends on which tasks they happen to be. The paper's cohort
+has 31 tasks (section 4.3); 10 is this project's floor, not the paper's."""
+
+
+def caveats(n_tasks: int, folds: Sequence[Fold], layer_names: Sequence[object], pool_names: Sequence[str]) -> list[str]:
+    """What makes the estimate weak, one sentence each: too few tasks (:data:`MIN_TASKS`),
+    a layer or pooling chosen differently across outer folds (the pooled AUROC is then of
+    several probes, not one), outer folds chosen without inner folds (too few training tasks:
+    the grid's first configuration was used), and held-out folds of one class (no AUROC of
+    their own). Empty when none applies."""
+    out = []
+    if n_tasks < MIN_TASKS:
+        out.append(f"only {n_tasks} tasks: too few for the estimate to mean much. The held-out AUROC rests on {n_tasks} "
+                   f"tasks and its interval resamples boundaries, not tasks, so it leaves out how much tasks differ; "
+                   f"use {MIN_TASKS} or more (the paper used 31)")
+    chosen = [f for f in folds if f.selected is not None]
+    for what, names, pick in (("layer", layer_names, lambda c: c.layer), ("pooling", pool_names, lambda c: c.pool)):
+        by_choice: dict[object, list[int]] = {}
+        for f in chosen:
+            by_choice.setdefault(names[pick(f.selected)], []).append(f.index)  # type: ignore[arg-type]
+        if len(by_choice) > 1:
+            shown = "; ".join(f"{name} in fold{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx))}" for name, idx in by_choice.items())
+            out.append(f"the chosen {what} changed between outer folds ({shown}): the pooled AUROC is of {len(by_choice)} "
+                       f"different probes, and the choice itself is unstable on these tasks")
+    blind = [f.index for f in folds if f.inner_auroc is None]
+    if blind:
+        out.append(f"outer fold{'s' if len(blind) > 1 else ''} {', '.join(map(str, blind))} had too few training tasks (or one "
+                   "class) for inner folds: the grid's first configuration was used, not a selected one")
+    single = [f.index for f in folds if f.auroc is None]
+    if single:
+        out.append(f"the held-out boundaries of outer fold{'s' if len(single) > 1 else ''} {', '.join(map(str, single))} "
+                   "have one class: no AUROC of their own (they count in the pooled one)")
+    return out
+
+
 def metrics(y: np.ndarray, scores: np.ndarray, *, seed: int = 0) -> dict[str, tuple[float | None, tuple[float, float] | None]]:
     """AUROC, average precision and balanced accuracy (threshold 0.5) with bootstrap 95%
     intervals. The values are scikit-learn's; the 2,000 bootstrap resamples use the same

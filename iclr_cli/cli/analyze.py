@@ -59,7 +59,7 @@ def patch(
     from iclr_cli.render import analysis_view
     from iclr_cli.render.output import Output
 
-    out = Output(output, quiet=quiet, force=force)
+    out = Output(output, quiet=quiet, force=force, inputs=paths or ())
     if html:
         from iclr_cli.jsonio import output_path
 
@@ -151,7 +151,7 @@ def probe(
     from iclr_cli.render import analysis_view
     from iclr_cli.render.output import Output
 
-    out = Output(output, quiet=quiet, force=force)
+    out = Output(output, quiet=quiet, force=force, inputs=paths or ())
     with interruptible(out, lambda: "interrupted before the probe finished"):
         sources = aopt.read_sources(paths, dataset, dataset_split, column, id_column, task_column, fmt, skip_bad_lines, out)
         for src in sources:
@@ -174,7 +174,8 @@ def probe(
                                           on_fold=lambda _f: advance())
             except ValueError as exc:
                 raise UsageError(f"cannot evaluate a probe on these boundaries: {exc}") from None
-    report = analysis_view.probe_report(found, y, result, label_source, sensor.name, group_by.value)
+    caveats = probing.caveats(len(set(found.groups)), result.folds, found.layers, found.pools)
+    report = analysis_view.probe_report(found, y, result, label_source, sensor.name, group_by.value, caveats)
     out.write_bytes(analysis_view.json_bytes(report))
     analysis_view.probe_table(out, report)
 
@@ -218,7 +219,7 @@ def externalization(
     from iclr_cli.render import analysis_view
     from iclr_cli.render.output import Output
 
-    out = Output(output, quiet=quiet, force=force)
+    out = Output(output, quiet=quiet, force=force, inputs=paths or ())
     with interruptible(out, lambda: "interrupted before the records were written"):
         sources = aopt.read_sources(paths, dataset, dataset_split, column, id_column, task_column, fmt, skip_bad_lines, out)
         groups = {s.trajectory.id: s.group(group_by.value) for s in sources}

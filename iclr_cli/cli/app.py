@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Annotated
 
 import typer
 
@@ -41,6 +42,7 @@ def build_app() -> typer.Typer:
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
     )
+    app.callback()(_root)
     for name, module, attr in _COMMANDS:
         target = getattr(importlib.import_module(module), attr)
         if isinstance(target, typer.Typer):
@@ -48,6 +50,21 @@ def build_app() -> typer.Typer:
         else:
             app.command(name)(target)
     return app
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from iclr_cli import __version__
+
+        print(f"iclr {__version__}")
+        raise typer.Exit()
+
+
+def _root(
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_show_version, is_eager=True,
+                                          help="Print the version of iclr and exit.")] = False,
+) -> None:
+    """Online reasoning compression for long-horizon LLM agents (ICLR, arXiv 2609.29875)."""
 
 
 def _click_exceptions() -> tuple[type, type, type, type]:

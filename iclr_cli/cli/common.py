@@ -33,6 +33,23 @@ def check_splitter(split: str) -> str:
     return check(str(split))
 
 
+def in_place_target(input: str, output: str | None) -> str:
+    """The file ``--in-place`` writes: the input itself (an ``-o`` naming the same file is
+    allowed, any other is a contradiction).
+
+    Raises:
+        UsageError: for stdin, or an ``-o`` that is another file.
+    """
+    from iclr_cli.errors import UsageError
+    from iclr_cli.jsonio import same_file
+
+    if input == "-":
+        raise UsageError("--in-place needs a file to write back to, not stdin ('-')")
+    if output == "-" or (output is not None and not same_file(output, input)):
+        raise UsageError(f"--in-place writes {input} itself; drop -o {output}, or drop --in-place to write -o")
+    return input
+
+
 def warn_precision(out: Output, config: ScorerConfig) -> None:
     """The warning for a precision below float32 (METHOD.md, "Score": an explicit opt-in)."""
     if config.dtype != "float32":

@@ -27,7 +27,7 @@ def convert(
     from iclr_cli.pipeline import open_inputs
     from iclr_cli.render.output import Output
 
-    out = Output(output, quiet=quiet, force=force)
+    out = Output(output, quiet=quiet, force=force, inputs=[input])
     [item] = open_inputs([input], fmt)
     if item.chosen:
         out.info(item.chosen)

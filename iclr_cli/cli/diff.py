@@ -48,8 +48,9 @@ def diff(
 
     split = check_splitter(block_split.value)
     if output not in (None, "-"):
-        from iclr_cli.jsonio import output_path
+        from iclr_cli.jsonio import output_path, refuse_output_over_input
 
+        refuse_output_over_input(output, [original, pruned, *([scores_file] if scores_file else [])])
         output_path(output, force=force)  # refuse an unwritable -o file before any work
     console = diff_view.make_console(width=width)
     if runs.is_run_record(original) and runs.is_run_record(pruned):

@@ -66,6 +66,7 @@ SkipBadLines = Annotated[bool, typer.Option("--skip-bad-lines", help="Skip unpar
 Strict = Annotated[bool, typer.Option("--strict", help="Exit 2 when an assistant turn holds text the format adapter reads neither as reasoning nor as action.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No summary, warnings or progress bar on stderr.")]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an -o file that is read-only (its mode is kept).")]
+InPlace = Annotated[bool, typer.Option("--in-place", "-i", help="Write the result over the input file (atomically: a temp file renamed over it, its mode kept). Without it, an -o that names the input file is refused.")]
 Width = Annotated[Optional[int], typer.Option("--width", min=40, help="Table width in columns (default: the terminal's; the table's full width when stderr is not a terminal).")]
 ScoredVariantOpt = Annotated[ScoredVariant, typer.Option("--variant", "-v", help="iclr (context-conditioned), iclr-ext (iclr that never removes a block whose derived state is not yet externalized; this project's hypothesis) or step-only.")]
 EncryptedReasoning = Annotated[OpaqueChoice, typer.Option("--encrypted-reasoning", help="Reasoning beside encrypted_content (Codex/Responses items, encrypted reasoning_details): 'seal' leaves it as generated and no variant scores or edits it (default, as iclr serve does); 'drop' removes an edited item whole; 'keep' leaves an edited item unedited.")]

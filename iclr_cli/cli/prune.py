@@ -32,6 +32,7 @@ def prune(
     signed: opt.SignedThinking = opt.SEAL_SIGNED,
     strict: opt.Strict = False,
     force: opt.Force = False,
+    in_place: opt.InPlace = False,
     quiet: opt.Quiet = False,
     dataset: dopt.Dataset = None,
     dataset_split: dopt.DatasetSplit = None,
@@ -49,11 +50,13 @@ def prune(
     provider verifies (signed or encrypted; see --signed-thinking, --encrypted-reasoning). A summary (steps, blocks, blocks
     removed, reasoning tokens generated / deleted / kept, [SKIP] markers, written, the
     tokenizer that counted them, and the input tokens re-sent over the session's requests
-    before and after, as 'iclr savings' estimates them) goes to stderr. Ctrl-C exits 130 and says what was kept.
+    before and after, as 'iclr savings' estimates them) goes to stderr. Ctrl-C exits 130 and says what was kept;
+    the same command resumes from the steps already scored.
     With --dataset -o OUT_DIR: the dataset back as parquet, same rows in the same order, only
     the trajectory column pruned; an interrupted run restarted with the same -o resumes.
     """
-    from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_one_block, warn_precision
+    from iclr_cli.checkpoint import kept_note, resumable
+    from iclr_cli.cli.common import check_splitter, in_place_target, interruptible, print_summary, report_reading, scorer_config, warn_one_block, warn_precision
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
@@ -73,6 +76,8 @@ def prune(
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
                            context=context.value, cache_tokens=cache_tokens)
     edits = OpaqueEdits(opaque.value)
+    if dataset is not None and in_place:
+        raise UsageError("--in-place edits one trajectory file; with --dataset, -o names the output folder")
     if dataset is not None:  # -o is a dataset folder here
         from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
 
@@ -80,15 +85,18 @@ def prune(
         settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
         out = Output(None, quiet=quiet, force=force)
         return run_dataset_command("prune", args, [input] if input else None, settings, config, out, target=output, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict, opaque=edits.value, signed=signed.value)
-    out = Output(output, quiet=quiet, force=force)
     if input is None:
         raise UsageError("give a trajectory file ('-' for stdin) or --dataset")
+    output = in_place_target(input, output) if in_place else output
+    out = Output(output, quiet=quiet, force=force, inputs=() if in_place else [input], in_place="--in-place")
     summary = Summary()
     sealer = Sealer(signed.value, edits)  # the provider rule table, as iclr serve applies it
     warned = False
 
+    checkpoint = None
+
     def done() -> str:
-        return f"interrupted after {summary.trajectories} trajectories"
+        return f"interrupted after {summary.trajectories} trajectories" + kept_note(checkpoint)
 
     with interruptible(out, done):
         [item] = open_inputs([input], fmt)
@@ -99,7 +107,9 @@ def prune(
         # Steps whose BottomK cannot depend on the scores (N = 1) are not scored: same output.
         settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
         encode = item.output_encoder()  # a UTF-16/32 input is written back in its encoding
-        with out.stream() as sink, out.tracker(f"pruning ({parsed.name})") as progress:
+        # each scored step is kept as it finishes, so Ctrl-C loses nothing (iclr_cli.checkpoint)
+        with resumable("prune", [input], output, [item], settings, config, fmt, skip_bad_lines, out, opaque=edits.value, signed=signed.value) as checkpoint, \
+                out.stream() as sink, out.tracker(f"pruning ({parsed.name})") as progress:
             for doc, last in with_last(item.documents(skip_bad_lines=skip_bad_lines)):
                 progress.growing(not last)  # the totals are final once the last document is read
                 doc = sealer.apply(doc)
@@ -107,7 +117,7 @@ def prune(
                 if parsed.needs_scores and not warned:
                     warned = warn_one_block(out, doc.trajectories, splitter)  # before a long run, not after
                 on_step = track_steps(progress, doc.trajectories, tokenizer, limit=getattr(scorer, "max_tokens", None))
-                results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step)
+                results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step, checkpoint=checkpoint)
                 wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=edits)
                 sink.write(encode(wrote.data))
                 # Count what was written, not what compression asked for (Codex items dropped

@@ -44,6 +44,11 @@ def savings(
     session's own ratio), else the proxy tokenizer's; each row says which. Reasoning that is
     signed or encrypted cannot be edited on its provider: it is counted apart ('sealed').
 
+    Dollars: each recorded request at its provider's list price, as recorded and with
+    write-back (cache reads and writes at their own rates), from the genai-prices package
+    (the 'savings' extra); without it the prices are said to be unavailable. Claude Code
+    sub-agent transcripts (<session>/subagents/*.jsonl) are counted with their session.
+
     A static estimate: the same actions are assumed. A live run differs (trajectory
     amplification); 'iclr replay' measures it. Files no format reads are skipped with one
     line; sessions already estimated come from a cache. Ctrl-C prints the table so far and

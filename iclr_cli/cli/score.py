@@ -47,10 +47,12 @@ def score(
     Scores of step t are taken on the history in which steps before t were already
     compressed (the online simulation). Output: JSONL, one record per block, with
     trajectory, step, block, n_blocks, n_tokens, entropy_bits, selected, text.
-    Ctrl-C exits 130 and says what was kept. With --dataset: one trajectory per row, records
+    Ctrl-C exits 130 and says what was kept: every scored step is kept, and the same command
+    resumes from there (a changed input or setting starts over, saying so). With --dataset: one trajectory per row, records
     also carry 'row' (JSONL or, for -o X.parquet, parquet); an interrupted run restarted with
     the same -o resumes.
     """
+    from iclr_cli.checkpoint import kept_note, resumable
     from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_one_block, warn_precision
     from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
@@ -66,7 +68,7 @@ def score(
     dataset_split = dopt.chosen_split(dataset, dataset_split)
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
                            context=context.value, cache_tokens=cache_tokens)
-    out = Output(output, quiet=quiet, force=force)
+    out = Output(output, quiet=quiet, force=force, inputs=inputs or ())
     if dataset is not None:
         from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
 
@@ -78,8 +80,10 @@ def score(
     records = 0
     warned = False
 
+    checkpoint = None
+
     def done() -> str:
-        return f"interrupted after {summary.trajectories} trajectories ({records} block records)"
+        return f"interrupted after {summary.trajectories} trajectories ({records} block records)" + kept_note(checkpoint)
 
     with interruptible(out, done):
         items = open_inputs(inputs, fmt)
@@ -89,7 +93,10 @@ def score(
         warn_precision(out, config)
         scorer, tokenizer = build_engines(parsed, config)
         settings = Settings(parsed, ratio=ratio, splitter=splitter)
-        with out.stream() as sink, out.tracker("scoring") as progress:
+        # each scored step is kept as it finishes, so Ctrl-C loses nothing (iclr_cli.checkpoint)
+        with resumable("score", inputs, output, items, settings, config, fmt, skip_bad_lines, out,
+                       opaque=opaque.value, signed=signed.value) as checkpoint, \
+                out.stream() as sink, out.tracker("scoring") as progress:
             for n, item in enumerate(items, 1):
                 sealer = Sealer(signed.value, OpaqueEdits(opaque.value))  # the provider rule table, as iclr serve applies it
                 for doc, last in with_last(item.documents(skip_bad_lines=skip_bad_lines)):
@@ -101,7 +108,7 @@ def score(
                     if parsed.needs_scores and not warned:
                         warned = warn_one_block(out, doc.trajectories, splitter)  # before a long run, not after
                     on_step = track_steps(progress, doc.trajectories, tokenizer, limit=getattr(scorer, "max_tokens", None))
-                    results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step)
+                    results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step, checkpoint=checkpoint)
                     lines = list(score_records(item.path, results, parsed))
                     sink.write(out.encode_records(lines))
                     records += len(lines)

@@ -41,8 +41,10 @@ Decisions (this project's own; the Claude Code format documents none of this):
 - A file with no user or assistant line (only bookkeeping) is an input error, never a
   silent empty result.
 - Recorded usage (``iclr savings``): each step is one request, with the ``message.usage`` of
-  its message (Claude Code repeats it on every line of the message; the last one counts).
-  Sidechain lines are a sub-agent's own requests and are not counted.
+  its message (Claude Code repeats it on every line of the message; the last one counts) and
+  its ``message.model``. Sidechain lines are a sub-agent's own requests and are not counted
+  here; sub-agent transcripts in their own files (``<session>/subagents/agent-*.jsonl``)
+  are counted with their session by ``iclr savings``.
 """
 
 from __future__ import annotations
@@ -158,6 +160,7 @@ def _trajectory(records: Records, conversation: list[int], source: str, unrecogn
     steps: list[list[Part]] = []
     step_of: dict[Hashable, int] = {}
     usage: dict[int, Usage] = {}
+    models: dict[int, str] = {}
     model = None
     for rec, value in enumerate(values):
         if not isinstance(value, dict):
@@ -177,6 +180,8 @@ def _trajectory(records: Records, conversation: list[int], source: str, unrecogn
                 step_of[key] = len(steps)
                 steps.append([])
             model = model or message.get("model")
+            if isinstance(message.get("model"), str):
+                models[step_of[key]] = message["model"]  # a session can switch models (/model)
             if (reported := anthropic_usage(message.get("usage"), "message.usage")) is not None:
                 usage[step_of[key]] = reported
             parts = assistant_parts(message["content"], where, ("message", "content"))
@@ -190,7 +195,7 @@ def _trajectory(records: Records, conversation: list[int], source: str, unrecogn
     meta: dict[str, object] = {"format": "claude_code", "sidechain": sidechain}
     if isinstance(model, str):
         meta["model"] = model
-    requests = tuple(Request(i, usage.get(i)) for i in range(len(steps)))
+    requests = tuple(Request(i, usage.get(i), models.get(i), "anthropic") for i in range(len(steps)))
     return Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta, requests=requests)
 
 

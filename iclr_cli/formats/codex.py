@@ -169,7 +169,8 @@ def _difference(total: Usage | None, previous: object, earlier: bool) -> Usage |
     if grown is None:
         return None
     return Usage(grown, minus(total.output_tokens, before.output_tokens), minus(total.cache_read_tokens, before.cache_read_tokens),
-                 None, "token_count total_token_usage difference")
+                 minus(total.cache_write_tokens, before.cache_write_tokens), "token_count total_token_usage difference",
+                 reasoning_tokens=minus(total.reasoning_tokens, before.reasoning_tokens))
 
 
 def _every_step(requests: list[Request], steps: int) -> tuple[Request, ...]:

@@ -166,23 +166,27 @@ def write_messages(messages: Sequence[Mapping], original: Trajectory, edited: Tr
 class _Reader:
     """One message list being read: where its messages are, and what was not understood."""
 
-    def __init__(self, source: str, line: int | None, where: Sequence[tuple], refs: Sequence[tuple]):
-        self.source, self.line, self.where, self.refs = source, line, where, refs
+    def __init__(self, source: str, line: int | None, where: Sequence[tuple], refs: Sequence[tuple], lines: Sequence[int] | None = None):
+        self.source, self.line, self.where, self.refs, self.lines = source, line, where, refs, lines
         self.unrecognised: list[Unrecognised] = []
         self.sealed: list[Unrecognised] = []
         self.signatures: list[Unrecognised] = []
 
+    def line_of(self, i: int) -> int | None:
+        """The line message ``i`` is on (its own line in a file of one message per line)."""
+        return self.lines[i] if self.lines is not None else self.line
+
     def seal(self, i: int, keys: tuple, what: str) -> None:
-        self.sealed.append(Unrecognised(self.line, field_name((*self.where[i], *keys)), what))
+        self.sealed.append(Unrecognised(self.line_of(i), field_name((*self.where[i], *keys)), what))
 
     def sign(self, i: int, keys: tuple, what: str) -> None:
         self.signatures.append(Unrecognised(self.line, field_name((*self.where[i], *keys)), what))
 
     def report(self, i: int, keys: tuple, what: str) -> None:
-        self.unrecognised.append(Unrecognised(self.line, field_name((*self.where[i], *keys)), what))
+        self.unrecognised.append(Unrecognised(self.line_of(i), field_name((*self.where[i], *keys)), what))
 
     def error(self, i: int, keys: tuple, problem: str) -> InputError:
-        return InputError(self.source, problem, line=self.line, field=field_name((*self.where[i], *keys)))
+        return InputError(self.source, problem, line=self.line_of(i), field=field_name((*self.where[i], *keys)) or None)
 
     def site(self, i: int, keys: tuple, how: str = "whole") -> Site:
         return Site((*self.refs[i], *keys), how)
@@ -198,11 +202,13 @@ def read_at(
     line: int | None,
     meta: Mapping | None = None,
     refs: Sequence[tuple],
+    lines: Sequence[int] | None = None,
 ) -> MessageTrajectory:
     """:func:`read_messages` for messages that sit inside a larger document: ``where[i]`` is
     message i's JSON path for messages (``messages[3]``), ``refs[i]`` the path its part refs
-    start with (for the file adapter: record index, then the keys to the message)."""
-    reader = _Reader(source, line, where, refs)
+    start with (for the file adapter: record index, then the keys to the message);
+    ``lines[i]``, where given, the line message i is on (else ``line`` for all)."""
+    reader = _Reader(source, line, where, refs, lines)
     prompt: list[Part] = []
     steps: list[list[Part]] = []
     starts: list[int] = []

@@ -42,6 +42,10 @@ Thinking blocks and their ``thinkingSignature`` (its meaning depends on the mess
 Read-only blocks holding text are named in a warning (how many, the first one's line and
 field): the reasoning is there, but no variant touches it.
 A thinking block deleted in full stays as ``"thinking": ""`` (pi skips empty thinking).
+
+Recorded usage (``iclr savings``): each assistant message is one request, with its ``usage``
+(:func:`~iclr_cli.formats.usage.pi_usage`), ``model`` and ``provider``; an aborted or failed
+one that recorded usage is a request whose answer is no step (billed all the same).
 Only lines with an edited block are re-serialised; every other line is byte-identical.
 """
 
@@ -53,10 +57,11 @@ from iclr_cli.errors import InputError
 from iclr_cli.formats import media
 from iclr_cli.formats.base import Document, Unrecognised
 from iclr_cli.formats.sniff import MARKER, Head, Match
+from iclr_cli.formats.usage import pi_usage
 from iclr_cli.formats.reading import base_name, read_lines, sealed_warnings
 from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter
 from iclr_cli.jsonio import BAD_LINE, loads
-from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
+from iclr_cli.trajectory import Part, PartKind, Request, Step, Trajectory, WriteBack
 
 ENTRY_TYPES = frozenset(
     {"session", "message", "compaction", "branch_summary", "custom_message", "custom", "model_change", "thinking_level_change", "label", "session_info"}
@@ -96,6 +101,7 @@ class _Reader:
         self.prompt: list[Part] = []
         self.steps: list[list[Part]] = []
         self.model: str | None = None
+        self.requests: list[Request] = []
 
     def add(self, text: str, label: str, **kw) -> None:
         kind: PartKind = "observation" if self.steps else "prompt"
@@ -176,8 +182,14 @@ class _Reader:
             raise InputError(self.source, "message entry has no 'message' object with a string 'role'", line=line, field="message")
         role = message["role"]
         if role == "assistant":
+            usage = pi_usage(message.get("usage"), message.get("api"), "message.usage")
+            model, provider = message.get("model"), message.get("provider")
+            request = Request(len(self.steps), usage, model if isinstance(model, str) else None, provider if isinstance(provider, str) else None)
             if message.get("stopReason") in _SKIPPED_STOPS:
+                if usage is not None:  # billed all the same: a request whose answer is no step
+                    self.requests.append(request)
                 return str(message["stopReason"])
+            self.requests.append(request)
             self.assistant(message, rec, line)
         elif role == "user":
             self.content(message.get("content", ""), "user", line, "message.content")
@@ -314,7 +326,7 @@ class PiAdapter(WriteBackAdapter):
         if isinstance(model, str):
             meta["model"] = model
         steps = tuple(Step(i, tuple(p)) for i, p in enumerate(reader.steps))
-        trajectory = Trajectory(traj_id, tuple(reader.prompt), steps, meta=meta)
+        trajectory = Trajectory(traj_id, tuple(reader.prompt), steps, meta=meta, requests=tuple(reader.requests))
         return Document(self.name, source, [trajectory], records, warnings, unrecognised)
 
 

@@ -35,11 +35,13 @@ _ADAPTER_MODULES: list[str] = [
     "openhands",
     "gemini_cli",
     "litellm_spend",
+    "sharegpt",
     "langchain",
     "gemini",
     "openai_responses",
     "bedrock",
     "anthropic",
+    "chat_lines",
     "openai_chat",
 ]
 

@@ -50,9 +50,11 @@ def _metric(value, ci) -> dict:
     return {"value": value, "ci95": list(ci) if ci else None}
 
 
-def probe_report(features, y: Sequence[int], result, label_source: str, model: str, group_by: str) -> dict:
+def probe_report(features, y: Sequence[int], result, label_source: str, model: str, group_by: str, caveats: Sequence[str] = ()) -> dict:
     """The probe's result as data (``-o OUT.json``): cohort, metrics with intervals, what
-    every outer fold chose (layers and pools by name) and each boundary's held-out score."""
+    every outer fold chose (layers and pools by name), each boundary's held-out score and the
+    ``caveats`` of the estimate (:func:`iclr_cli.analysis.probe.caveats`, found by the command:
+    render does not import analysis)."""
     pools = features.pools
 
     def chosen(cfg) -> dict | None:
@@ -82,6 +84,7 @@ def probe_report(features, y: Sequence[int], result, label_source: str, model: s
             for (t, s), g, label, score in zip(features.keys, features.groups, y, result.scores)
         ],
         "skipped": [{"trajectory": t, "step": s, "reason": r} for t, s, r in features.skipped],
+        "caveats": list(caveats),
     }
 
 
@@ -102,6 +105,8 @@ def probe_table(out: Output, report: Mapping) -> None:
     out.info(f"{report['n_boundaries']} boundaries from {report['n_tasks']} tasks ({report['group_by']}), "
              f"{report['n_positives']} positive; labels: {report['label_source']}; sensor {report['model']}; "
              f"{len(report['skipped'])} labelled boundaries without features.")
+    for line in report["caveats"]:
+        out.warn(line)
 
 
 def read_probe_scores(path: str) -> dict[tuple[str, int], float]:

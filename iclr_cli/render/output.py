@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import orjson
 
 from iclr_cli.errors import Interrupted
-from iclr_cli.jsonio import open_output, output_path, write_output
+from iclr_cli.jsonio import open_output, output_path, refuse_output_over_input, write_output
 
 FULL_WIDTH = 100_000  # "as wide as the table": rich tables never pad past their own width
 
@@ -33,18 +33,24 @@ class Output:
         force: replace a read-only target (its mode is kept).
         width: columns for tables on stderr (default: the terminal's, or the table's full
             width when stderr is not a terminal).
+        inputs: the command's input files: a target that is one of them is refused
+            (:func:`iclr_cli.jsonio.refuse_output_over_input`; ``in_place`` names the option
+            that asks for it, where the command has one).
 
     Raises:
-        UsageError: for a target that cannot be written (see ``output_path``).
+        UsageError: for a target that cannot be written (see ``output_path``), or that is
+            one of ``inputs``.
     """
 
-    def __init__(self, target: str | None = None, *, quiet: bool = False, force: bool = False, width: int | None = None):
+    def __init__(self, target: str | None = None, *, quiet: bool = False, force: bool = False, width: int | None = None,
+                 inputs: Sequence[str] = (), in_place: str | None = None):
         self.target = target
         self.quiet = quiet
         self.force = force
         self.width = width
         self._err_console = None
         self._existed = False
+        refuse_output_over_input(target, inputs, in_place=in_place)
         if target not in (None, "-"):
             self._existed = output_path(target, force=force).exists()
 

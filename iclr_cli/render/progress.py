@@ -2,7 +2,8 @@
 
 A run's work is a few :class:`Count` s (steps, tokens, rows, runs); one of them, the *pace*,
 sets the estimate of the time left: elapsed x (total - done) / done, the average rate so far
-(steady enough for runs of minutes, and it needs no tuning). Scoring costs about one forward
+(steady enough for runs of minutes, and it needs no tuning), taken when a unit last finished
+and counted down from there, never up, while the next one runs (:func:`held_left`). Scoring costs about one forward
 per token of a session, so ``score`` and ``prune`` pace on tokens (the rendered history, in
 proxy tokens), not on steps, whose cost differs by orders of magnitude.
 
@@ -51,6 +52,41 @@ def seconds_left(pace: Count, elapsed: float, scale: float = 1.0) -> float | Non
         return None
     left = max(0.0, pace.total * scale - pace.done)
     return elapsed * left / pace.done
+
+
+def held_left(base: float | None, since: float, units_left: int) -> float | None:
+    """The time left ``since`` seconds after the last unit (step, run) finished, when the
+    estimate then was ``base``: counted down as time passes, but never below the time of the
+    units after the one now running (``base x (1 - 1/units_left)``, the running one taken as
+    an average unit), and never up. The average rate alone (:func:`seconds_left` at the time
+    now) grows while one long unit runs, since time passes and nothing is done; the running
+    unit's own progress is not known here. ``None``: no estimate, also once the last unit has
+    outlasted its share (rather than "about 0 s" while it still runs).
+    """
+    if base is None:
+        return None
+    floor = base * (1.0 - 1.0 / units_left) if units_left > 1 else 0.0
+    left = max(base - max(since, 0.0), floor)
+    return None if left <= 0.0 < base and units_left > 0 else left
+
+
+class _Hold:
+    """When the amount done last changed, for :func:`held_left` (the caller holds the lock)."""
+
+    def __init__(self, start: float):
+        self.start = start
+        self.changed = start
+        self.seen = 0
+
+    def saw(self, done: int, now: float) -> None:
+        if done != self.seen:
+            self.seen = done
+            self.changed = now
+
+    def left(self, estimate_at: Callable[[float], float | None], units_left: int, now: float) -> float | None:
+        """``estimate_at(elapsed)`` as it stood when the amount done last changed, held (see
+        :func:`held_left`)."""
+        return held_left(estimate_at(self.changed - self.start), now - self.changed, units_left)
 
 
 def duration(seconds: float) -> str:
@@ -133,12 +169,15 @@ class Tracker:
     counts kept elsewhere (Ray actors) and is called only when a line is drawn.
     """
 
-    def __init__(self, description: str, *, rows_total: int | None = None, dataset: bool = False):
+    def __init__(self, description: str, *, rows_total: int | None = None, dataset: bool = False,
+                 clock: Callable[[], float] = time.monotonic):
         self.description = description
         self.dataset = dataset
         self._work = Work(rows_total=rows_total)
         self._lock = threading.Lock()
-        self._start = time.monotonic()
+        self._clock = clock
+        self._start = clock()
+        self._hold = _Hold(self._start)
         self.poll: Callable[[], Work] | None = None
 
     def plan(self, steps: int, tokens: int, rows: int = 0) -> None:
@@ -154,6 +193,8 @@ class Tracker:
         with self._lock:
             self._work.steps += 1
             self._work.tokens += tokens
+            self._hold.seen += tokens  # remote tokens (poll) are seen when a line is drawn
+            self._hold.changed = self._clock()
 
     def rows(self, n: int) -> None:
         """``n`` rows finished (written)."""
@@ -174,9 +215,13 @@ class Tracker:
         return work
 
     def line(self) -> str:
-        elapsed = time.monotonic() - self._start
+        """The progress line now; the time left is held while a step runs (:func:`held_left`)."""
+        now = self._clock()
         work = self.snapshot()
-        return progress_line(self.description, work.counts(rows=self.dataset), elapsed, work.left(elapsed))
+        with self._lock:
+            self._hold.saw(work.tokens, now)
+            left = self._hold.left(work.left, work.steps_total - work.steps, now)
+        return progress_line(self.description, work.counts(rows=self.dataset), now - self._start, left)
 
     def fraction(self) -> float | None:
         return self.snapshot().fraction()
@@ -186,21 +231,26 @@ class Ticker:
     """A count of whole units (``replay``'s runs) with a known total, drawn like a
     :class:`Tracker` (same line, same timer)."""
 
-    def __init__(self, description: str, total: int | None, unit: str):
+    def __init__(self, description: str, total: int | None, unit: str, *, clock: Callable[[], float] = time.monotonic):
         self.description = description
         self._count = Count(unit, 0, total)
         self._lock = threading.Lock()
-        self._start = time.monotonic()
+        self._clock = clock
+        self._start = clock()
+        self._hold = _Hold(self._start)
 
     def advance(self, n: int = 1) -> None:
         with self._lock:
             self._count = replace(self._count, done=self._count.done + n)
+            self._hold.saw(self._count.done, self._clock())
 
     def line(self) -> str:
-        elapsed = time.monotonic() - self._start
+        """The progress line now; the time left is held while a unit runs (:func:`held_left`)."""
+        now = self._clock()
         with self._lock:
             count = self._count
-        return progress_line(self.description, [count], elapsed, seconds_left(count, elapsed))
+            left = self._hold.left(lambda elapsed: seconds_left(count, elapsed), (count.total or 0) - count.done, now)
+        return progress_line(self.description, [count], now - self._start, left)
 
     def fraction(self) -> float | None:
         with self._lock:

@@ -7,7 +7,11 @@ The JSON follows the shape of ccusage's session report (``type``; ``data``, one 
 session with its first and last activity; ``summary``, the totals), with this project's
 snake_case names (``input_tokens``, ``cache_read_tokens``, as ``iclr replay`` writes them). Token
 counts are whole numbers (rounded once, from the per-request estimate); percentages are
-numbers (negative: fewer tokens), ``null`` where the figure is unknown.
+numbers (negative: fewer tokens), ``null`` where the figure is unknown. Dollars
+(``cost_usd``, ``cost_usd_with_writeback``, ``cost_saved_usd``) are list prices from
+``genai-prices`` (:mod:`iclr_cli.savings.prices`; ``price_source`` names it), ``null`` where
+no request was priced; ``prices_unavailable`` says why there are none at all. A session's
+Claude Code sub-agent transcripts are counted in its record (``subagents`` lists each).
 """
 
 from __future__ import annotations
@@ -15,12 +19,16 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from iclr_cli.savings import prices
 from iclr_cli.savings.estimate import RATIO_BOUNDS, Totals, change_percent
 from iclr_cli.savings.measure import sealed_rule
+from iclr_cli.savings.prices import Cost, PriceBook
 from iclr_cli.savings.run import SavingsRun, SessionResult
 
-COLUMNS = ["session", "requests", "input", "of which reasoning", "with write-back", "cache read", "with write-back", "sealed", "tokens from", "last activity"]
+COLUMNS = ["session", "requests", "input", "of which reasoning", "with write-back", "cache read", "with write-back", "sealed",
+           "cost", "with write-back", "tokens from", "last activity"]
 STATIC_NOTE = (
     "static estimate: the recorded actions are assumed unchanged. A live run with write-back takes other "
     "actions and a different number of requests (trajectory amplification, paper section 4.2): "
@@ -53,9 +61,23 @@ def _sealed(amount: float, kinds: Sequence[str]) -> str:
     return f"{round(amount):,} {'/'.join(kinds)}" if kinds else _n(amount)
 
 
-def _row(label: str, t: Totals, kinds: Sequence[str], source: str, last: str) -> list[str]:
+def _dollars(value: float) -> str:
+    return f"${value:,.2f}" if value >= 0.995 or value == 0 else f"${value:.4f}"
+
+
+def _cost(c: Cost) -> tuple[str, str]:
+    """The two cost cells: before and with write-back (with the change), ``-`` when nothing was priced."""
+    if not c.priced:
+        return "-", "-"
+    pct = change_percent(c.before, c.saved)
+    change = f" ({'0' if not c.saved else f'{pct:.1f}'}%)" if pct is not None else ""
+    partial = "+" if c.unpriced else ""  # some requests are not in the figure
+    return _dollars(c.before) + partial, _dollars(c.after) + partial + change
+
+
+def _row(label: str, t: Totals, kinds: Sequence[str], cost: Cost, source: str, last: str) -> list[str]:
     return [label, f"{t.requests:,}", _n(t.input), _n(t.reasoning), _after(t.input, t.saved), _n(t.cache_read),
-            _after(t.cache_read, t.cache_saved), _sealed(t.sealed, kinds), source, last]
+            _after(t.cache_read, t.cache_saved), _sealed(t.sealed, kinds), *_cost(cost), source, last]
 
 
 def _label(s: SessionResult, per_file: Counter) -> str:
@@ -63,6 +85,62 @@ def _label(s: SessionResult, per_file: Counter) -> str:
     if per_file[s.file] == 1:
         return name
     return s.id if name in s.id else f"{name} {s.id}"
+
+
+@dataclass(frozen=True)
+class Group:
+    """One row: a session and the sub-agent transcripts counted with it (Claude Code's
+    ``<session>/subagents/agent-*.jsonl``; :func:`iclr_cli.savings.sources.session_of`)."""
+
+    session: SessionResult
+    subagents: tuple[SessionResult, ...] = ()
+
+    @property
+    def members(self) -> tuple[SessionResult, ...]:
+        return (self.session, *self.subagents)
+
+    @property
+    def totals(self) -> Totals:
+        total = Totals()
+        for s in self.members:
+            total = total + s.totals
+        return total
+
+    def cost(self, book: PriceBook) -> Cost:
+        return prices.total(s.cost(book) for s in self.members)
+
+
+def groups(run: SavingsRun) -> list[Group]:
+    """The sessions in the order read, each with its sub-agents; a sub-agent whose session
+    file is not in the run (not given, or outside --since / --until) is a row of its own."""
+    files = {s.file for s in run.sessions}
+    subagents: dict[str, list[SessionResult]] = {}
+    for s in run.sessions:
+        if s.parent is not None and s.parent in files:
+            subagents.setdefault(s.parent, []).append(s)
+    taken: set[str] = set()
+    out = []
+    for s in run.sessions:
+        if s.parent is not None and s.parent in files:
+            continue
+        extra = () if s.file in taken else tuple(subagents.get(s.file, ()))
+        taken.add(s.file)
+        out.append(Group(s, extra))
+    return out
+
+
+def _group_label(g: Group, per_file: Counter) -> str:
+    label = _label(g.session, per_file)
+    if g.subagents:
+        label += f" (+{len(g.subagents)} sub-agent{'s' if len(g.subagents) != 1 else ''})"
+    elif g.session.parent is not None:
+        label += f" (sub-agent of {os.path.basename(g.session.parent)})"
+    return label
+
+
+def _source(g: Group) -> str:
+    sources = {s.source for s in g.members}
+    return sources.pop() if len(sources) == 1 else "mixed"
 
 
 FILE_TIME = "(file time)"
@@ -77,20 +155,55 @@ def _last(s: SessionResult) -> str:
 
 
 def table_rows(run: SavingsRun) -> list[list[str]]:
-    """One row per session in the order read, then the total (when there are sessions)."""
-    per_file = Counter(s.file for s in run.sessions)
-    rows = [_row(_label(s, per_file), s.totals, s.sealed, s.source, _last(s)) for s in run.sessions]
+    """One row per session (its sub-agents counted with it) in the order read, then the total
+    (when there are sessions)."""
+    per_file = Counter(s.file for s in run.sessions if s.parent is None or s.parent not in {x.file for x in run.sessions})
+    book = run.prices
+    rows = []
+    for g in groups(run):
+        kinds = sorted({k for s in g.members for k in s.sealed})
+        rows.append(_row(_group_label(g, per_file), g.totals, kinds, g.cost(book), _source(g), _last(g.session)))
     if run.sessions:
         kinds = sorted({k for s in run.sessions for k in s.sealed})
         sources = {s.source for s in run.sessions}
-        rows.append(_row("total", run.totals, kinds, sources.pop() if len(sources) == 1 else "mixed", ""))
+        total_cost = prices.total(s.cost(book) for s in run.sessions)
+        rows.append(_row("total", run.totals, kinds, total_cost, sources.pop() if len(sources) == 1 else "mixed", ""))
     return rows
+
+
+def price_notes(run: SavingsRun) -> list[str]:
+    """What the cost columns are and where the prices come from, or why there are none."""
+    book = run.prices
+    if not run.sessions:
+        return []
+    if book.problem:
+        return [f"cost: {book.problem}; the token columns are unaffected"]
+    total = prices.total(s.cost(book) for s in run.sessions)
+    lines = [f"cost: list prices from {book.source}, per recorded request as its provider bills it (cache reads and "
+             "writes at their own rates, 1-hour cache writes apart, output unchanged), at the price in force on the "
+             "session's last activity; write-back takes the saving off the cache read where the deleted steps were "
+             "cached, else off the cache writes, then the uncached input"]
+    if total.priced:
+        lines.append(f"saved: {_dollars(total.saved)} of {_dollars(total.before)} over {total.priced:,} priced requests"
+                     + (f" (models: {', '.join(total.models)})" if total.models else ""))
+    if total.unpriced:
+        why = []
+        if total.no_usage:
+            why.append(f"{total.no_usage:,} without recorded usage (their input is the proxy tokenizer's count, no provider's)")
+        if total.no_model:
+            why.append(f"{total.no_model:,} whose file names no model")
+        if total.unknown:
+            unknown = total.unpriced - total.no_usage - total.no_model
+            why.append(f"{unknown:,} of a model the price table does not know ({', '.join(total.unknown)})")
+        lines.append(f"{total.unpriced:,} request{'s' if total.unpriced != 1 else ''} not priced: {'; '.join(why)}. "
+                     "A '+' marks a cost that leaves some out")
+    return lines
 
 
 def notes(run: SavingsRun) -> list[str]:
     """The lines under the table: what the estimate is, the rules behind the sealed column,
     where the tokens came from, and what was skipped, filtered or taken from the cache."""
-    lines = [STATIC_NOTE]
+    lines = [STATIC_NOTE, *price_notes(run)]
     low, high = RATIO_BOUNDS
     kinds = sorted({k for s in run.sessions for k in s.sealed})
     for kind in kinds:
@@ -110,6 +223,19 @@ def notes(run: SavingsRun) -> list[str]:
         if s.estimate.rejected is not None:
             lines.append(f"{s.file}: the recorded input grew {s.estimate.rejected:.2f} tokens per proxy token of the steps "
                          f"added, not a tokenizer ratio ({low:g}-{high:g}): deletions counted in proxy tokens")
+    rows = groups(run)
+    counted = sum(len(g.subagents) for g in rows)
+    if counted:
+        lines.append(f"{counted} sub-agent transcript{'s' if counted != 1 else ''} (<session>/subagents/*.jsonl) counted with "
+                     "their session: their requests are billed to it")
+    alone = [g.session for g in rows if g.session.parent is not None]
+    if alone:
+        lines.append(f"{len(alone)} sub-agent transcript{'s' if len(alone) != 1 else ''} shown alone: the session file beside "
+                     "it is not in this run")
+    thinking = [s.thinking for s in run.sessions if s.thinking is not None]
+    if thinking:
+        lines.append(f"thinking tokens recorded by the provider: {sum(thinking):,} (part of the output; a provider that returns "
+                     "summarised thinking bills more than the text the file holds)")
     if run.skipped:
         names = ", ".join(os.path.basename(k.path) for k in run.skipped[:3])
         more = f" and {len(run.skipped) - 3} more" if len(run.skipped) > 3 else ""
@@ -145,6 +271,21 @@ def paint(console, run: SavingsRun, *, interrupted: bool = False) -> None:
     emit(console, draw, pager=False)
 
 
+def _cost_record(c: Cost, book: PriceBook) -> dict:
+    if book.problem:
+        return {"cost_usd": None, "cost_usd_with_writeback": None, "cost_saved_usd": None, "priced_requests": 0,
+                "unpriced_requests": c.unpriced, "price_models": [], "unknown_models": []}
+    return {
+        "cost_usd": round(c.before, 6) if c.priced else None,
+        "cost_usd_with_writeback": round(c.after, 6) if c.priced else None,
+        "cost_saved_usd": round(c.saved, 6) if c.priced else None,
+        "priced_requests": c.priced,
+        "unpriced_requests": c.unpriced,
+        "price_models": list(c.models),
+        "unknown_models": list(c.unknown),
+    }
+
+
 def _totals_record(t: Totals) -> dict:
     return {
         "requests": t.requests,
@@ -160,13 +301,15 @@ def _totals_record(t: Totals) -> dict:
     }
 
 
-def _session_record(s: SessionResult) -> dict:
+def _session_record(s: SessionResult, book: PriceBook) -> dict:
     return {
         "session": s.id,
         "file": s.file,
         "format": s.format,
         "model": s.model,
         **_totals_record(s.totals),
+        **_cost_record(s.cost(book), book),
+        "thinking_tokens_recorded": s.thinking,
         "sealed": list(s.sealed),
         "token_source": s.source,
         "ratio": s.estimate.ratio,
@@ -180,17 +323,34 @@ def _session_record(s: SessionResult) -> dict:
     }
 
 
+def _group_record(g: Group, book: PriceBook) -> dict:
+    """A session's record; with sub-agents, its totals and cost include theirs and
+    ``subagents`` lists each one's own record."""
+    record = _session_record(g.session, book)
+    if g.subagents:
+        record.update(_totals_record(g.totals), **_cost_record(g.cost(book), book))
+        record["subagents"] = [_session_record(s, book) for s in g.subagents]
+    else:
+        record["subagents"] = []
+    record["parent_session_file"] = g.session.parent
+    return record
+
+
 def to_json(run: SavingsRun, *, complete: bool = True) -> dict:
     """The whole run as JSON data (see the module docstring)."""
     settings = run.options.settings
+    book = run.prices
     return {
         "type": "savings",
         "estimate": "static",
         "variant": settings.variant.name,
         "ratio": settings.ratio,
         "complete": complete,
-        "data": [_session_record(s) for s in run.sessions],
-        "summary": {"sessions": len(run.sessions), **_totals_record(run.totals)},
+        "data": [_group_record(g, book) for g in groups(run)],
+        "summary": {"sessions": len(groups(run)), "transcripts": len(run.sessions), **_totals_record(run.totals),
+                    **_cost_record(prices.total(s.cost(book) for s in run.sessions), book)},
+        "price_source": book.source,
+        "prices_unavailable": book.problem,
         "files": {"candidates": run.candidates, "read": run.files_read, "cached": run.files_cached,
                   "filtered": run.filtered, "skipped": len(run.skipped)},
         "skipped": [{"file": k.path, "reason": k.reason} for k in run.skipped],

@@ -33,11 +33,12 @@ Definitions (docs/FORMAT.md, "Recorded usage", says what a request is in each fo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iclr_cli.resent import Totals  # noqa: F401  (the sum over requests; re-exported for its users here)
-from iclr_cli.trajectory import Request
+from iclr_cli.trajectory import Request, Usage
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,10 @@ class RequestEstimate:
     earlier steps; ``saved``: what write-back takes off it; ``cache_read`` / ``cache_saved``:
     the recorded cache read and what write-back takes off that (``None``: not recorded);
     ``sealed``: deletions in sealed reasoning, not taken off; ``recorded``: the input is the
-    provider's count.
+    provider's count. What the provider recorded besides, for pricing
+    (:mod:`iclr_cli.savings.prices`; ``None``: not recorded): ``cache_write`` /
+    ``cache_write_1h`` (of which written for an hour), ``output`` and ``thinking`` (the part
+    of ``output`` that was thinking), and the ``model`` / ``provider`` named for the request.
     """
 
     step: int
@@ -75,6 +79,12 @@ class RequestEstimate:
     cache_saved: float | None
     sealed: float
     recorded: bool
+    cache_write: float | None = None
+    cache_write_1h: float | None = None
+    output: float | None = None
+    thinking: float | None = None
+    model: str | None = None
+    provider: str | None = None
 
     @property
     def input_after(self) -> float:
@@ -159,7 +169,7 @@ def estimate_session(prompt_tokens: int, steps: Sequence[StepTokens], requests: 
         One :class:`RequestEstimate` per request, in order, and the ratio used.
     """
     n = len(steps)
-    reqs = [Request(min(max(r.step, 0), n), r.usage) for r in requests] or [Request(k) for k in range(n)]
+    reqs = [dataclasses.replace(r, step=min(max(r.step, 0), n)) for r in requests] or [Request(k) for k in range(n)]
     proxy_input = [prompt_tokens + s for s in _prefix([s.rendered for s in steps])]
     recorded = [(r.step, r.usage.input_tokens) for r in reqs if r.usage is not None and r.usage.input_tokens is not None]
     ratio, basis, rejected = session_ratio(proxy_input, recorded)
@@ -186,8 +196,22 @@ def estimate_session(prompt_tokens: int, steps: Sequence[StepTokens], requests: 
         if cache is not None:
             inside = sum(steps[j].deleted for j in range(k) if ends[j] is not None and ends[j] <= cache)
             cache_saved = min(float(cache), ratio * inside, saved)
-        out.append(RequestEstimate(k, total, min(total, ratio * generated[k]), saved, None if cache is None else float(cache), cache_saved, ratio * sealed[k], known))
+        billed = _billed(usage) if known else {}
+        out.append(RequestEstimate(k, total, min(total, ratio * generated[k]), saved, None if cache is None else float(cache), cache_saved,
+                                   ratio * sealed[k], known, **billed, model=r.model, provider=r.provider))
     return SessionEstimate(tuple(out), ratio, basis, rejected)
+
+
+def _billed(usage: Usage | None) -> dict[str, float | None]:
+    """The recorded counts a price needs besides input and cache reads (see :class:`RequestEstimate`)."""
+    if usage is None:
+        return {}
+
+    def f(value: int | None) -> float | None:
+        return None if value is None else float(value)
+
+    return {"cache_write": f(usage.cache_write_tokens), "cache_write_1h": f(usage.cache_write_1h_tokens),
+            "output": f(usage.output_tokens), "thinking": f(usage.reasoning_tokens)}
 
 
 def _step_ends(n: int, requests: Sequence[Request]) -> list[int | None]:

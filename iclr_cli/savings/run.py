@@ -26,6 +26,7 @@ from iclr_cli.pipeline import Input, ScorerConfig, build_engines, track_steps
 from iclr_cli.savings.cache import SavingsCache, cache_key
 from iclr_cli.savings.estimate import RequestEstimate, SessionEstimate, Totals, estimate_session
 from iclr_cli.savings.measure import measure
+from iclr_cli.savings.prices import Cost, PriceBook, session_provider
 from iclr_cli.savings.sources import Activity, Candidate, Skipped, activity, discover
 from iclr_cli.token_accounting import token_counter
 from iclr_cli.trajectory import Request, Trajectory, Usage
@@ -33,7 +34,8 @@ from iclr_cli.trajectory import Request, Trajectory, Usage
 BATCH_TRAJECTORIES = 64
 BATCH_BYTES = 16 * 1024 * 1024
 
-_FIELDS = ("step", "input", "reasoning", "saved", "cache_read", "cache_saved", "sealed", "recorded")
+_FIELDS = ("step", "input", "reasoning", "saved", "cache_read", "cache_saved", "sealed", "recorded",
+           "cache_write", "cache_write_1h", "output", "thinking", "model", "provider")
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,9 @@ class SessionResult:
     ``reasoning``: reasoning tokens as generated (proxy tokens);
     ``tokenizer``: the proxy whose tokens were counted; ``note``: why the recorded usage was
     not used, if it was not; ``activity``: the file's dates (never cached: an mtime may change
-    while the content does not).
+    while the content does not); ``provider``: the price table's provider of requests that
+    name none (:func:`~iclr_cli.savings.prices.session_provider`); ``parent``: the session
+    file a sub-agent transcript belongs to (:func:`~iclr_cli.savings.sources.session_of`).
     """
 
     file: str
@@ -56,6 +60,19 @@ class SessionResult:
     tokenizer: str
     note: str | None = None
     activity: Activity | None = None
+    provider: str | None = None
+    parent: str | None = None
+
+    def cost(self, book: PriceBook) -> Cost:
+        """This session's dollars at list price (:mod:`iclr_cli.savings.prices`)."""
+        when = self.activity.last if self.activity is not None and self.activity.source == "content" else None
+        return book.session(self.estimate.requests, self.model, self.provider, when)
+
+    @property
+    def thinking(self) -> int | None:
+        """Thinking tokens the provider recorded over the session's requests (``None``: none recorded)."""
+        found = [r.thinking for r in self.estimate.requests if r.thinking is not None]
+        return round(sum(found)) if found else None
 
     @property
     def totals(self) -> Totals:
@@ -79,14 +96,15 @@ class SessionResult:
             "id": self.id, "format": self.format, "model": self.model, "sealed": list(self.sealed),
             "reasoning": self.reasoning, "tokenizer": self.tokenizer, "note": self.note,
             "ratio": self.estimate.ratio, "basis": self.estimate.basis, "rejected": self.estimate.rejected,
+            "provider": self.provider,
             "requests": [[getattr(r, f) for f in _FIELDS] for r in self.estimate.requests],
         }
 
     @classmethod
-    def from_cache(cls, value: dict, file: str, when: Activity | None) -> SessionResult:
+    def from_cache(cls, value: dict, file: str, when: Activity | None, parent: str | None = None) -> SessionResult:
         requests = tuple(RequestEstimate(**dict(zip(_FIELDS, row))) for row in value["requests"])
         return cls(file, value["id"], value["format"], value["model"], SessionEstimate(requests, value["ratio"], value["basis"], value["rejected"]),
-                   tuple(value["sealed"]), value["reasoning"], value["tokenizer"], value["note"], when)
+                   tuple(value["sealed"]), value["reasoning"], value["tokenizer"], value["note"], when, value.get("provider"), parent)
 
 
 @dataclass(frozen=True)
@@ -149,6 +167,14 @@ class SavingsRun:
     warnings: int = 0
     candidates: int = 0
     _engines: tuple | None = None
+    _prices: PriceBook | None = None
+
+    @property
+    def prices(self) -> PriceBook:
+        """The price table (:class:`~iclr_cli.savings.prices.PriceBook`), loaded on first use."""
+        if self._prices is None:
+            self._prices = PriceBook.load()
+        return self._prices
 
     def discover(self, paths: Sequence[str]) -> list[Candidate]:
         """The files under ``paths`` to read (:func:`~iclr_cli.savings.sources.discover`);
@@ -211,7 +237,7 @@ class SavingsRun:
         key = cache_key(data, log, self.options.key())
         stored = self.cache.get(key)
         if stored is not None:
-            found = [SessionResult.from_cache(v, cand.path, when) for v in stored]
+            found = [SessionResult.from_cache(v, cand.path, when, cand.parent) for v in stored]
             self.sessions.extend(found)
             self.files_cached += 1
             return None
@@ -256,7 +282,8 @@ class SavingsRun:
                 estimate = estimate_session(measured.prompt, measured.steps, traj.requests)
                 model = traj.meta.get("model")
                 found.append(SessionResult(item.candidate.path, traj.id, item.format, model if isinstance(model, str) else None,
-                                           estimate, measured.sealed, measured.reasoning, tokenizer.name, item.note, item.when))
+                                           estimate, measured.sealed, measured.reasoning, tokenizer.name, item.note, item.when,
+                                           session_provider(item.format, traj.meta.get("provider")), item.candidate.parent))
             self.cache.put(item.key, [s.to_cache() for s in found])
             self.sessions.extend(found)
             self.files_read += 1

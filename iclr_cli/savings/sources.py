@@ -7,6 +7,9 @@
   usage of ``requests.jsonl`` as its requests. ``trajectory.json`` there is the compressed copy
   of the same conversation, and ``requests.jsonl`` / ``block_scores.jsonl`` are the run's logs:
   they are skipped, so nothing is counted twice.
+- A Claude Code sub-agent transcript (``<session>/subagents/agent-*.jsonl``) belongs to the
+  session file beside its folder (:func:`session_of`) and is counted with it; a session file
+  named on the command line brings its sub-agents along.
 - A session's dates (first and last activity, UTC) are the earliest and latest timestamps the
   file holds (``timestamp``, ``timestamp_start``, ``created_at``, LiteLLM's ``startTime`` /
   ``endTime``: ISO 8601 text or Unix seconds), else the file's modification time (the table
@@ -40,11 +43,43 @@ _TIMESTAMP = re.compile(
 @dataclass(frozen=True)
 class Candidate:
     """A file to read: ``explicit`` when named on the command line (its errors stop the run);
-    ``requests_log`` is the replay request log read with it, if any."""
+    ``requests_log`` is the replay request log read with it, if any; ``parent`` the session
+    file a Claude Code sub-agent transcript belongs to (:func:`session_of`), if any."""
 
     path: str
     explicit: bool = False
     requests_log: str | None = None
+    parent: str | None = None
+
+
+SUBAGENTS = "subagents"
+
+
+def session_of(path: str) -> str | None:
+    """The session file of a Claude Code sub-agent transcript, or ``None``.
+
+    Claude Code writes each sub-agent (Task tool, compaction, side questions) to its own file
+    beside the session: ``<project>/<session>.jsonl`` and
+    ``<project>/<session>/subagents/agent-<id>.jsonl`` (nested fan-outs further down); the
+    sub-agent's requests are billed to that session. The outermost such session that exists
+    is returned.
+    """
+    parts = os.path.normpath(os.path.abspath(path)).split(os.sep)
+    for i, name in enumerate(parts[:-1]):
+        if name == SUBAGENTS and i >= 1:
+            session = os.sep.join(parts[:i]) + ".jsonl"
+            if os.path.isfile(session):
+                return session
+    return None
+
+
+def subagent_files(session: str) -> list[str]:
+    """The sub-agent transcripts beside a session file (``<session>/subagents/**/*.jsonl``),
+    in name order."""
+    folder = os.path.join(os.path.splitext(session)[0], SUBAGENTS)
+    if not session.endswith(".jsonl") or not os.path.isdir(folder):
+        return []
+    return [f for f in _walk(Path(folder)) if f.endswith(".jsonl")]
 
 
 @dataclass(frozen=True)
@@ -70,6 +105,8 @@ def discover(paths: Sequence[str]) -> tuple[list[Candidate], list[Skipped]]:
         if not p.exists():
             raise InputError(given, "no such file or folder")
         files = [(str(p), True)] if not p.is_dir() else [(f, False) for f in _walk(p)]
+        if not p.is_dir():  # a session named alone brings its sub-agents
+            files += [(f, False) for f in subagent_files(str(p))]
         for path, explicit in files:
             real = os.path.realpath(path)
             if real in seen:
@@ -81,7 +118,7 @@ def discover(paths: Sequence[str]) -> tuple[list[Candidate], list[Skipped]]:
                 skipped.append(Skipped(path, _REPLAY_COPIES[name]))
                 continue
             log = os.path.join(folder, REPLAY_REQUESTS) if replay and name == REPLAY_GENERATED else None
-            found.append(Candidate(path, explicit, log))
+            found.append(Candidate(path, explicit, log, session_of(path)))
     return found, skipped
 
 
