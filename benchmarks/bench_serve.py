@@ -115,8 +115,11 @@ def _free_port() -> int:
 
 def _start_proxy(upstream: str, model: str, max_conversations: int, extra: list[str] = (), repo: Path = REPO) -> tuple[subprocess.Popen, str]:
     port = _free_port()
+    # Every step waits for its scores (--max-wait inf): this measures what scoring adds, as the
+    # tables before the latency budget did; bench_serve_budget.py measures the budget.
+    budget = ["--max-wait", "inf"] if (repo / "iclr_cli" / "serve" / "budget.py").exists() else []
     cmd = [sys.executable, "-m", "iclr_cli", "serve", "--upstream", upstream, "--port", str(port), "--proxy-model", model,
-           "--max-conversations", str(max_conversations), "--quiet", *extra]
+           "--max-conversations", str(max_conversations), "--quiet", *budget, *extra]
     proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(repo)}, stderr=subprocess.PIPE, text=True)
     import httpx
 

@@ -12,7 +12,8 @@ answer, against a scripted upstream on 127.0.0.1, through ``iclr serve`` started
 process (``--proxy-model``, ``--max-tokens``). Reported per CLI: exit code, wall time, the
 size of P (system / instructions and tool definitions, in characters: what the proxy scores
 every step against), requests, steps compressed, reasoning tokens removed, and the proxy's
-added latency (``/stats``: receipt to upstream send, scoring included) p50 / p95.
+added latency (``/stats``: receipt to upstream send, scoring included) p50 / p95, and the steps
+sent late (``--max-wait``: serve's latency budget; ``inf`` waits for every step as before it).
 
 Claude Code and Codex send a large P (tens of KB of tool definitions), so with a CPU proxy
 model the first compressed step of a conversation prefills all of it: on 2 shared, overloaded
@@ -48,6 +49,8 @@ def _serve(upstream: str, args: argparse.Namespace) -> tuple[subprocess.Popen, s
     cmd = [sys.executable, "-m", "iclr_cli", "serve", "--upstream", upstream, "--port", str(port), "--proxy-model", args.proxy_model, "--max-tokens", str(args.max_tokens)]
     if args.device:
         cmd += ["--device", args.device]
+    if args.max_wait is not None:
+        cmd += ["--max-wait", args.max_wait]
     proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
@@ -87,7 +90,8 @@ def run(name: str, args: argparse.Namespace, bins: Path) -> dict:
     first = json.loads(up.raw[0]) if up.raw else {}
     return {
         "cli": name, "proxy_model": args.proxy_model, "exit_code": result.returncode, "wall_s": round(wall, 1),
-        "p_chars": _p_chars(first), "requests": total["requests"], "steps_compressed": total["steps_compressed"],
+        "p_chars": _p_chars(first), "requests": total["requests"], "steps_completed": total["steps_completed"],
+        "steps_compressed": total["steps_compressed"], "steps_late": total["steps_late"], "steps_late_compressed": total["steps_late_compressed"],
         "reasoning_tokens_generated": total["reasoning_tokens_generated"], "reasoning_tokens_removed": total["reasoning_tokens_removed"],
         "added_latency_ms": total["added_latency_ms"],
     }
@@ -98,6 +102,7 @@ def main() -> None:
     parser.add_argument("--proxy-model", default="smollm2")
     parser.add_argument("--max-tokens", type=int, default=42_000)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--max-wait", default=None, help="iclr serve --max-wait (default: serve's own; inf: every step waits for its scores)")
     parser.add_argument("--cli", choices=("claude", "codex", "both"), default="both")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds a CLI (and each of its requests) may take")
     parser.add_argument("--quick", action="store_true", help="--proxy-model fake")

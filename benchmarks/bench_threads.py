@@ -158,8 +158,9 @@ def run_serve(tree: Path, model: str, steps: int) -> dict:
 
     httpd, upstream = _start_upstream()
     port = _free_port()
+    budget = ["--max-wait", "inf"] if (Path(tree) / "iclr_cli" / "serve" / "budget.py").exists() else []  # every step scored, as before the budget
     proc = subprocess.Popen([sys.executable, "-m", "iclr_cli", "serve", "--upstream", upstream, "--port", str(port),
-                             "--proxy-model", model, "--quiet"], cwd=tree, env=clean_env(tree),
+                             "--proxy-model", model, "--quiet", *budget], cwd=tree, env=clean_env(tree),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -270,16 +270,42 @@ def compress_step(
     """
     if settings.variant.needs_scores and scorer is None:
         raise ValueError(f"variant {settings.variant.name} needs a scorer")
-    pending = _prepare(trajectory_id, render_prompt(prompt), [render_step(s) for s in history], step, settings)
-    result = scorer.score([pending.request])[0] if pending.request is not None else None
-    return _finish(trajectory_id, pending, result, settings, tokenizer)
+    prepared = prepare_step(trajectory_id, prompt, history, step, settings)
+    result = scorer.score([prepared.request])[0] if prepared.request is not None else None
+    return finish_step(prepared, result, settings, tokenizer)
 
 
 def score_request(trajectory_id: str, prompt: Sequence[Part], history: Sequence[Step], step: Step, settings: Settings) -> ScoreRequest | None:
     """The request :func:`compress_step` sends the scorer for these arguments, or ``None``
     when it sends none (``iclr serve`` scores a reply's step ahead with it: the same request
     gets the same result)."""
-    return _prepare(trajectory_id, render_prompt(prompt), [render_step(s) for s in history], step, settings).request
+    return prepare_step(trajectory_id, prompt, history, step, settings).request
+
+
+@dataclass(frozen=True)
+class PreparedStep:
+    """:func:`compress_step` in two halves, for a caller that waits for the scores itself
+    (``iclr serve``, with its latency budget): ``request`` is what the scorer must score
+    (``None`` when the variant needs no scores or the step has nothing whose selection
+    depends on them), and :func:`finish_step` applies the variant once its result is known.
+    """
+
+    trajectory_id: str
+    request: ScoreRequest | None
+    _pending: _Pending
+
+
+def prepare_step(trajectory_id: str, prompt: Sequence[Part], history: Sequence[Step], step: Step, settings: Settings) -> PreparedStep:
+    """The first half of :func:`compress_step`: the scorer request for ``step`` given P and
+    ``history`` (the earlier steps as they stand), nothing scored yet."""
+    pending = _prepare(trajectory_id, render_prompt(prompt), [render_step(s) for s in history], step, settings)
+    return PreparedStep(trajectory_id, pending.request, pending)
+
+
+def finish_step(prepared: PreparedStep, result: ScoreResult | None, settings: Settings, tokenizer: Tokenizer) -> tuple[Step, StepReport]:
+    """The second half of :func:`compress_step`: the step to write back and its report, from
+    the scorer's ``result`` for ``prepared.request`` (``None`` when there was no request)."""
+    return _finish(prepared.trajectory_id, prepared._pending, result, settings, tokenizer)
 
 
 def _preview(traj: Trajectory, prompt: Sequence[str], settings: Settings) -> list[ScoreRequest]:

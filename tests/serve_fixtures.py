@@ -157,12 +157,17 @@ def scripted_upstream(script=None) -> Iterator[ScriptedUpstream]:
 @contextlib.contextmanager
 def proxy(upstream_url: str, **options) -> Iterator[tuple[str, object]]:
     """``iclr serve`` in front of ``upstream_url`` (fake proxy model unless given); yields
-    (base URL, :class:`~iclr_cli.serve.state.ServeState`)."""
+    (base URL, :class:`~iclr_cli.serve.state.ServeState`).
+
+    Unless the test sets ``max_wait``, requests wait for every step's scores however long
+    they take: what a test asserts about the bytes sent must not depend on how fast this
+    machine scores (the tests of the latency budget hold scores back with a gate instead)."""
     from iclr_cli.serve.server import ServeOptions, build, running
 
     scorer = options.pop("scorer", None)
     tokenizer = options.pop("tokenizer", None)
     options.setdefault("proxy_model", "fake")
+    options.setdefault("max_wait", None)
     app, state = build(ServeOptions(upstream=upstream_url, **options), scorer=scorer, tokenizer=tokenizer)
     with running(app, on_exit=state.stop) as url:
         yield url, state

@@ -262,3 +262,35 @@ def test_codex_through_serve_sealed_upstream(clis, tmp_path):
     assert [(r["content"][0]["text"], r["encrypted_content"]) for r in rs] == [(reasoning(i), f"gAAAAB-opaque-{i}") for i in range(STEPS)]
     assert stats["total"]["sealed_blocks"] == STEPS  # step 1's summary holds its text: one block
     assert stats["total"]["reasoning_tokens_removed"] == 0
+
+
+# -- the real proxy, under the latency budget ------------------------------------------------
+
+@pytest.mark.model
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+def test_the_real_clis_through_serve_with_the_real_proxy_finish_without_a_stall(clis, tmp_path, cli):
+    """SmolLM2 behind ``iclr serve`` with its default budget: the first scored step of a
+    conversation prefills all of P (tens of KB of tool definitions; minutes on a CPU), and the
+    CLI must not wait for it. Each step is either compressed in time or sent late, and every
+    request goes upstream once (no CLI retry, no resent copy)."""
+    pytest.importorskip("torch")
+    from iclr_cli.serve.budget import DEFAULT_LATE, DEFAULT_MAX_WAIT
+
+    script, runner = (_claude_script(redacted=False), _run_claude) if cli == "claude" else (_codex_script(encrypted=False), _run_codex)
+    with scripted_upstream(script) as up, proxy(up.url, proxy_model="smollm2", max_wait=DEFAULT_MAX_WAIT, late=DEFAULT_LATE) as (url, _):
+        run = runner(clis, url, tmp_path)
+        stats = httpx.get(url.removesuffix("/v1") + "/stats").json()
+    assert run.returncode == 0, run.stderr[-2000:]
+    total = stats["total"]
+    main = _main_requests(up) if cli == "claude" else [json.loads(raw) for raw in up.raw]
+    assert len(main) == STEPS + 1 and total["upstream_errors"] == 0 and total["client_gone"] == 0
+    assert total["steps_completed"] == STEPS
+    assert total["steps_compressed"] - total["steps_late_compressed"] + total["steps_late"] == STEPS  # each in time or late
+    assert stats["max_wait_s"] == DEFAULT_MAX_WAIT
+    # whatever went late, every request's prefix is the one before it (a step compressed
+    # later rewrites from that step on, never before it)
+    field, context = ("messages", ("system", "tools")) if cli == "claude" else ("input", ("instructions", "tools"))
+    for before, after in zip(main, main[1:]):
+        for key in context:
+            assert json.dumps(after.get(key)) == json.dumps(before.get(key)), key
+        assert len(after[field]) > len(before[field])

@@ -183,6 +183,7 @@ def test_next_requests_that_differ_from_the_reply_fall_back_to_scoring_then():
     # Steps 0 and 4 found their results (hits). Step 1 came back without reasoning (nothing to
     # score), step 2 with other reasoning (a miss); the edit in request 4 made steps 1-3 new
     # steps, compressed again against the edited history (step 1 unscored, 2 and 3 misses).
+    assert on.stats.total.steps_completed == 7
     # step 1 without reasoning, both times, had nothing to compress: not counted as compressed
     assert on.stats.total.steps_compressed == 5 and on.stats.total.steps_nothing_to_compress == 2
     assert e.to_record() == {"scored": 7, "hits": 2, "waits": 0, "misses": 3, "unused": 4}

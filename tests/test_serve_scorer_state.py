@@ -216,7 +216,7 @@ def test_the_first_step_prefills_all_of_p_unless_the_context_is_fresh(tiny_dir, 
     system = "You are a coding agent. " + " ".join(f"Rule {i}: read the file before you edit it." for i in range(120))
     messages = [{"role": "system", "content": system}, *conversation(7, 1)[1:]]
     app, state = build(ServeOptions(upstream="http://127.0.0.1:9/v1", proxy_model=str(tiny_dir), max_tokens=LIMIT,
-                                    context=context, eager_scoring=False, batch_size=1))
+                                    context=context, eager_scoring=False, batch_size=1, max_wait=None))
     try:
         prompt_tokens = len(state.tokenizer.encode(system)[0])
         assert prompt_tokens > 8 * LIMIT

@@ -60,7 +60,7 @@ def build_sensor(model: str, max_tokens: int, overflow: str, dtype: str, device:
     from iclr_cli.errors import UsageError
     from iclr_cli.pipeline import ScorerConfig
 
-    if model == "fake":
+    if model == "fake" or model.startswith("fake:"):
         raise UsageError("iclr analyze reads hidden states, which --model fake does not have; use smollm2 (default) or a model folder")
     config = ScorerConfig(model=model, max_tokens=max_tokens, overflow=overflow, dtype=dtype, device=device)
     warn_precision(out, config)

@@ -10,10 +10,12 @@ import typer
 from iclr_cli.serve.config import option_callback
 from iclr_cli import providers
 from iclr_cli.cli import options as opt
+from iclr_cli.serve.budget import DEFAULT_LATE, DEFAULT_MAX_WAIT, LATE_POLICIES
 
 LogLevel = opt.choices("LogLevel", ("critical", "error", "warning", "info", "debug"))
 UpstreamKind = opt.choices("UpstreamKind", providers.names())
 Sealed = opt.choices("Sealed", ("keep", "drop-previous-turns"))
+Late = opt.choices("Late", LATE_POLICIES)
 
 def serve(
     ctx: typer.Context,
@@ -36,6 +38,8 @@ def serve(
     cache_tokens: Annotated[Optional[int], typer.Option("--cache-tokens", min=1, help="Key/value tokens the proxy model keeps over all live conversations' scorer state, least recently used evicted first (default: from free memory).", show_default=False)] = None,
     no_prefix_cache: Annotated[bool, typer.Option("--no-prefix-cache", help="Score every step from scratch instead of keeping each conversation's scorer state (verification, benchmarks).")] = False,
     eager_scoring: Annotated[bool, typer.Option("--eager-scoring/--no-eager-scoring", help="Score a reply's reasoning as soon as it was relayed, while the agent runs its tool, so the next request finds it done.")] = True,
+    max_wait: Annotated[float, typer.Option("--max-wait", min=0, help="Seconds a request may wait for its steps' scores; a step not scored by then goes upstream as generated (late). inf: wait for every step (the paper's online rule).")] = DEFAULT_MAX_WAIT,
+    late: Annotated[Late, typer.Option("--late", help="A step sent late: compress-later (compressed at the first later request that finds its scores ready: one prompt-cache rewrite from that step) or as-sent (left as generated for good: the cached prefix never changes).")] = Late(DEFAULT_LATE),
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the upstream key; it replaces the client's Authorization header (default: the client's header is forwarded).")] = None,
     state_dir: Annotated[Optional[str], typer.Option("--state-dir", help="Keep conversation state in DIR/serve.sqlite3 so a restart sends the same bytes (default: memory only).")] = None,
     max_conversations: Annotated[int, typer.Option("--max-conversations", min=1, help="Conversations kept (least recently used evicted).")] = 1000,
@@ -104,6 +108,8 @@ def serve(
         eager_scoring=eager_scoring,
         upstream_kind=upstream_kind.value if upstream_kind is not None else None,
         sealed=sealed.value,
+        max_wait=None if max_wait == float("inf") else max_wait,
+        late=late.value,
     )
     logging.basicConfig(level=getattr(logging, log_level.value.upper()), format="iclr serve: %(levelname)s: %(message)s")
     kind, why = resolve_kind(options)

@@ -1,14 +1,15 @@
 """Build a scorer or a tokenizer from a ``--model`` name (torch imported only when needed).
 
-``fake`` selects :class:`~iclr_cli.scoring.fake.FakeScorer` and its regex tokenizer; every
-other name is a model spec for :mod:`iclr_cli.scoring.loading` (``smollm2`` by default).
+``fake`` selects :class:`~iclr_cli.scoring.fake.FakeScorer` and its regex tokenizer (``fake:N``:
+the same scores, taking the time of a proxy that runs N tokens a second); every other name is
+a model spec for :mod:`iclr_cli.scoring.loading` (``smollm2`` by default).
 """
 
 from __future__ import annotations
 
 from iclr_cli.errors import UsageError
 from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, Overflow, Scorer, Tokenizer
-from iclr_cli.scoring.fake import FakeScorer, RegexTokenizer
+from iclr_cli.scoring.fake import FakeScorer, RegexTokenizer, is_fake, parse_fake
 
 FAKE = "fake"
 DEFAULT_MODEL = "smollm2"
@@ -30,7 +31,7 @@ def build_scorer(
     """A ready scorer for ``model``.
 
     Args:
-        model: ``fake`` or a model spec (``smollm2``/``default``, a ``.gguf`` file, a Hugging
+        model: ``fake`` (``fake:N``: paced at N tokens a second) or a model spec (``smollm2``/``default``, a ``.gguf`` file, a Hugging
             Face folder, or a hub id already in the local cache).
         max_tokens: requested input limit in tokens; the real scorer also caps it at the
             model's maximum positions (8,192 for SmolLM2).
@@ -56,14 +57,15 @@ def build_scorer(
         raise UsageError(f"--overflow {overflow!r}: choose window or skip")
     if context not in CONTEXTS:
         raise UsageError(f"--context {context!r}: choose one of {', '.join(CONTEXTS)}")
-    if model == FAKE:
+    if is_fake(model):
+        pace = parse_fake(model)
         if device:
             # the same check as for a real model, so a run tried with --model fake does not
             # pass on a device the real run will refuse; torch is imported only for this
             from iclr_cli.scoring.loading import pick_device
 
             pick_device(device)
-        return FakeScorer(max_tokens=max_tokens, overflow=overflow)
+        return FakeScorer(max_tokens=max_tokens, overflow=overflow, tokens_per_s=pace)
     from iclr_cli.scoring.threads import choose_wait_policy
 
     choose_wait_policy()  # library callers that skip the CLI's entry point: before torch loads
@@ -94,7 +96,8 @@ def load_tokenizer(model: str = DEFAULT_MODEL) -> Tokenizer:
     Raises:
         UsageError: an unresolvable model spec.
     """
-    if model == FAKE:
+    if is_fake(model):
+        parse_fake(model)
         return RegexTokenizer()
     from iclr_cli.scoring.loading import load_tokenizer as _load
 

@@ -90,6 +90,9 @@ class StreamCache:
     def __iter__(self):
         return iter(self._entries)
 
+    def __contains__(self, stream: object) -> bool:
+        return stream in self._entries
+
     @property
     def held(self) -> int:
         """Tokens of store capacity held."""

@@ -426,6 +426,15 @@ class TransformersScorer:
         self._streams.take(stream)
         self._modes.pop(stream, None)
 
+    def prefills(self, request: ScoreRequest) -> bool:
+        """True when scoring ``request`` runs P and the history from the start: no state of
+        its stream is kept (a conversation's first scored step, or one evicted). False means
+        it runs only the tokens after what it shares with the stream's previous request.
+        ``iclr serve`` says so when a request waits on it and estimates its time by it; a
+        scorer that shares P's keys and values across streams answers False when it holds P.
+        Safe to call from another thread."""
+        return not (self.prefix_cache and request.stream in self._streams)
+
     def cache_info(self) -> dict[str, int | None]:
         """The stream caches kept between calls, as plain numbers (safe to read while another
         thread scores): ``streams`` held, ``tokens`` and ``bytes`` of key/value capacity they

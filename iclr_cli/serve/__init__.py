@@ -9,6 +9,7 @@ completions, read and written by :mod:`iclr_cli.formats.openai_messages`, the sa
 which step), :mod:`~iclr_cli.serve.state` (the write-back, conversations, LRU; no wire format),
 :mod:`~iclr_cli.serve.batching` (one scorer thread, batches across conversations),
 :mod:`~iclr_cli.serve.eager` (a reply's step scored while the agent runs its tool),
+:mod:`~iclr_cli.serve.budget` (how long a request waits for scores; steps sent late),
 :mod:`~iclr_cli.serve.store` (SQLite for ``--state-dir``), :mod:`~iclr_cli.serve.upstream`
 (httpx forwarding), :mod:`~iclr_cli.serve.sse` (reading relayed streams) and
 :mod:`~iclr_cli.serve.stats` (``/stats``, ``/metrics``); :mod:`~iclr_cli.serve.server` puts

@@ -18,6 +18,15 @@
 - Any other ``/v1/...`` path (``/v1/models``, ``/v1/messages/count_tokens`` among them) is
   passed through untouched.
 
+While a request waits for scoring (at most the latency budget, :mod:`iclr_cli.serve.budget`),
+the proxy watches its client and the shutdown: a client that has gone (Claude Code gives up
+after 300 s and sends the request again) has its request dropped, never forwarded, counted in
+``/stats`` as ``client_gone``; a proxy that stops answers 503 ``shutting_down`` at once, and a
+request still waiting for the upstream's answer gets the same shortly before the server's
+shutdown grace ends (uvicorn would cancel it into a 500 and a traceback). Either gets one log
+line. So does a request held longer than :data:`~iclr_cli.serve.budget.WAIT_LOG_S` before its
+answer starts, saying what it waits on (the scorer queue, the prefill of P, the upstream).
+
 Request bodies over ``max_body_bytes`` get 413 before anything is parsed. Errors the proxy
 itself answers (413; 502 when the upstream is unreachable, closes the connection without a
 response or breaks off a whole-body answer; 504 on an upstream timeout; 503 for a request
@@ -31,6 +40,7 @@ an upstream error (outcome ``upstream_dropped``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -39,6 +49,7 @@ from dataclasses import dataclass
 import orjson
 
 from iclr_cli.scoring.base import ScoringCancelled
+from iclr_cli.serve.budget import WAIT_LOG_S, Waiting, describe
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect
 from iclr_cli.serve.messages import MessagesDialect
@@ -64,6 +75,8 @@ class AppConfig:
             keep-alive in its API's form (:mod:`iclr_cli.serve.keepalive`); 0: never.
         worker_threads: most requests compressed at once (each waits on the batching scorer).
         describe: settings shown in ``/stats`` (variant, ratio, proxy model...).
+        shutdown_grace_s: seconds the server gives requests in flight once it stops; a
+            request still waiting for the upstream's answer is answered 503 a second before.
     """
 
     upstream: UpstreamConfig
@@ -71,6 +84,7 @@ class AppConfig:
     keepalive_s: float = DEFAULT_INTERVAL_S
     worker_threads: int = 64
     describe: tuple[tuple[str, object], ...] = ()
+    shutdown_grace_s: float = 5.0
 
 
 class _TooLarge(Exception):
@@ -110,6 +124,45 @@ def failure_of(exc: Exception) -> tuple[str, str]:
     if isinstance(exc, httpx.RemoteProtocolError) and "without sending" not in str(exc):
         return f"sent a response that is not valid HTTP ({exc})", "upstream_no_response"
     return f"closed the connection without a response ({type(exc).__name__})", "upstream_no_response"
+
+
+GONE, STOPPED = "client_gone", "shutting_down"
+
+
+async def _race(work, request, stopped, stop_delay: float = 0.0, *, watch_client: bool = True):
+    """``("done", value)`` once ``work()`` returns (``("error", exc)`` when it raises), or
+    ``(GONE, None)`` as soon as the client disconnects (when ``watch_client``), or
+    ``(STOPPED, None)`` ``stop_delay`` seconds after ``stopped`` (an ``anyio.Event``) is set;
+    the loser is cancelled (a thread it waits on is abandoned, its result dropped)."""
+    import anyio
+
+    outcome: list = []
+
+    async with anyio.create_task_group() as tg:
+        async def run() -> None:
+            try:
+                outcome.append(("done", await work()))
+            except Exception as exc:
+                outcome.append(("error", exc))
+            tg.cancel_scope.cancel()
+
+        async def client() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            outcome.append((GONE, None))
+            tg.cancel_scope.cancel()
+
+        async def stop() -> None:
+            await stopped.wait()
+            await anyio.sleep(stop_delay)
+            outcome.append((STOPPED, None))
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(run)
+        if watch_client:
+            tg.start_soon(client)
+        tg.start_soon(stop)
+    return outcome[0]
 
 
 def _error(dialect: Dialect, status: int, message: str, kind: str, code: str | None = None):
@@ -153,12 +206,16 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
 
     upstream_holder: dict[str, Upstream] = {}
     limiter_holder: dict[str, anyio.CapacityLimiter] = {}
+    stopped_holder: dict[str, anyio.Event] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         _quiet_drops()  # here: uvicorn configures its loggers when its config is made
         upstream_holder["u"] = Upstream(config.upstream, transport=transport)
         limiter_holder["l"] = anyio.CapacityLimiter(config.worker_threads)
+        stopped = stopped_holder["s"] = anyio.Event()
+        loop = asyncio.get_running_loop()
+        state.when_stopping(lambda: loop.call_soon_threadsafe(stopped.set))
         try:
             yield
         finally:
@@ -166,8 +223,20 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
             if on_shutdown is not None:
                 on_shutdown()
 
-    async def in_thread(fn, *args):
-        return await anyio.to_thread.run_sync(fn, *args, limiter=limiter_holder["l"])
+    async def in_thread(fn, *args, abandon: bool = False):
+        return await anyio.to_thread.run_sync(fn, *args, limiter=limiter_holder["l"], abandon_on_cancel=abandon)
+
+    def stopping(dialect: Dialect, path: str, waited: float, on: str, conv):
+        log.warning("a request to /v1/%s waiting for %s was answered 503 shutting_down after %.1f s: the proxy is stopping", path, on, waited)
+        state.stats.request(conv.counts if conv else None, waited, None, STOPPED)
+        return _error(dialect, 503, "iclr serve is shutting down; send the request again", "server_error", "shutting_down")
+
+    def report_wait(path: str, waiting: Waiting, timers: list) -> None:
+        if not waiting.upstream and waiting.current() is None:  # between two waits: say it once there is one
+            timers.append(asyncio.get_running_loop().call_later(WAIT_LOG_S / 10, report_wait, path, waiting, timers))
+            return
+        conv = f" (conversation {waiting.conversation})" if waiting.conversation else ""
+        log.warning("a request to /v1/%s%s has waited %.0f s so far, on %s", path, conv, time.monotonic() - waiting.start, describe(waiting, state.scorer))
 
     def dialect_of(path: str) -> Dialect:
         """The API a path belongs to (its error shape and key header)."""
@@ -250,7 +319,17 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
         """The handler of one compressing route: the dialect's write-back, then upstream."""
 
         async def handle(request):
-            start = time.perf_counter()
+            waiting = Waiting()
+            timers: list = []  # the log line's timer (re-armed while the request is between two waits)
+            timers.append(asyncio.get_running_loop().call_later(WAIT_LOG_S, report_wait, path, waiting, timers))
+            try:
+                return await held(request, waiting)
+            finally:
+                for timer in timers:
+                    timer.cancel()
+
+        async def held(request, waiting: Waiting):
+            start = waiting.start
             try:
                 raw = await _read_body(request, config.max_body_bytes)
             except _TooLarge:
@@ -259,16 +338,33 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
                 body = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 body = None
-            try:
-                rewrite = await in_thread(state.rewrite, body, raw, request.headers.get(HEADER), dialect)
-            except ScoringCancelled:  # shutting down: the client sends it again to the next proxy
-                return _error(dialect_of(path), 503, "iclr serve is shutting down; send the request again", "server_error", "shutting_down")
-            except Exception as exc:  # a bug or a full disk must not take the agent down: forward as sent
-                log.warning("request forwarded unchanged: the write-back failed (%s: %s)", type(exc).__name__, exc)
+            work = lambda: in_thread(state.rewrite, body, raw, request.headers.get(HEADER), dialect, waiting, abandon=True)  # noqa: E731
+            how, value = await _race(work, request, stopped_holder["s"])
+            added = time.monotonic() - start
+            conv = state.find(waiting.conversation)
+            if how == GONE:  # Claude Code gave up (300 s) and will send it again: never forward this copy
+                log.warning("the client of a request to /v1/%s%s went away after %.1f s, waiting on %s; it was not forwarded",
+                            path, f" (conversation {waiting.conversation})" if waiting.conversation else "", added, describe(waiting, state.scorer))
+                state.stats.request(conv.counts if conv else None, added, None, GONE)
+                return Response(status_code=499)
+            if how == STOPPED or (how == "error" and isinstance(value, ScoringCancelled)):
+                # shutting down: the client sends it again to the next proxy
+                return stopping(dialect_of(path), path, added, "scoring", conv)
+            if how == "error":  # a bug or a full disk must not take the agent down: forward as sent
+                log.warning("request forwarded unchanged: the write-back failed (%s: %s)", type(value).__name__, value)
                 rewrite = Rewrite(raw, None)
-            added = time.perf_counter() - start
-            resp, failure = await send(request, path, rewrite.body)
+            else:
+                rewrite = value
+            added = time.monotonic() - start
+            waiting.upstream = True
+            how, value = await _race(lambda: send(request, path, rewrite.body), request, stopped_holder["s"],
+                                     max(config.shutdown_grace_s - 1, config.shutdown_grace_s / 2), watch_client=False)
             conv = state.find(rewrite.conversation)
+            if how == STOPPED:
+                return stopping(dialect_of(path), path, time.monotonic() - start, "the upstream", conv)
+            if how == "error":
+                raise value
+            resp, failure = value
             if failure is not None:
                 state.stats.request(conv.counts if conv else None, added, None, "upstream_error")
                 return failure
@@ -325,6 +421,7 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
             "largest_scorer_batch": getattr(scorer, "largest_batch", None),
             "scorer_state": scorer.cache_info() if hasattr(scorer, "cache_info") else None,
             "eager_scoring": state.stats.eager.to_record(),
+            "scorer_queue": {**scorer.queue_info(), "requests_waiting": state.stats.waiting} if hasattr(scorer, "queue_info") else None,
             "total": state.stats.total.to_record(),
             "conversations": {c.id: c.counts.to_record() for c in reversed(convs)},
         }

@@ -12,16 +12,21 @@ Two queues: requests a client is waiting for (``score``) go before requests scor
 time (``submit(..., eager=True)``, :mod:`iclr_cli.serve.eager`), and the two never share a
 batch, so work done ahead never delays a request in progress by more than the batch already
 running. :meth:`~BatchingScorer.promote` moves an eager request that a client now waits for to
-the front. :meth:`~BatchingScorer.forget` drops a conversation's cache in the scorer thread.
+the front, :meth:`~BatchingScorer.demote` moves one back once its client stopped waiting (the
+latency budget ran out: :mod:`iclr_cli.serve.budget`), and :meth:`~BatchingScorer.drop` takes
+one out of the queue whose result nobody will read. :meth:`~BatchingScorer.forget` drops a
+conversation's cache in the scorer thread. :meth:`~BatchingScorer.queue_info` and
+:meth:`~BatchingScorer.where` say what is queued and running (``/stats``, and the log line of
+a request that waits).
 
 A batch that raises is scored again one request at a time, so one bad request fails only its
 own conversation's step.
 
 Shutdown does not wait for the work in progress (a first step's prefill can take minutes on a
 CPU): :meth:`~BatchingScorer.stop` cancels the inner scorer (``cancel()``, checked between
-forward chunks) and fails everything queued with
-:class:`~iclr_cli.scoring.base.ScoringCancelled`, which the proxy answers with 503 instead of
-recording a failed step.
+forward chunks) and at once fails everything queued and the batch running with
+:class:`~iclr_cli.scoring.base.ScoringCancelled` (a forward chunk can outlast the server's
+shutdown grace), which the proxy answers with 503 instead of recording a failed step.
 """
 
 from __future__ import annotations
@@ -30,9 +35,46 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
 
 from iclr_cli.scoring.base import ScoreRequest, ScoreResult, Scorer, ScoringCancelled
+
+
+@dataclass
+class _Call:
+    """One queued call: its requests, the future of their results, when it was queued
+    (``time.monotonic``)."""
+
+    requests: list[ScoreRequest]
+    future: Future
+    queued_at: float
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a call stands: ``state`` is ``queued`` (``ahead``: calls before it in its queue,
+    ``waited_for``: True in the queue of calls a client waits for), ``running`` (``since``:
+    seconds the batch has run, ``prefill``: the batch runs a conversation's first scored step,
+    P and its history included, for a scorer that keeps state) or ``done``."""
+
+    state: str
+    ahead: int = 0
+    waited_for: bool = False
+    since: float = 0.0
+    prefill: bool = False
+
+
+def _settle(future: Future, result=None, error: BaseException | None = None) -> None:
+    """Set a future's outcome unless it already has one (failed by :meth:`BatchingScorer.stop`,
+    or dropped)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except InvalidStateError:
+        pass
 
 
 class BatchingScorer:
@@ -59,9 +101,11 @@ class BatchingScorer:
         self.largest_batch = 0
         self.on_batch = None  # callable(size) for metrics
         self._cond = threading.Condition()
-        self._urgent: deque[tuple[list[ScoreRequest], Future]] = deque()
-        self._eager: deque[tuple[list[ScoreRequest], Future]] = deque()
+        self._urgent: deque[_Call] = deque()
+        self._eager: deque[_Call] = deque()
         self._forget: deque[str] = deque()
+        self._running: tuple[list[_Call], float, bool] | None = None  # (batch, started, prefill)
+        self._took: dict[bool, deque[float]] = {False: deque(maxlen=16), True: deque(maxlen=16)}  # recent batch seconds, by prefill
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="iclr-scorer", daemon=True)
         self._thread.start()
@@ -94,21 +138,101 @@ class BatchingScorer:
                 raise ScoringCancelled("the scorer was stopped")
             if not self._thread.is_alive():
                 raise RuntimeError("the scorer thread has stopped")
-            (self._eager if eager else self._urgent).append((list(requests), future))
+            (self._eager if eager else self._urgent).append(_Call(list(requests), future, time.monotonic()))
             self._cond.notify_all()
         return future
+
+    def _move(self, future: Future, source: deque, target: deque | None) -> bool:
+        with self._cond:
+            for call in source:
+                if call.future is future:
+                    source.remove(call)
+                    if target is not None:
+                        target.append(call)
+                    self._cond.notify_all()
+                    return True
+        return False
 
     def promote(self, future: Future) -> bool:
         """Move the eager call of ``future`` to the waited-for queue; False when it is no
         longer queued (running or done)."""
-        with self._cond:
-            for item in self._eager:
-                if item[1] is future:
-                    self._eager.remove(item)
-                    self._urgent.append(item)
-                    self._cond.notify_all()
-                    return True
+        return self._move(future, self._eager, self._urgent)
+
+    def demote(self, future: Future) -> bool:
+        """Move the waited-for call of ``future`` behind the work ahead (nobody waits for it
+        any more, its result is still wanted); False when it is not in that queue."""
+        return self._move(future, self._urgent, self._eager)
+
+    def drop(self, future: Future) -> bool:
+        """Take the call of ``future`` out of either queue and cancel the future (nobody will
+        read its result); False when it is running or done (it then finishes unread)."""
+        if self._move(future, self._urgent, None) or self._move(future, self._eager, None):
+            future.cancel()
+            return True
         return False
+
+    def where(self, future: Future) -> Where:
+        """Where the call of ``future`` stands (:class:`Where`); safe from any thread."""
+        with self._cond:
+            for queue, waited in ((self._urgent, True), (self._eager, False)):
+                for i, call in enumerate(queue):
+                    if call.future is future:
+                        return Where("queued", ahead=i + (len(self._urgent) if not waited else 0), waited_for=waited)
+            running = self._running
+            if running is not None and any(call.future is future for call in running[0]):
+                return Where("running", since=time.monotonic() - running[1], prefill=running[2])
+        return Where("done")
+
+    def _typical(self, prefill: bool) -> float | None:
+        """Seconds a batch of this kind (a prefill or not) takes: the median of the last 16
+        that ran; ``None`` while none has."""
+        took = sorted(self._took[prefill])
+        return took[len(took) // 2] if took else None
+
+    def eta(self, future: Future) -> float:
+        """Seconds until the call of ``future`` is expected to be done: what the batch running
+        has left, and for a queued call a batch of its kind (a prefill of P or not: the median
+        of recent ones; 0 while none has run). A batch running longer than its kind's median,
+        or of a kind none of which has finished, is expected to run as long again as it has
+        so far (the best guess when its length is unknown: a CPU prefill of P that has run for
+        a minute has minutes left more often than seconds). For a request deciding whether
+        a wait can end within its budget; 0 for a call that is done."""
+        prefills = getattr(self.inner, "prefills", None)
+        with self._cond:
+            running = self._running
+            queued = next((c for q in (self._urgent, self._eager) for c in q if c.future is future), None)
+            mine = running is not None and any(c.future is future for c in running[0])
+            if queued is None and not mine:
+                return 0.0
+            left = 0.0
+            if running is not None:
+                elapsed = time.monotonic() - running[1]
+                typical = self._typical(running[2])
+                left = typical - elapsed if typical is not None and typical > elapsed else elapsed
+            if mine:
+                return left
+            own = self._typical(prefills is not None and any(prefills(r) for r in queued.requests))
+            return left + (own or 0.0)
+
+    def queue_info(self) -> dict:
+        """The scorer queue for ``/stats``: ``depth`` (calls queued, not counting the batch
+        running), ``waited_for`` and ``ahead`` (of them, calls a client waits for and work
+        ahead of time), ``oldest_s`` (seconds the oldest queued call has waited, ``None`` when
+        none is), ``running_s`` (seconds the batch in progress has run, ``None`` when idle)
+        and ``running_prefill`` (that batch runs a conversation's first scored step)."""
+        now = time.monotonic()
+        with self._cond:
+            queued = [*self._urgent, *self._eager]
+            running = self._running
+            urgent = len(self._urgent)
+        return {
+            "depth": len(queued),
+            "waited_for": urgent,
+            "ahead": len(queued) - urgent,
+            "oldest_s": round(now - min(c.queued_at for c in queued), 3) if queued else None,
+            "running_s": round(now - running[1], 3) if running is not None else None,
+            "running_prefill": running[2] if running is not None else False,
+        }
 
     def forget(self, stream: str) -> None:
         """Drop ``stream``'s cache in the scorer (when it has one) before the next batch."""
@@ -124,13 +248,18 @@ class BatchingScorer:
         return info() if info is not None else None
 
     def stop(self) -> None:
-        """Stop without waiting: the batch in progress is cancelled before its next forward
-        chunk when the inner scorer has ``cancel()`` (the fake one finishes its batch), and
-        it and every queued call fail with :class:`ScoringCancelled`. Safe from any thread,
-        the event loop included."""
+        """Stop without waiting: the batch in progress and every queued call fail at once
+        with :class:`ScoringCancelled` (their waiters return now), and the inner scorer is
+        cancelled before its next forward chunk when it has ``cancel()``. Safe from any
+        thread, the event loop included."""
         with self._cond:
             self._closed = True
+            waiting = [*self._urgent, *self._eager, *(self._running[0] if self._running is not None else ())]
+            self._urgent.clear()
+            self._eager.clear()
             self._cond.notify_all()
+        for call in waiting:
+            _settle(call.future, error=ScoringCancelled("the scorer was stopped"))
         cancel = getattr(self.inner, "cancel", None)
         if cancel is not None:
             cancel()
@@ -154,24 +283,35 @@ class BatchingScorer:
                 return [], forget
             if not self._urgent:  # work ahead: what is queued now, no waiting for more
                 batch = [self._eager.popleft()]
-                size = len(batch[0][0])
+                size = len(batch[0].requests)
                 while self._eager and size < self.max_batch:
                     batch.append(self._eager.popleft())
-                    size += len(batch[-1][0])
-                return batch, forget
+                    size += len(batch[-1].requests)
+                return self._start(batch), forget
             batch = [self._urgent.popleft()]
-            size = len(batch[0][0])
+            size = len(batch[0].requests)
             deadline = time.monotonic() + self.wait_s
             while size < self.max_batch and not self._closed:
                 if self._urgent:
                     batch.append(self._urgent.popleft())
-                    size += len(batch[-1][0])
+                    size += len(batch[-1].requests)
                     continue
                 timeout = deadline - time.monotonic()
                 if timeout <= 0:
                     break
                 self._cond.wait(timeout)
-            return batch, forget
+            if self._closed:  # stop() came while gathering: these were not failed by it
+                for call in batch:
+                    _settle(call.future, error=ScoringCancelled("the scorer was stopped"))
+                return None
+            return self._start(batch), forget
+
+    def _start(self, batch: list[_Call]) -> list[_Call]:
+        """Mark ``batch`` as running (called with the lock held, in the scorer thread)."""
+        prefills = getattr(self.inner, "prefills", None)
+        prefill = prefills is not None and any(prefills(r) for call in batch for r in call.requests)
+        self._running = (batch, time.monotonic(), prefill)
+        return batch
 
     def _run(self) -> None:
         while True:
@@ -184,35 +324,47 @@ class BatchingScorer:
                 self.inner.forget(stream)  # type: ignore[attr-defined]
             if not batch:
                 continue
-            flat = [r for reqs, _ in batch for r in reqs]
-            self.batches += 1
-            self.largest_batch = max(self.largest_batch, len(flat))
-            if self.on_batch is not None:
-                self.on_batch(len(flat))
             try:
-                results = self.inner.score(flat)
-            except ScoringCancelled as exc:
-                for _, future in batch:
-                    future.set_exception(exc)
-            except Exception:
-                for reqs, future in batch:
-                    self._score_alone(reqs, future)
-            else:
-                pos = 0
-                for reqs, future in batch:
-                    future.set_result(results[pos : pos + len(reqs)])
-                    pos += len(reqs)
+                self._score(batch)
+            finally:
+                with self._cond:
+                    if self._running is not None:
+                        _, started, prefill = self._running
+                        self._took[prefill].append(time.monotonic() - started)
+                    self._running = None
+
+    def _score(self, batch: list[_Call]) -> None:
+        flat = [r for call in batch for r in call.requests]
+        self.batches += 1
+        self.largest_batch = max(self.largest_batch, len(flat))
+        if self.on_batch is not None:
+            self.on_batch(len(flat))
+        try:
+            results = self.inner.score(flat)
+        except ScoringCancelled as exc:
+            for call in batch:
+                _settle(call.future, error=exc)
+        except Exception:
+            for call in batch:
+                self._score_alone(call)
+        else:
+            pos = 0
+            for call in batch:
+                _settle(call.future, results[pos : pos + len(call.requests)])
+                pos += len(call.requests)
 
     def _fail_waiting(self) -> None:
         with self._cond:
             waiting = [*self._urgent, *self._eager]
             self._urgent.clear()
             self._eager.clear()
-        for _, future in waiting:
-            future.set_exception(ScoringCancelled("the scorer was stopped"))
+        for call in waiting:
+            _settle(call.future, error=ScoringCancelled("the scorer was stopped"))
 
-    def _score_alone(self, reqs: list, future: Future) -> None:
+    def _score_alone(self, call: _Call) -> None:
+        if call.future.done():  # dropped or failed by stop() meanwhile
+            return
         try:
-            future.set_result(self.inner.score(reqs))
+            _settle(call.future, self.inner.score(call.requests))
         except Exception as exc:  # the step's conversation records the failure
-            future.set_exception(exc)
+            _settle(call.future, error=exc)

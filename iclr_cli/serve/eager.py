@@ -7,13 +7,18 @@ scorer request that the next request will send for that step is already known: t
 builds it (:meth:`iclr_cli.serve.state.ServeState.prefetch`) and queues it behind the
 requests clients are waiting for (:class:`~iclr_cli.serve.batching.BatchingScorer`).
 
-:class:`EagerScorer` keeps the result under a digest of the whole request (stream, P, history,
-step, block spans). When the next request compresses that step, :func:`compress_step` asks for
-exactly the same request and gets that result (waiting if it is still running). Anything else
-(the client edited its history, dropped the reasoning, ``--restore-reasoning`` put other text
-back, the reply was never followed up) asks for another request, finds no match, and is scored
-then, as without scoring ahead. So the compressed text is the same with and without it: the
-same requests reach the scorer in the same order.
+:class:`EagerScorer` keeps the result under the step's key (:mod:`iclr_cli.serve.fingerprint`:
+a hash of every item up to the end of the step, reasoning included), one per conversation.
+When the next request compresses that step it claims that result (waiting for it, within the
+latency budget, if it is still running: :mod:`iclr_cli.serve.budget`). A next request whose
+items differ (the client edited its history, dropped the reasoning, ``--restore-reasoning`` put
+other text back, the reply was never followed up) has other step keys, finds no match, and is
+scored then, as without scoring ahead. The result claimed was scored on the history as it
+stood when the reply was relayed; that is the history the next request sends too, unless an
+earlier step sent late was compressed in between (``--late compress-later``), and then the
+step keeps the scores of the history it was scored on (METHOD.md's online rule: a step is
+scored against the history as it stood when it was scored). Without a key (:meth:`score`,
+used directly) a result matches only the same request, by a digest of all of it.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ class EagerScorer:
         self.name, self.max_tokens, self.overflow, self.tokenizer = inner.name, inner.max_tokens, inner.overflow, inner.tokenizer
         self.stats = stats
         self.max_pending = max_pending
-        self._pending: OrderedDict[str, tuple[bytes, Future]] = OrderedDict()  # stream -> (digest, result)
+        self._pending: OrderedDict[str, tuple[str, Future]] = OrderedDict()  # stream -> (step key, result)
         self._lock = threading.Lock()
 
     @property
@@ -76,14 +81,15 @@ class EagerScorer:
     def cache_info(self) -> dict | None:
         return self.inner.cache_info()
 
-    def prefetch(self, request: ScoreRequest) -> bool:
+    def prefetch(self, request: ScoreRequest, key: str | None = None) -> bool:
         """Queue ``request`` behind the waited-for ones and keep its result for the request
-        that asks for it; it replaces the stream's earlier one. False when the scorer has
-        stopped or the same request is already kept."""
-        digest = request_digest(request)
+        that claims it under ``key`` (the step key; default: a digest of ``request``); it
+        replaces the stream's earlier one. False when the scorer has stopped or the same
+        step is already kept."""
+        key = key or request_digest(request).hex()
         with self._lock:
             kept = self._pending.get(request.stream)
-            if kept is not None and kept[0] == digest:
+            if kept is not None and kept[0] == key:
                 return False
         try:
             future = self.inner.submit([request], eager=True)
@@ -92,7 +98,7 @@ class EagerScorer:
         dropped = 0
         with self._lock:
             dropped += self._pending.pop(request.stream, None) is not None
-            self._pending[request.stream] = (digest, future)
+            self._pending[request.stream] = (key, future)
             while len(self._pending) > self.max_pending:
                 self._pending.popitem(last=False)
                 dropped += 1
@@ -101,10 +107,43 @@ class EagerScorer:
             self.stats.eager_event("unused", dropped)
         return True
 
+    def claim(self, request: ScoreRequest, key: str | None = None) -> Future | None:
+        """The future kept for ``request``'s stream under ``key`` (default: a digest of
+        ``request``), taken out of the kept results; ``None`` when there is none."""
+        key = key or request_digest(request).hex()
+        with self._lock:
+            kept = self._pending.get(request.stream)
+            if kept is None or kept[0] != key:
+                return None
+            del self._pending[request.stream]
+            return kept[1]
+
+    def submit(self, requests: Sequence[ScoreRequest], *, eager: bool = False) -> Future:
+        """:meth:`BatchingScorer.submit`."""
+        return self.inner.submit(requests, eager=eager)
+
+    def promote(self, future: Future) -> bool:
+        return self.inner.promote(future)
+
+    def demote(self, future: Future) -> bool:
+        return self.inner.demote(future)
+
+    def drop(self, future: Future) -> bool:
+        return self.inner.drop(future)
+
+    def where(self, future: Future):
+        return self.inner.where(future)
+
+    def queue_info(self) -> dict:
+        return self.inner.queue_info()
+
+    def eta(self, future: Future) -> float:
+        return self.inner.eta(future)
+
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
-        """Results in order: the ones scored ahead where a kept result matches, the others
-        scored now (:meth:`BatchingScorer.score`). A result scored ahead that failed is
-        scored again now.
+        """Results in order: the ones scored ahead where a kept result matches the whole
+        request, the others scored now (:meth:`BatchingScorer.score`). A result scored
+        ahead that failed is scored again now.
 
         Raises:
             whatever the scorer raised for the requests scored now.
@@ -112,7 +151,7 @@ class EagerScorer:
         results: list[ScoreResult | None] = [None] * len(requests)
         now: list[int] = []
         for i, req in enumerate(requests):
-            future = self._claim(req)
+            future = self.claim(req)
             if future is None:
                 now.append(i)
                 continue
@@ -130,15 +169,6 @@ class EagerScorer:
             for i, result in zip(now, self.inner.score([requests[i] for i in now])):
                 results[i] = result
         return results  # type: ignore[return-value]
-
-    def _claim(self, request: ScoreRequest) -> Future | None:
-        digest = request_digest(request)
-        with self._lock:
-            kept = self._pending.get(request.stream)
-            if kept is None or kept[0] != digest:
-                return None
-            del self._pending[request.stream]
-            return kept[1]
 
     def stop(self) -> None:
         """Stop scoring without waiting (shutdown): :meth:`BatchingScorer.stop`."""

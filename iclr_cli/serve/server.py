@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from iclr_cli.compress import Settings
 from iclr_cli.errors import IclrError, UsageError
 from iclr_cli.policies import DEFAULT_RATIO, parse_variant
+from iclr_cli.serve.budget import DEFAULT_LATE, DEFAULT_MAX_WAIT, LATE_POLICIES, Budget
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class ServeOptions:
     ``upstream_kind`` names a row of :data:`iclr_cli.providers.KINDS` (``None``: guessed from
     the upstream URL); ``sealed`` is ``keep`` or ``drop-previous-turns`` (what that row's
     provider documents as legal to leave out).
+    ``max_wait``: seconds a request may wait for scores (``None``: no limit) and ``late``: what
+    happens to a step whose scores were not ready by then (:mod:`iclr_cli.serve.budget`).
     """
 
     upstream: str
@@ -62,6 +65,8 @@ class ServeOptions:
     eager_scoring: bool = True
     upstream_kind: str | None = None
     sealed: str = "keep"
+    max_wait: float | None = DEFAULT_MAX_WAIT
+    late: str = DEFAULT_LATE
 
 
 SEALED_CHOICES = ("keep", "drop-previous-turns")
@@ -135,6 +140,10 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
     if not options.upstream.startswith(("http://", "https://")):
         raise UsageError(f"--upstream must be an http:// or https:// URL, not {options.upstream!r}")
     check_splitter(options.split)
+    if options.late not in LATE_POLICIES:
+        raise UsageError(f"--late {options.late!r}: choose one of {', '.join(LATE_POLICIES)}")
+    if options.max_wait is not None and not options.max_wait >= 0:
+        raise UsageError(f"--max-wait {options.max_wait}: seconds, 0 or more (inf: wait for every step)")
     kind, _ = upstream_kind(options)
     config = ScorerConfig(options.proxy_model, options.max_tokens, options.overflow, options.dtype, options.prefix_cache,
                           options.batch_size, options.device, context=options.context, cache_tokens=options.cache_tokens)
@@ -151,18 +160,22 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
     if batching is not None:
         batching.on_batch = stats.metrics.batch.observe
         stats.metrics.watch_scorer(batching.cache_info)
+        stats.metrics.watch_queue(batching.queue_info)
         if options.eager_scoring:
             serving = EagerScorer(batching, stats, max_pending=options.max_conversations)
     scorer_name = scorer.name if scorer is not None else tokenizer.name
     store = SqliteStore(options.state_dir, _settings_record(options, scorer_name, kind.name)) if options.state_dir else MemoryStore()
     state = ServeState(
-        Settings(variant, ratio=options.ratio, seed=options.seed, splitter=options.split),
+        # score_all=False: a step whose selection cannot depend on its scores (one block) is
+        # decided at once, never waits and never goes late; the text sent is the same.
+        Settings(variant, ratio=options.ratio, seed=options.seed, splitter=options.split, score_all=False),
         serving,
         tokenizer,
         store=store,
         stats=stats,
         max_conversations=options.max_conversations,
         restore_reasoning=options.restore_reasoning,
+        budget=Budget(None if options.max_wait == float("inf") else options.max_wait, options.late),
     )
 
     def shutdown() -> None:
@@ -184,12 +197,15 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         ("max_tokens", options.max_tokens),
         ("prefix_cache", options.prefix_cache),
         ("eager_scoring", options.eager_scoring and serving is not batching),
+        ("max_wait_s", None if options.max_wait in (None, float("inf")) else options.max_wait),
+        ("late", options.late),
     )
     app_config = AppConfig(
         UpstreamConfig(options.upstream, options.api_key, options.request_timeout),
         max_body_bytes=options.max_body_bytes,
         keepalive_s=options.keepalive_s,
         describe=describe,
+        shutdown_grace_s=SHUTDOWN_GRACE_S,
     )
     drop = options.sealed == "drop-previous-turns"
     dialects = {

@@ -13,6 +13,12 @@ This core does not know the wire format: a :class:`~iclr_cli.serve.dialect.Diale
 completions, Anthropic Messages, OpenAI Responses) reads each body into items and a
 trajectory, writes the compressed steps back, and reads the upstream's replies.
 
+A request waits for scores at most the latency budget (:mod:`iclr_cli.serve.budget`): a step
+whose scores are not ready by then goes upstream as generated (sent late) and, by the late
+policy, stays so or is compressed at the first later request whose arrival finds its scores
+ready. The scorer sees P and the earlier steps as they stood when the step's scoring was
+queued, a late step among them as generated (see that module).
+
 A scorer failure leaves that step uncompressed, records why, and stores that choice: the step
 is never compressed later, so the prefix the upstream has seen stays the prefix it gets. A
 scorer stopped by shutdown (:class:`~iclr_cli.scoring.base.ScoringCancelled`) is not a
@@ -28,16 +34,19 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import orjson
 
-from iclr_cli.compress import Settings, compress_step, score_request
+from iclr_cli.compress import PreparedStep, Settings, finish_step, prepare_step
 from iclr_cli.errors import IclrError, InputError
 from iclr_cli.formats.writeback import UnregisteredCopy
 from iclr_cli.scoring.base import Scorer, ScoringCancelled, Tokenizer
+from iclr_cli.serve.budget import Budget, Waiting
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript
 from iclr_cli.serve.fingerprint import conversation_id, step_keys
@@ -53,8 +62,10 @@ log = logging.getLogger("iclr.serve")
 class Conversation:
     """What the proxy remembers of one conversation.
 
-    ``steps``: step key -> the step as compressed once. ``reasoning``: tool-call id ->
+    ``steps``: step key -> the step as decided once. ``reasoning``: tool-call id ->
     (field, text) of the reasoning the upstream returned with that call (``--restore-reasoning``).
+    ``late``: step key -> the scoring of a step sent late and still to be compressed
+    (``--late compress-later``), in memory only.
     """
 
     id: str
@@ -62,6 +73,7 @@ class Conversation:
     reasoning: dict[str, tuple[str, str]] = field(default_factory=dict)
     counts: Counts = field(default_factory=Counts)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    late: dict[str, tuple[PreparedStep, Future]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -70,7 +82,8 @@ class Rewrite:
 
     ``body``: the bytes to send (the client's own bytes when nothing changed).
     ``conversation``: the conversation id, ``None`` for a first request (known after the reply).
-    ``compressed``: steps compressed while handling this request.
+    ``compressed``: completed steps decided while handling this request (compressed, left as
+    generated, or sent late).
     ``request``: the body as its dialect parsed it (``None`` when it is not a request of
     that API), for :meth:`ServeState.record_reply`.
     """
@@ -93,6 +106,8 @@ class ServeState:
         max_conversations: LRU bound.
         restore_reasoning: re-insert stored reasoning into assistant turns with tool calls that
             arrive without any (matched by tool-call id).
+        budget: how long a request may wait for scores, and what happens to a step sent late
+            (:mod:`iclr_cli.serve.budget`); default: no limit (every step waits for its scores).
     """
 
     def __init__(
@@ -105,8 +120,12 @@ class ServeState:
         stats: Stats | None = None,
         max_conversations: int = 1000,
         restore_reasoning: bool = False,
+        budget: Budget | None = None,
     ):
         self.settings = settings
+        self.budget = budget or Budget(max_wait=None)
+        self.stopping = threading.Event()
+        self._on_stop: list[Callable[[], None]] = []
         self.scorer = scorer
         self.tokenizer = tokenizer
         self.store = store or MemoryStore()
@@ -145,10 +164,20 @@ class ServeState:
 
     def stop(self) -> None:
         """Stop the scorer without waiting for the step it is scoring (shutdown): requests
-        waiting for it raise :class:`~iclr_cli.scoring.base.ScoringCancelled`."""
+        waiting for it raise :class:`~iclr_cli.scoring.base.ScoringCancelled`; then call
+        every :meth:`when_stopping` callback. Must not block (it runs on the event loop)."""
+        self.stopping.set()
         stop = getattr(self.scorer, "stop", None)
         if stop is not None:
             stop()
+        for callback in list(self._on_stop):
+            callback()
+
+    def when_stopping(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (it must not block) when :meth:`stop` runs, or now if it has."""
+        self._on_stop.append(callback)
+        if self.stopping.is_set():
+            callback()
 
     @property
     def scores_ahead(self) -> bool:
@@ -162,8 +191,12 @@ class ServeState:
 
     def _evict(self) -> None:
         forget = getattr(self.scorer, "forget", None)  # its scorer state goes with it
+        drop = getattr(self.scorer, "drop", None)
         while len(self._convs) > self.max_conversations:
-            old, _ = self._convs.popitem(last=False)
+            old, conv = self._convs.popitem(last=False)
+            for _, future in conv.late.values():  # nobody will compress its late steps
+                if drop is not None:
+                    drop(future)
             self.store.delete(old)
             if forget is not None:
                 forget(old)
@@ -171,14 +204,17 @@ class ServeState:
 
     # -- requests --------------------------------------------------------------------------
 
-    def rewrite(self, body: object, raw: bytes, header: str | None = None, dialect: Dialect = CHAT) -> Rewrite:
+    def rewrite(self, body: object, raw: bytes, header: str | None = None, dialect: Dialect = CHAT, waiting: Waiting | None = None) -> Rewrite:
         """Apply the online write-back to one request body (parsed ``body``, client bytes
         ``raw``) of ``dialect``. Bodies that are not a request of that API are passed on
-        unchanged, so the upstream answers them with its own error.
+        unchanged, so the upstream answers them with its own error. ``waiting`` (made now
+        when not given) says when the request arrived, which the latency budget counts from,
+        and what it waits on.
 
         Raises:
             ScoringCancelled: the scorer was stopped (shutdown) before a step was compressed.
         """
+        waiting = waiting or Waiting()
         request = dialect.parse(body) if isinstance(body, dict) else None
         if request is None:
             return Rewrite(raw, None)
@@ -193,6 +229,9 @@ class ServeState:
         if conv_id is None:
             return Rewrite(raw, None, request=request)
         conv = self.conversation(conv_id)
+        waiting.conversation = conv_id
+        # Another request of this conversation holding the lock waits for scores until its own
+        # deadline, which is before ours (it arrived first): the lock adds nothing to the budget.
         with conv.lock:
             sent = dialect.restore(request, conv.reasoning) if self.restore_reasoning else request
             try:
@@ -200,7 +239,11 @@ class ServeState:
             except (IclrError, KeyError, TypeError, AttributeError, ValueError) as exc:
                 log.warning("conversation %s: request not read as %s (%s); forwarded unchanged", conv_id, dialect.name, type(exc).__name__)
                 return Rewrite(raw, conv_id, request=request)
-            edited, compressed = self._write_back(conv, dialect, sent, transcript)
+            try:
+                edited, compressed = self._write_back(conv, dialect, sent, transcript, waiting)
+            finally:
+                if waiting.scored:
+                    self.stats.waited(conv.counts, waiting.scoring_s)
         try:
             out = dialect.write(sent, transcript, edited)
         except (InputError, UnregisteredCopy) as exc:  # a copy of the reasoning the reader does not edit: never half-edit
@@ -212,12 +255,14 @@ class ServeState:
             return Rewrite(raw, conv_id, compressed, request)
         return Rewrite(orjson.dumps(out), conv_id, compressed, request)
 
-    def _write_back(self, conv: Conversation, dialect: Dialect, request: Request, transcript: Transcript) -> tuple[Trajectory, int]:
-        """The trajectory with every complete step's reasoning as compressed once."""
+    def _write_back(self, conv: Conversation, dialect: Dialect, request: Request, transcript: Transcript, waiting: Waiting) -> tuple[Trajectory, int]:
+        """The trajectory with every complete step's reasoning as decided once (a step sent
+        late and still pending: as generated, unless its scores are ready now)."""
         read = transcript.trajectory
         keys = step_keys(conv.id, dialect, request, transcript.ends)
+        deadline = self.budget.deadline(waiting.start)
         done: list[Step] = []
-        compressed = 0
+        decided = 0
         for t, step in enumerate(read.steps):
             if transcript.ends[t] >= len(request.items):  # the step in progress
                 done.append(step)
@@ -225,23 +270,44 @@ class ServeState:
             stored = conv.steps.get(keys[t])
             if stored is None:
                 unread = transcript.unrecognised_of(t)
-                for item in unread:  # said once: a step is compressed once
+                for item in unread:  # said once: a step is decided once
                     log.warning("conversation %s step %d: %s", conv.id, step.index, item.describe("request"))
-                stored = self._compress(conv, read.prompt, done, step, len(unread), transcript.sealed_of(t))
-                conv.steps[keys[t]] = stored
-                self.store.save_step(conv.id, keys[t], stored)
-                compressed += 1
+                stored = self._decide(conv, keys[t], read.prompt, done, step, deadline, waiting, len(unread), transcript.sealed_of(t))
+                decided += 1
+            elif stored.pending:
+                stored = self._catch_up(conv, keys[t], read.prompt, done, step, stored)
             done.append(step.with_reasoning(stored.texts))
-        return read.with_steps(done), compressed
+        return read.with_steps(done), decided
 
-    def _compress(self, conv: Conversation, prompt: Sequence[Part], history: Sequence[Step], step: Step, unrecognised: int = 0, sealed: Sequence[str] = ()) -> StoredStep:
-        # The accounting is replay's: compress_step's report, i.e. token_accounting.account of
-        # (text as generated, text as sent) per part. What the dialect writes is what
-        # compress_step returned (opaque copies are written with OpaqueEdits.DROP, and
-        # read-only parts are never edited), so the two agree.
+    def _save(self, conv: Conversation, key: str, stored: StoredStep) -> StoredStep:
+        conv.steps[key] = stored
+        self.store.save_step(conv.id, key, stored)
+        return stored
+
+    def _accounting(self, old: Sequence[str], new: Sequence[str]) -> ReasoningTokens:
+        try:
+            return account(token_counter(self.tokenizer), zip(old, new))
+        except Exception:
+            return ReasoningTokens()
+
+    def _decide(self, conv: Conversation, key: str, prompt: Sequence[Part], history: Sequence[Step], step: Step,
+                deadline: float | None, waiting: Waiting, unrecognised: int = 0, sealed: Sequence[str] = ()) -> StoredStep:
+        """Compress the just-completed ``step`` against P and ``history`` (the earlier steps
+        as they stand), waiting for its scores until ``deadline`` at most; store and count the
+        decision. The accounting is replay's: compress_step's report, i.e.
+        token_accounting.account of (text as generated, text as sent) per part. What the
+        dialect writes is what finish_step returned (opaque copies are written with
+        OpaqueEdits.DROP, and read-only parts are never edited), so the two agree."""
+        texts = tuple(p.text for p in step.reasoning)
         compressible = True
         try:
-            new_step, report = compress_step(conv.id, prompt, history, step, self.settings, self.scorer, self.tokenizer)
+            prepared = prepare_step(conv.id, prompt, history, step, self.settings)
+            result = None
+            if prepared.request is not None:
+                result, future = self._scores(conv, key, prepared, deadline, waiting)
+                if result is None:
+                    return self._late(conv, key, prepared, future, texts, unrecognised, sealed)
+            new_step, report = finish_step(prepared, result, self.settings, self.tokenizer)
             stored, tokens = StoredStep(tuple(p.text for p in new_step.reasoning), report.tokens.generated, report.tokens.deleted), report.tokens
             compressible = bool(report.blocks)  # no candidate block: no reasoning, or all of it sealed
         except ScoringCancelled:
@@ -249,14 +315,110 @@ class ServeState:
         except Exception as exc:  # any scorer failure: forward this step uncompressed, for good
             reason = f"{type(exc).__name__}: {exc}"[:500]
             log.warning("conversation %s step %d: compression failed (%s); the step is sent uncompressed from now on", conv.id, step.index, reason)
-            texts = tuple(p.text for p in step.reasoning)
-            try:
-                tokens = account(token_counter(self.tokenizer), zip(texts, texts))
-            except Exception:
-                tokens = ReasoningTokens()
+            tokens = self._accounting(texts, texts)
             stored = StoredStep(texts, tokens.generated, 0, reason)
-        self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised, sealed, compressible)
-        return stored
+        self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised, sealed, compressible, changed=stored.texts != texts)
+        return self._save(conv, key, stored)
+
+    def _scores(self, conv: Conversation, key: str, prepared: PreparedStep, deadline: float | None, waiting: Waiting):
+        """(result, future) for ``prepared.request``: the result is ``None`` when it is not
+        ready by ``deadline``, and the future is then the scoring still under way. The result
+        scored ahead under ``key`` is taken if one is kept (one that failed is scored again);
+        otherwise the request is scored now, ahead of work done ahead."""
+        submit = getattr(self.scorer, "submit", None)
+        if submit is None:  # a plain scorer: no budget to keep
+            return self.scorer.score([prepared.request])[0], None
+        claim = getattr(self.scorer, "claim", None)
+        future = claim(prepared.request, key) if claim is not None else None
+        if future is not None:
+            ready = future.done()
+            if not ready:
+                self.scorer.promote(future)
+            try:
+                result = self._wait(waiting, future, deadline)
+            except ScoringCancelled:
+                raise
+            except Exception:  # failed ahead: scored again now, below
+                pass
+            else:
+                self.stats.eager_event("hits" if ready else "waits")
+                return result, future
+        if claim is not None:
+            self.stats.eager_event("misses")
+        future = submit([prepared.request])
+        return self._wait(waiting, future, deadline), future
+
+    def _wait(self, waiting: Waiting, future: Future, deadline: float | None):
+        """``future``'s result within ``deadline``; not waited for at all when the scorer
+        expects it later than that (a prefill of P or a queue behind one: the wait would only
+        add to the request's time)."""
+        eta = getattr(self.scorer, "eta", None)
+        if deadline is not None and eta is not None and not future.done():
+            if time.monotonic() + eta(future) > deadline:
+                deadline = time.monotonic()
+        with self.stats.lock:
+            self.stats.waiting += 1
+        self.stats.metrics.waiting.inc()
+        try:
+            return waiting.wait(future, deadline)
+        finally:
+            with self.stats.lock:
+                self.stats.waiting -= 1
+            self.stats.metrics.waiting.dec()
+
+    def _late(self, conv: Conversation, key: str, prepared: PreparedStep, future: Future, texts: tuple[str, ...],
+              unrecognised: int, sealed: Sequence[str]) -> StoredStep:
+        """Send ``prepared``'s step as generated: its scores were not ready within the budget.
+        ``compress-later`` keeps ``future`` (moved behind the waited-for calls) for a later
+        request; ``as-sent`` takes it out of the queue."""
+        pending = self.budget.late == "compress-later"
+        if pending:
+            conv.late[key] = (prepared, future)
+            self.scorer.demote(future)
+        else:
+            self.scorer.drop(future)
+        tokens = self._accounting(texts, texts)
+        self.stats.compressed(conv.counts, tokens, False, unrecognised, sealed, late=True)
+        return self._save(conv, key, StoredStep(texts, tokens.generated, 0, late=True, pending=pending))
+
+    def _catch_up(self, conv: Conversation, key: str, prompt: Sequence[Part], history: Sequence[Step], step: Step, stored: StoredStep) -> StoredStep:
+        """A step sent late and still pending: compressed now if its scores are ready (never
+        waited for), else left as generated for this request. Its scoring is queued again
+        when this process has none (a restart: scored on the history as it stands now), and
+        under ``as-sent`` (the policy changed across a restart) it is left as generated for
+        good."""
+        if self.budget.late != "compress-later":
+            return self._save(conv, key, StoredStep(stored.texts, stored.generated, stored.removed, stored.failure, late=True))
+        job = conv.late.get(key)
+        if job is None:
+            prepared = prepare_step(conv.id, prompt, history, step, self.settings)
+            submit = getattr(self.scorer, "submit", None)
+            if prepared.request is not None and submit is not None:
+                try:
+                    conv.late[key] = (prepared, submit([prepared.request], eager=True))
+                except RuntimeError:  # stopped: the next process queues it again
+                    pass
+                return stored
+            job = (prepared, None)
+        prepared, future = job
+        if future is not None and not future.done():
+            return stored
+        conv.late.pop(key, None)
+        texts = stored.texts
+        before = self._accounting(texts, texts)
+        try:
+            result = future.result()[0] if future is not None else None
+            new_step, report = finish_step(prepared, result, self.settings, self.tokenizer)
+        except ScoringCancelled:  # shutting down: still pending, queued again by the next process
+            return stored
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"[:500]
+            log.warning("conversation %s step %d: compression failed (%s); the step is sent uncompressed from now on", conv.id, step.index, reason)
+            self.stats.compressed_late(conv.counts, before, before, changed=False, failed=True)
+            return self._save(conv, key, StoredStep(texts, stored.generated, 0, reason, late=True))
+        new_texts = tuple(p.text for p in new_step.reasoning)
+        self.stats.compressed_late(conv.counts, before, report.tokens, changed=new_texts != texts)
+        return self._save(conv, key, StoredStep(new_texts, report.tokens.generated, report.tokens.deleted, late=True))
 
     # -- replies ---------------------------------------------------------------------------
 
@@ -284,7 +446,8 @@ class ServeState:
         """Score the step of ``reply`` ahead, while the agent runs its tool
         (:mod:`iclr_cli.serve.eager`): the scorer request that the next request will send for
         it, built from ``request`` continued by ``reply`` (whose step is then the last one) with
-        the earlier steps as compressed, is queued behind the requests clients wait for.
+        the earlier steps as they stand (a step sent late and not yet compressed: as
+        generated), is queued behind the requests clients wait for, under the step's key.
 
         Returns False when nothing was queued: the scorer does not score ahead, the variant
         needs no scores, the reply was not read, an earlier step is not compressed (the next
@@ -315,5 +478,5 @@ class ServeState:
                 if stored is None:
                     return False
                 done.append(step.with_reasoning(stored.texts))
-            scored = score_request(conv.id, read.prompt, done, read.steps[last], self.settings)
-            return scored is not None and ahead(scored)
+            scored = prepare_step(conv.id, read.prompt, done, read.steps[last], self.settings).request
+            return scored is not None and ahead(scored, keys[last])

@@ -1,6 +1,11 @@
 """What the proxy did, for ``/stats`` (JSON) and ``/metrics`` (Prometheus text).
 
-Per conversation and in total: requests, upstream errors, steps compressed, scorer failures,
+Per conversation and in total: requests, upstream errors, requests whose client went away before
+they were forwarded (``client_gone``: never sent upstream), completed steps, steps compressed (the
+text sent upstream differs from the text generated: a step with nothing to remove is not
+counted), steps sent late (their scores were not ready within the latency budget,
+:mod:`iclr_cli.serve.budget`) and, of those, steps compressed later (``--late
+compress-later``), scorer failures,
 reasoning blocks left sealed (by reason: signed or encrypted for the upstream, redacted), requests
 whose history lives on the server (in total only, by the field that says so), the reasoning-token accounting of the compressed steps (the one definition of
 :mod:`iclr_cli.token_accounting`, in the proxy tokenizer's tokens, with the field names of
@@ -9,10 +14,13 @@ deleted, ``reasoning_tokens_kept``, ``skip_markers``, ``skip_marker_tokens``), t
 :func:`iclr_cli.replay.accounting.parse_usage`; ``None`` while the upstream never reported the
 field) and the latency the proxy added: the time from receiving a request to sending it
 upstream (parsing, conversation lookup, compression and scoring), as p50/p95 over the most
-recent requests. Nothing here holds a header, a key or message text.
+recent requests, and of it the time spent waiting for scores (``scoring_wait_ms``, over the
+requests that had a step to score: the part the latency budget bounds). Nothing here holds a
+header, a key or message text.
 
 In total only: the scorer state kept per conversation (memory, conversations held, evictions;
-read from the scorer at each scrape) and what scoring ahead (:mod:`iclr_cli.serve.eager`) did.
+read from the scorer at each scrape), the scorer queue (depth, age of the oldest call, requests
+waiting for scores now; read at each scrape) and what scoring ahead (:mod:`iclr_cli.serve.eager`) did.
 """
 
 from __future__ import annotations
@@ -43,8 +51,12 @@ class Counts:
 
     requests: int = 0
     upstream_errors: int = 0
+    client_gone: int = 0
+    steps_completed: int = 0
     steps_compressed: int = 0
     steps_nothing_to_compress: int = 0  # completed steps without a block a variant may edit
+    steps_late: int = 0
+    steps_late_compressed: int = 0
     scorer_failures: int = 0
     unrecognised: int = 0
     sealed: dict = field(default_factory=dict)  # why -> reasoning blocks left sealed
@@ -54,6 +66,7 @@ class Counts:
     output_tokens: int | None = None
     cache_read_tokens: int | None = None
     added_s: deque = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
+    scoring_wait_s: deque = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
 
     def add_usage(self, usage: Usage) -> None:
         for name in ("input_tokens", "output_tokens", "cache_read_tokens"):
@@ -62,14 +75,17 @@ class Counts:
                 setattr(self, name, (getattr(self, name) or 0) + value)
 
     def to_record(self) -> dict:
-        """Plain JSON: counters, and ``added_latency_ms`` p50/p95 over the last requests."""
-        lat = list(self.added_s)
-        p50, p95 = percentile(lat, 0.5), percentile(lat, 0.95)
+        """Plain JSON: counters, and ``added_latency_ms`` and ``scoring_wait_ms`` p50/p95 over
+        the last requests."""
         return {
             "requests": self.requests,
             "upstream_errors": self.upstream_errors,
+            "client_gone": self.client_gone,
+            "steps_completed": self.steps_completed,
             "steps_compressed": self.steps_compressed,
             "steps_nothing_to_compress": self.steps_nothing_to_compress,
+            "steps_late": self.steps_late,
+            "steps_late_compressed": self.steps_late_compressed,
             "scorer_failures": self.scorer_failures,
             "unrecognised": self.unrecognised,
             "sealed_blocks": sum(self.sealed.values()),
@@ -84,12 +100,25 @@ class Counts:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
-            "added_latency_ms": {
-                "p50": None if p50 is None else round(p50 * 1000, 3),
-                "p95": None if p95 is None else round(p95 * 1000, 3),
-                "samples": len(lat),
-            },
+            "added_latency_ms": _ms(self.added_s),
+            "scoring_wait_ms": _ms(self.scoring_wait_s),
         }
+
+
+def _ms(seconds) -> dict:
+    """p50/p95 in milliseconds of a window of durations in seconds, and how many there are."""
+    values = list(seconds)
+    p50, p95 = percentile(values, 0.5), percentile(values, 0.95)
+    return {
+        "p50": None if p50 is None else round(p50 * 1000, 3),
+        "p95": None if p95 is None else round(p95 * 1000, 3),
+        "samples": len(values),
+    }
+
+
+def _minus(a: ReasoningTokens, b: ReasoningTokens) -> ReasoningTokens:
+    """``a - b`` field by field: what a later compression changed in a step's accounting."""
+    return ReasoningTokens(*(getattr(a, f) - getattr(b, f) for f in ("generated", "written", "kept", "deleted", "markers", "marker_tokens")))
 
 
 EAGER_OUTCOMES = ("scored", "hits", "waits", "misses", "unused")
@@ -134,6 +163,28 @@ class _ScorerState:
         yield CounterMetricFamily("iclr_serve_scorer_state_evictions", "Scorer states evicted (least recently used) to stay within the budget", value=data["evictions"])
 
 
+class _ScorerQueue:
+    """Prometheus view of the scorer queue (:meth:`BatchingScorer.queue_info
+    <iclr_cli.serve.batching.BatchingScorer.queue_info>`), read at each scrape."""
+
+    def __init__(self, info):
+        self.info = info
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        data = self.info()
+        depth = GaugeMetricFamily("iclr_serve_scorer_queue_depth", "Scoring calls queued (not counting the batch running), by whether a client waits for them", labels=["kind"])
+        depth.add_metric(["waited_for"], data["waited_for"])
+        depth.add_metric(["ahead"], data["ahead"])
+        yield depth
+        yield GaugeMetricFamily("iclr_serve_scorer_queue_oldest_seconds", "Seconds the oldest queued scoring call has waited (0 when none is queued)", value=data["oldest_s"] or 0)
+        yield GaugeMetricFamily("iclr_serve_scorer_running_seconds", "Seconds the scoring batch in progress has run (0 when idle)", value=data["running_s"] or 0)
+
+
 class Metrics:
     """Prometheus counters in a registry of their own (several apps may live in one process)."""
 
@@ -143,7 +194,10 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter("iclr_serve_requests", "Compressing requests (chat completions, messages, responses), by how they ended", ["outcome"], registry=r)
-        self.steps = Counter("iclr_serve_steps_compressed", "Completed steps compressed (once each)", registry=r)
+        self.completed = Counter("iclr_serve_steps_completed", "Completed steps decided (once each): compressed, left as generated, or sent late", registry=r)
+        self.steps = Counter("iclr_serve_steps_compressed", "Completed steps whose reasoning went upstream compressed (once each; late ones when compressed)", registry=r)
+        self.late = Counter("iclr_serve_steps_late", "Completed steps sent as generated because their scores were not ready within --max-wait", registry=r)
+        self.late_compressed = Counter("iclr_serve_steps_late_compressed", "Steps sent late and compressed at a later request (--late compress-later)", registry=r)
         self.scorer_failures = Counter("iclr_serve_scorer_failures", "Steps forwarded uncompressed because scoring failed", registry=r)
         self.sealed = Counter("iclr_serve_sealed_blocks", "Reasoning blocks of completed steps left sealed (signed or encrypted for the upstream)", registry=r)
         self.reasoning = Counter("iclr_serve_reasoning_tokens", "Reasoning tokens of compressed steps (proxy tokenizer)", ["kind"], registry=r)
@@ -154,14 +208,25 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=r,
         )
+        self.scoring_wait = Histogram(
+            "iclr_serve_scoring_wait_seconds",
+            "Time a request waited for scores (requests with a step to score; at most --max-wait)",
+            buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+            registry=r,
+        )
         self.batch = Histogram("iclr_serve_scorer_batch_size", "Scoring requests per scorer call", buckets=(1, 2, 4, 8, 16, 32, 64), registry=r)
         self.conversations = Gauge("iclr_serve_conversations", "Conversations held in state", registry=r)
+        self.waiting = Gauge("iclr_serve_requests_waiting_for_scores", "Requests waiting for their steps' scores now (each at most --max-wait)", registry=r)
         self.eager = Counter("iclr_serve_eager_scoring", "Steps scored ahead, once the reply was relayed, by outcome", ["outcome"], registry=r)
         self.keepalives = Counter("iclr_serve_keepalives", "Keep-alives sent on relayed streams while the upstream was silent", registry=r)
 
     def watch_scorer(self, info) -> None:
         """Export ``info()`` (a scorer's ``cache_info``: a dict, or ``None``) at each scrape."""
         self.registry.register(_ScorerState(info))
+
+    def watch_queue(self, info) -> None:
+        """Export ``info()`` (:meth:`BatchingScorer.queue_info`) at each scrape."""
+        self.registry.register(_ScorerQueue(info))
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) of the Prometheus text exposition."""
@@ -176,6 +241,7 @@ class Stats:
     def __init__(self) -> None:
         self.total = Counts()
         self.eager = EagerCounts()
+        self.waiting = 0  # requests waiting for scores right now
         self.metrics = Metrics()
         self.lock = threading.Lock()
         self.keepalives = 0  # in total only: keep-alives sent on silent relayed streams
@@ -186,24 +252,32 @@ class Stats:
             setattr(self.eager, outcome, getattr(self.eager, outcome) + n)
         self.metrics.eager.labels(outcome).inc(n)
 
-    def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool, unrecognised: int = 0, sealed: Sequence[str] = (), compressible: bool = True) -> None:
-        """Record one step compressed once; ``tokens`` is its accounting
+    def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool, unrecognised: int = 0, sealed: Sequence[str] = (),
+                   compressible: bool = True, *, changed: bool = False, late: bool = False) -> None:
+        """Record one completed step decided once; ``tokens`` is its accounting
         (:func:`iclr_cli.token_accounting.account` of the texts as generated and as sent);
+        ``changed``: the text sent differs from the text generated (a compressed step);
+        ``late``: sent as generated because its scores were not ready within the budget;
         ``unrecognised`` counts the step's texts read neither as reasoning nor as action;
         ``sealed`` gives, per reasoning block left sealed, why (``/stats`` counts them by reason).
         A step with no block a variant may edit (``compressible`` False: no reasoning, or all
         of it sealed) counts in ``steps_nothing_to_compress``, not as compressed."""
         with self.lock:
             for c in (conv, self.total):
-                c.steps_compressed += compressible
+                c.steps_completed += 1
+                c.steps_compressed += changed
                 c.steps_nothing_to_compress += not compressible
+                c.steps_late += late
                 c.reasoning = c.reasoning + tokens
                 c.scorer_failures += failed
                 c.unrecognised += unrecognised
                 for why in sealed:
                     c.sealed[why] = c.sealed.get(why, 0) + 1
-        if compressible:
+        self.metrics.completed.inc()
+        if changed:
             self.metrics.steps.inc()
+        if late:
+            self.metrics.late.inc()
         self.metrics.reasoning.labels("generated").inc(tokens.generated)
         self.metrics.reasoning.labels("removed").inc(tokens.deleted)
         self.metrics.reasoning.labels("skip_marker").inc(tokens.marker_tokens)
@@ -211,6 +285,32 @@ class Stats:
             self.metrics.scorer_failures.inc()
         if sealed:
             self.metrics.sealed.inc(len(sealed))
+
+    def compressed_late(self, conv: Counts, before: ReasoningTokens, after: ReasoningTokens, *, changed: bool, failed: bool = False) -> None:
+        """Record a step sent late and decided at a later request (``--late compress-later``):
+        its accounting goes from ``before`` (as generated) to ``after``; ``changed``: it is
+        compressed from now on; ``failed``: scoring it failed, so it stays as generated."""
+        delta = _minus(after, before)
+        with self.lock:
+            for c in (conv, self.total):
+                c.steps_compressed += changed
+                c.steps_late_compressed += changed
+                c.scorer_failures += failed
+                c.reasoning = c.reasoning + delta
+        if changed:
+            self.metrics.steps.inc()
+            self.metrics.late_compressed.inc()
+        if failed:
+            self.metrics.scorer_failures.inc()
+        self.metrics.reasoning.labels("removed").inc(delta.deleted)
+        self.metrics.reasoning.labels("skip_marker").inc(delta.marker_tokens)
+
+    def waited(self, conv: Counts, seconds: float) -> None:
+        """Record how long one request waited for scores (it had a step to score)."""
+        with self.lock:
+            for c in (conv, self.total):
+                c.scoring_wait_s.append(seconds)
+        self.metrics.scoring_wait.observe(seconds)
 
     def held(self, why: str) -> None:
         """Record a request whose history lives on the server (``why``: the field that says
@@ -227,19 +327,27 @@ class Stats:
 
     def request(self, conv: Counts | None, added_s: float, usage: Usage | None, outcome: str) -> None:
         """Record one finished request. ``outcome``: ``ok``, ``upstream_error`` (an error
-        status, or no answer at all) or ``upstream_dropped`` (the answer broke off: the
-        upstream closed or stalled mid-body); all but ``ok`` count as upstream errors."""
+        status, or no answer at all), ``upstream_dropped`` (the answer broke off: the
+        upstream closed or stalled mid-body), ``client_gone`` (the client went away before
+        the request was forwarded: it never went upstream) or ``shutting_down`` (answered 503
+        while the proxy stopped); ``upstream_error`` and ``upstream_dropped`` count as
+        upstream errors. ``added_s`` (the time to forward it) is recorded for forwarded
+        requests only."""
+        forwarded = outcome not in ("client_gone", "shutting_down")
         with self.lock:
             for c in (conv, self.total):
                 if c is None:
                     continue
                 c.requests += 1
-                c.upstream_errors += outcome != "ok"
-                c.added_s.append(added_s)
+                c.upstream_errors += outcome in ("upstream_error", "upstream_dropped")
+                c.client_gone += outcome == "client_gone"
+                if forwarded:
+                    c.added_s.append(added_s)
                 if usage is not None:
                     c.add_usage(usage)
         self.metrics.requests.labels(outcome).inc()
-        self.metrics.added.observe(added_s)
+        if forwarded:
+            self.metrics.added.observe(added_s)
         if usage is not None:
             for kind in ("input", "output", "cache_read"):
                 value = getattr(usage, f"{kind}_tokens")

@@ -2,7 +2,9 @@
 
 What is kept per conversation: when it was last used (for the LRU bound), the compressed
 reasoning of every step it compressed, keyed by step key (:mod:`iclr_cli.serve.fingerprint`),
-and, for ``--restore-reasoning``, the reasoning the upstream returned per tool-call id. No
+whether the step went upstream late (its scores were not ready within the latency budget) and
+whether it is still waiting to be compressed (``--late compress-later``), so a restart never
+changes a decision (:mod:`iclr_cli.serve.budget`), and, for ``--restore-reasoning``, the reasoning the upstream returned per tool-call id. No
 header, API key or whole request is ever written. The settings that decide what a compressed
 step looks like (variant, ratio, seed, splitter, proxy model, scorer limits) are written once;
 opening the folder with other settings is refused, since stored steps would no longer be what
@@ -31,7 +33,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS conversations (id TEXT PRIMARY KEY, last_used INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS steps (
     key TEXT PRIMARY KEY, conversation TEXT NOT NULL, texts BLOB NOT NULL,
-    generated INTEGER NOT NULL, removed INTEGER NOT NULL, failure TEXT
+    generated INTEGER NOT NULL, removed INTEGER NOT NULL, failure TEXT,
+    late INTEGER NOT NULL DEFAULT 0, pending INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS steps_by_conversation ON steps (conversation);
 CREATE TABLE IF NOT EXISTS reasoning (
@@ -43,14 +46,21 @@ CREATE TABLE IF NOT EXISTS reasoning (
 
 @dataclass(frozen=True)
 class StoredStep:
-    """A completed step as compressed once: the text of each reasoning part as sent upstream,
-    the step's reasoning tokens as generated and as removed, and why it was left uncompressed
-    when scoring failed (``None`` otherwise)."""
+    """A completed step as decided: the text of each reasoning part as sent upstream, the
+    step's reasoning tokens as generated and as removed, and why it was left uncompressed
+    when scoring failed (``None`` otherwise).
+
+    ``late``: its scores were not ready within the latency budget, so it went upstream as
+    generated. ``pending``: late and still to be compressed once its scores are ready
+    (``--late compress-later``); ``texts`` are then the texts as generated, sent until then.
+    """
 
     texts: tuple[str, ...]
     generated: int = 0
     removed: int = 0
     failure: str | None = None
+    late: bool = False
+    pending: bool = False
 
 
 @dataclass
@@ -103,6 +113,10 @@ class SqliteStore(MemoryStore):
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(steps)")}
+            for name in ("late", "pending"):  # folders written before the latency budget existed
+                if name not in columns:
+                    self._db.execute(f"ALTER TABLE steps ADD COLUMN {name} INTEGER NOT NULL DEFAULT 0")
         except (OSError, sqlite3.Error) as exc:
             raise UsageError(f"--state-dir {folder}: cannot open the state database: {exc}") from None
         self._lock = threading.Lock()
@@ -123,9 +137,10 @@ class SqliteStore(MemoryStore):
         """Every stored conversation, least recently used first."""
         with self._lock:
             convs = {cid: LoadedConversation(cid, seq) for cid, seq in self._db.execute("SELECT id, last_used FROM conversations ORDER BY last_used")}
-            for key, cid, texts, gen, rem, failure in self._db.execute("SELECT key, conversation, texts, generated, removed, failure FROM steps"):
+            for key, cid, texts, gen, rem, failure, late, pending in self._db.execute(
+                    "SELECT key, conversation, texts, generated, removed, failure, late, pending FROM steps"):
                 if cid in convs:
-                    convs[cid].steps[key] = StoredStep(tuple(orjson.loads(texts)), gen, rem, failure)
+                    convs[cid].steps[key] = StoredStep(tuple(orjson.loads(texts)), gen, rem, failure, bool(late), bool(pending))
             for cid, call_id, name, text in self._db.execute("SELECT conversation, call_id, field, text FROM reasoning"):
                 if cid in convs:
                     convs[cid].reasoning[call_id] = (name, text)
@@ -138,8 +153,8 @@ class SqliteStore(MemoryStore):
     def save_step(self, conv: str, key: str, step: StoredStep) -> None:
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?)",
-                (key, conv, orjson.dumps(list(step.texts)), step.generated, step.removed, step.failure),
+                "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, conv, orjson.dumps(list(step.texts)), step.generated, step.removed, step.failure, int(step.late), int(step.pending)),
             )
 
     def save_reasoning(self, conv: str, call_id: str, field_name: str, text: str) -> None:

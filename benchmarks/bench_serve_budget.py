@@ -1,0 +1,338 @@
+"""The latency budget of ``iclr serve`` on a scripted Claude-Code-style session.
+
+Run from the repository root::
+
+    python benchmarks/bench_serve_budget.py                        # SmolLM2, tool time 2 s and 0 s, both late policies
+    python benchmarks/bench_serve_budget.py --proxy-model fake:400 # a paced fake (no model; same shape of timing)
+    python benchmarks/bench_serve_budget.py --second-session       # then a second session with the same P
+    python benchmarks/bench_serve_budget.py --concurrent 2         # two sessions at once against one alone
+    python benchmarks/bench_serve_budget.py --repo /path/to/main   # the same session through another checkout's serve
+
+The session: a scripted upstream on 127.0.0.1 speaking Anthropic Messages (streamed, plain
+thinking blocks as a DeepSeek-style upstream returns them; ``--upstream-s`` per answer, half
+of it before the first byte), and a client shaped like Claude Code (the Anthropic SDK, a
+system prompt and tool definitions of about ``--p-tokens`` proxy tokens with a cache marker,
+the marker on the last message moved every request, ``--steps`` tool steps whose results are
+about 400 tokens, ``--tool-s`` seconds of tool time after each answer, then a final answer).
+
+Each row runs that session straight to the upstream and through ``iclr serve`` (its own
+process, the real proxy unless told otherwise, ``--max-wait`` and ``--late``), and reports the
+wall time and its ratio to the direct run, the steps completed, compressed, sent late and
+compressed later (``/stats``), the latency the proxy added and the part of it spent waiting
+for scores (p50/p95), and what the upstream received priced by the prompt-cache rules of
+:mod:`prompt_cache` (Anthropic: cache writes and reads; OpenAI: cached and uncached input;
+both in input-token units) against the direct run's.
+
+``--second-session`` runs another session with the same P through the same proxy once the
+first one's scoring is done, and reports whether its first scored step ran a prefill of P (the
+scorer's forward tokens during that session against the tokens of P). ``--concurrent N`` runs
+N sessions at once through one proxy beside one session alone.
+
+Wall times are wall clock on a shared machine: say the load with them (printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import prompt_cache  # noqa: E402
+from synthetic import PARAGRAPHS, _action, _fill  # noqa: E402
+
+SENTENCES = [
+    "Use the {tool} tool when the task needs it; never guess the contents of a file you have not read.",
+    "Keep answers short: the user reads them in a terminal, so prefer a list of paths to a paragraph.",
+    "Before editing {thing}, read it whole and check which tests cover it; run them after the change.",
+    "If a command fails, read its error before trying again, and do not repeat the same command unchanged.",
+    "Paths are relative to the working directory unless the user gives an absolute one.",
+    "When the user asks for a commit, write a message that says why, not only what, in the imperative.",
+]
+TOOLS = ["Bash", "Read", "Edit", "Write", "Glob", "Grep", "Task", "TodoWrite", "WebFetch", "WebSearch", "NotebookEdit", "BashOutput", "KillShell", "ExitPlanMode", "SlashCommand", "MultiEdit"]
+
+
+def _p(tokens: int, tokenizer) -> tuple[list[dict], list[dict]]:
+    """(system blocks, tool definitions) of about ``tokens`` proxy tokens, deterministic."""
+    rng = random.Random(7)
+    things = ["the config loader", "a migration", "the CLI entry point", "a test fixture", "the cache layer"]
+
+    def text(n_chars: int) -> str:
+        out = []
+        while sum(map(len, out)) < n_chars:
+            out.append(rng.choice(SENTENCES).format(tool=rng.choice(TOOLS), thing=rng.choice(things)))
+        return " ".join(out)
+
+    scale = min(1.0, tokens / 20_000)  # 16 tools of about 7,600 tokens at 20K, fewer words for a smaller P
+    tools = [{"name": name, "description": text(int(1200 * scale)), "input_schema": {"type": "object", "properties": {
+        "command" if name == "Bash" else "path": {"type": "string", "description": text(int(300 * scale))},
+        "timeout": {"type": "number", "description": text(int(200 * scale))}}, "required": ["command" if name == "Bash" else "path"]}}
+        for name in TOOLS]
+    system = [{"type": "text", "text": "You are an interactive CLI tool that helps users with software engineering tasks."}]
+    body = ""
+    while len(tokenizer.token_spans(json.dumps(system + [{"text": body}]) + json.dumps(tools))) < tokens:
+        body += text(4000) + "\n\n"
+    system.append({"type": "text", "text": body, "cache_control": {"type": "ephemeral"}})
+    return system, tools
+
+
+def _step(task: int, step: int) -> tuple[str, str, str]:
+    """(reasoning, command, tool output) of step ``step`` of task ``task``."""
+    rng = random.Random(task * 1000 + step)
+    reasoning = "\n\n".join(_fill(rng, rng.choice(PARAGRAPHS)) for _ in range(rng.randint(3, 5)))
+    call, output = _action(rng, step)
+    output = "\n".join([output] * 6)  # coding tools answer with pages, not lines
+    return reasoning, json.loads(call)["arguments"]["command"], output
+
+
+class _Upstream(http.server.BaseHTTPRequestHandler):
+    """Anthropic Messages, streamed; the answer depends only on the request (see module docstring)."""
+
+    protocol_version = "HTTP/1.1"
+    bodies: list[dict] = []
+    lock = threading.Lock()
+    steps = 10
+    seconds = 1.0
+
+    def setup(self) -> None:
+        super().setup()
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        from wire_fixtures import anthropic_events, anthropic_message, text, thinking, tool_use
+
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        with self.lock:
+            self.bodies.append(body)
+        task = int(body["messages"][0]["content"][0]["text"].split()[-1])
+        turn = sum(m["role"] == "assistant" for m in body["messages"])
+        if turn < self.steps:
+            reasoning, command, _ = _step(task, turn)
+            blocks = [thinking(reasoning), tool_use(f"toolu_{task}_{turn}", "Bash", {"command": command})]
+        else:
+            blocks = [text("The bug is fixed and the tests pass.")]
+        events = anthropic_events(anthropic_message(blocks, message_id=f"msg_{task}_{turn}"))
+        time.sleep(self.seconds / 2)  # time to first byte
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for event in events:
+            self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            self.wfile.flush()
+            time.sleep(self.seconds / 2 / len(events))
+
+
+def _start_upstream(steps: int, seconds: float):
+    handler = type("Upstream", (_Upstream,), {"bodies": [], "steps": steps, "seconds": seconds})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, handler, f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def session(base: str, task: int, system: list[dict], tools: list[dict], tool_s: float) -> float:
+    """One Claude-Code-style session against ``base``; its wall time in seconds."""
+    import anthropic
+
+    sdk = anthropic.Anthropic(base_url=base, api_key="sk-ant-bench", max_retries=0, timeout=900)
+    messages: list[dict] = [{"role": "user", "content": [{"type": "text", "text": f"Fix the failing test in task {task}"}]}]
+    start = time.monotonic()
+    while True:
+        sent = [dict(m) for m in messages]
+        last = sent[-1]
+        last["content"] = [*last["content"][:-1], {**last["content"][-1], "cache_control": {"type": "ephemeral"}}]
+        with sdk.messages.stream(model="claude-bench", max_tokens=4096, system=system, tools=tools, messages=sent,
+                                 thinking={"type": "enabled", "budget_tokens": 2048}) as stream:
+            reply = stream.get_final_message()
+        blocks = [b.model_dump(exclude_none=True) for b in reply.content]
+        calls = [b for b in blocks if b["type"] == "tool_use"]
+        if not calls:
+            return time.monotonic() - start
+        time.sleep(tool_s)  # the agent runs its tool
+        _, _, output = _step(task, sum(m["role"] == "assistant" for m in messages))
+        messages += [{"role": "assistant", "content": blocks},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": calls[0]["id"], "content": output}]}]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _proxy(upstream: str, args, late: str):
+    import httpx
+
+    port = _free_port()
+    tree = args.repo or REPO
+    budget = ["--max-wait", str(args.max_wait), "--late", late] if late != "before" else []  # another checkout's serve, as it is
+    cmd = [sys.executable, "-m", "iclr_cli", "serve", "--upstream", upstream + "/v1", "--port", str(port), "--proxy-model", args.proxy_model,
+           *budget, "--quiet", *args.serve_arg]
+    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+            return proc, f"http://127.0.0.1:{port}"
+        except httpx.HTTPError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit(f"iclr serve did not start: {' '.join(cmd)}\n{proc.stderr.read()}")
+            time.sleep(0.5)
+
+
+def _stats(base: str) -> dict:
+    import httpx
+
+    return httpx.get(base + "/stats", timeout=60).json()
+
+
+def _idle(base: str, limit: float) -> None:
+    """Wait until the proxy's scorer has nothing queued or running (or ``limit`` seconds)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        queue = _stats(base)["scorer_queue"]
+        if not queue or (queue["depth"] == 0 and queue["running_s"] is None):
+            return
+        time.sleep(1)
+
+
+def _by_task(bodies: list[dict]) -> list[list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for body in bodies:
+        out.setdefault(body["messages"][0]["content"][0]["text"], []).append(body)
+    return list(out.values())
+
+
+def run_row(args, tool_s: float, late: str | None, tokenizer, p) -> dict:
+    """One session direct (``late`` None) or through a fresh proxy."""
+    system, tools = p
+    httpd, handler, upstream = _start_upstream(args.steps, args.upstream_s)
+    proc = None
+    try:
+        base = upstream
+        if late is not None:
+            proc, base = _proxy(upstream, args, late)
+        wall = session(base, 1, system, tools, tool_s)
+        row = {"tool_s": tool_s, "late": late or "direct", "wall_s": round(wall, 1)}
+        cost = prompt_cache.account(_by_task(handler.bodies), tokenizer)
+        row.update(cost.to_record())
+        if proc is not None:
+            stats = _stats(base)
+            total = stats["total"]
+            row.update({k: total.get(k) for k in ("steps_completed", "steps_compressed", "steps_late", "steps_late_compressed",
+                                                  "reasoning_tokens_generated", "reasoning_tokens_removed")})
+            row["added_ms"] = total["added_latency_ms"]
+            row["scoring_wait_ms"] = total.get("scoring_wait_ms")
+            if args.second_session and late == args.second_late and args.repo is None:
+                row["second_session"] = second(args, base, handler, tokenizer, p, tool_s)
+        return row
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(60)
+        httpd.shutdown()
+
+
+def second(args, base: str, handler, tokenizer, p, tool_s: float) -> dict:
+    """A second session with the same P through the same proxy, once the first one's scoring
+    is done: did its first scored step run a prefill of P?"""
+    system, tools = p
+    started = time.monotonic()
+    _idle(base, args.settle_s)
+    settled = time.monotonic() - started
+    before = _stats(base)
+    n_before = len(handler.bodies)
+    wall = session(base, 2, system, tools, tool_s)
+    during = _stats(base)
+    _idle(base, args.settle_s)  # forward tokens are counted when a batch ends: let its scoring finish
+    after = _stats(base)
+    from iclr_cli.scoring.factory import load_tokenizer
+
+    # in the proxy's own tokens, as its forward tokens are counted
+    p_tokens = len(load_tokenizer(args.proxy_model).token_spans(prompt_cache.linear({"system": system, "tools": tools})))
+    conv = [c for cid, c in during["conversations"].items() if cid not in before["conversations"]]
+    forward = None
+    if after.get("scorer_state") and before.get("scorer_state"):
+        forward = after["scorer_state"]["forward_tokens"] - before["scorer_state"]["forward_tokens"]
+    # A session whose scoring prefills P runs about all of P (the scorer's rendering of it
+    # differs from this one by a few tokens); one that reuses P runs its steps only, well under
+    # P here (12 steps of about 750 SmolLM2 tokens against 20K).
+    return {"first_settled_s": round(settled, 1), "wall_s": round(wall, 1), "p_tokens": p_tokens, "forward_tokens": forward,
+            "prefilled_p": None if forward is None else forward >= 0.9 * p_tokens,
+            "steps_compressed": conv[0]["steps_compressed"] if conv else None, "steps_late": conv[0]["steps_late"] if conv else None,
+            "steps_late_compressed": conv[0]["steps_late_compressed"] if conv else None, "requests": len(handler.bodies) - n_before}
+
+
+def concurrent(args, tool_s: float, late: str, p, n: int) -> dict:
+    """``n`` sessions at once through one proxy, and one alone through a fresh one."""
+    system, tools = p
+    out = {"tool_s": tool_s, "late": late, "sessions": n}
+    for label, count in (("alone", 1), ("together", n)):
+        httpd, handler, upstream = _start_upstream(args.steps, args.upstream_s)
+        proc, base = _proxy(upstream, args, late)
+        walls: list[float] = []
+        try:
+            threads = [threading.Thread(target=lambda k=k: walls.append(session(base, 10 + k, system, tools, tool_s))) for k in range(count)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            proc.terminate()
+            proc.wait(60)
+            httpd.shutdown()
+        out[label] = sorted(round(w, 1) for w in walls)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--proxy-model", default="smollm2")
+    parser.add_argument("--p-tokens", type=int, default=20_000, help="proxy tokens of system prompt + tool definitions")
+    parser.add_argument("--steps", type=int, default=12, help="tool steps before the final answer")
+    parser.add_argument("--tool-s", type=float, nargs="+", default=[2.0, 0.0])
+    parser.add_argument("--upstream-s", type=float, default=1.0, help="seconds per upstream answer (half before the first byte)")
+    parser.add_argument("--max-wait", type=float, default=0.5)
+    parser.add_argument("--late", nargs="+", default=["as-sent", "compress-later"])
+    parser.add_argument("--second-session", action="store_true")
+    parser.add_argument("--second-late", default="compress-later")
+    parser.add_argument("--settle-s", type=float, default=900, help="most seconds to wait for the first session's scoring before the second")
+    parser.add_argument("--concurrent", type=int, default=0)
+    parser.add_argument("--serve-arg", action="append", default=[], help="an extra iclr serve argument (repeat)")
+    parser.add_argument("--repo", type=Path, default=None, help="run this checkout's iclr serve instead, with no budget options (rows 'before')")
+    args = parser.parse_args()
+    if args.repo is not None:
+        args.late = ["before"]
+    from iclr_cli.scoring.factory import load_tokenizer
+
+    tokenizer = load_tokenizer("smollm2")
+    p = _p(args.p_tokens, tokenizer)
+    print(json.dumps({"load": os.getloadavg(), "p_tokens": len(tokenizer.token_spans(prompt_cache.linear({"system": p[0], "tools": p[1]}))),
+                      "proxy_model": args.proxy_model, "max_wait": args.max_wait, "steps": args.steps, "upstream_s": args.upstream_s}), flush=True)
+    for tool_s in args.tool_s:
+        for late in (None, *args.late):
+            print(json.dumps(run_row(args, tool_s, late, tokenizer, p)), flush=True)
+        if args.concurrent:
+            print(json.dumps(concurrent(args, tool_s, args.late[-1], p, args.concurrent)), flush=True)
+    print(json.dumps({"load_after": os.getloadavg()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
