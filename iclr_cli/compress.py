@@ -96,6 +96,10 @@ class Settings:
     whatever the scores (``floor(rho*N) = 0``, e.g. ``N = 1``) is not scored and its blocks
     report no entropy (``iclr prune``; ``iclr score`` reports every block). The result is
     the same: the scores of the other steps do not depend on which steps were scored.
+    ``elide`` is what the proxy sees of long tool outputs and parts of P, in characters kept
+    at each end (:func:`iclr_cli.context.elide_text`; the default profile's, ``None`` under
+    ``--exact``: :mod:`iclr_cli.scoring.profile`). It changes the scorer's input only, never
+    the history written back.
     """
 
     variant: Variant
@@ -103,6 +107,7 @@ class Settings:
     seed: int = 0
     splitter: str = "paragraph"
     score_all: bool = True
+    elide: int | None = None
 
 
 @dataclass
@@ -129,7 +134,7 @@ def _prepare(traj_id: str, prompt: Sequence[str], history: Sequence[str], step: 
     matters = settings.score_all or bool(bottom_k([0.0] * len(cands), settings.ratio))
     if settings.variant.needs_scores and cands and matters:
         step_only = settings.variant.kind == "step-only"
-        rendered = render_for_scoring(step, splits, step_only=step_only)
+        rendered = render_for_scoring(step, splits, step_only=step_only, elide=settings.elide)
         offsets = {}
         i = 0
         for pi, sp in enumerate(splits):
@@ -298,7 +303,7 @@ class PreparedStep:
 def prepare_step(trajectory_id: str, prompt: Sequence[Part], history: Sequence[Step], step: Step, settings: Settings) -> PreparedStep:
     """The first half of :func:`compress_step`: the scorer request for ``step`` given P and
     ``history`` (the earlier steps as they stand), nothing scored yet."""
-    pending = _prepare(trajectory_id, render_prompt(prompt), [render_step(s) for s in history], step, settings)
+    pending = _prepare(trajectory_id, render_prompt(prompt, settings.elide), [render_step(s, settings.elide) for s in history], step, settings)
     return PreparedStep(trajectory_id, pending.request, pending)
 
 
@@ -319,7 +324,7 @@ def _preview(traj: Trajectory, prompt: Sequence[str], settings: Settings) -> lis
         request = _prepare(traj.id, prompt, history, step, every).request
         if request is not None:
             requests.append(request)
-        history.append(render_step(step))
+        history.append(render_step(step, settings.elide))
     return requests
 
 
@@ -352,7 +357,7 @@ def compress_trajectories(
     if wave and len(trajectories) > wave:
         return [r for a in range(0, len(trajectories), wave)
                 for r in compress_trajectories(trajectories[a : a + wave], settings, scorer, tokenizer, on_step=on_step, done=done)]
-    prompts = [render_prompt(t.prompt) for t in trajectories]
+    prompts = [render_prompt(t.prompt, settings.elide) for t in trajectories]
     plan = getattr(scorer, "plan_contexts", None) if settings.variant.conditions_on_history else None
     if plan is not None:
         plan({traj.id: _preview(traj, prompts[i], settings) for i, traj in enumerate(trajectories)})
@@ -379,7 +384,7 @@ def compress_trajectories(
             done_steps[i].append(new_step)
             reports[i].append(report)
             if settings.variant.conditions_on_history:
-                histories[i].append(render_step(new_step))
+                histories[i].append(render_step(new_step, settings.elide))
             if on_step is not None:
                 on_step(report)
     return [

@@ -17,6 +17,16 @@ Every part is rendered as a label line, its text, and a blank line::
 P is rendered part by part, then each earlier step as it stands (compressed), then the
 completed step with its reasoning visible. The ``step-only`` variant renders the step's
 reasoning parts alone, joined by a blank line, with no labels.
+
+Elision (the default profile, docs/scoring.md "Speed"): with ``elide=E`` a part of P or an
+observation longer than ``2E`` characters plus the marker is rendered as its first ``E``
+characters, a line ``[... N characters elided ...]`` and its last ``E`` characters. Tool
+outputs and tool schemas are most of the tokens of a coding session and every token costs a
+forward pass; what the proxy needs to predict the reasoning that follows is mostly at an
+output's head (the command's first lines) and tail (the error, the summary). Reasoning and
+actions are never elided: the blocks scored and the calls they lead to stay whole. The cut
+depends on the text alone, so the history's render stays stable from step to step (the
+prefix cache relies on it), and ``--exact`` (``elide=None``) renders everything.
 """
 
 from __future__ import annotations
@@ -28,19 +38,38 @@ from iclr_cli.blocks import Split
 from iclr_cli.trajectory import Part, Step
 
 
-def render_part(part: Part) -> str:
-    """``[label]\\ntext\\n\\n`` for one part (label defaults to the part kind)."""
-    return f"[{part.label or part.kind}]\n{part.text}\n\n"
+ELIDED_KINDS = frozenset({"prompt", "observation"})
+"""Part kinds whose long texts are elided (module docstring)."""
 
 
-def render_prompt(prompt: Sequence[Part]) -> tuple[str, ...]:
+def elide_text(text: str, elide: int | None) -> str:
+    """``text`` with all but its first and last ``elide`` characters replaced by a marker line
+    naming how many characters went; unchanged when ``elide`` is ``None`` or the text is not
+    longer than what the elided form would take."""
+    if elide is None:
+        return text
+    gone = len(text) - 2 * elide
+    marker = f"\n[... {gone} characters elided ...]\n"
+    if gone <= len(marker):
+        return text
+    return text[:elide] + marker + text[len(text) - elide :]
+
+
+def render_part(part: Part, elide: int | None = None) -> str:
+    """``[label]\\ntext\\n\\n`` for one part (label defaults to the part kind); a prompt part
+    or an observation is elided to ``elide`` characters at each end (module docstring)."""
+    text = elide_text(part.text, elide) if part.kind in ELIDED_KINDS else part.text
+    return f"[{part.label or part.kind}]\n{text}\n\n"
+
+
+def render_prompt(prompt: Sequence[Part], elide: int | None = None) -> tuple[str, ...]:
     """One rendered segment per part of P."""
-    return tuple(render_part(p) for p in prompt)
+    return tuple(render_part(p, elide) for p in prompt)
 
 
-def render_step(step: Step) -> str:
+def render_step(step: Step, elide: int | None = None) -> str:
     """A whole step (reasoning, actions, observations) as it appears in the history."""
-    return "".join(render_part(p) for p in step.parts)
+    return "".join(render_part(p, elide) for p in step.parts)
 
 
 @dataclass(frozen=True)
@@ -55,7 +84,7 @@ class RenderedStep:
     spans: tuple[tuple[int, int], ...]
 
 
-def render_for_scoring(step: Step, splits: Sequence[Split], *, step_only: bool = False) -> RenderedStep:
+def render_for_scoring(step: Step, splits: Sequence[Split], *, step_only: bool = False, elide: int | None = None) -> RenderedStep:
     """Render ``step`` with block offsets; ``splits`` holds one Split per reasoning part.
 
     Blocks listed are those of ``splits`` (callers drop ``[SKIP]`` blocks themselves by
@@ -78,7 +107,7 @@ def render_for_scoring(step: Step, splits: Sequence[Split], *, step_only: bool =
             spans.extend((body_start + _with_indent(part.text, s), body_start + e) for s, e in split.spans)
             piece = head + part.text + "\n\n"
         else:
-            piece = render_part(part)
+            piece = render_part(part, elide)
         pieces.append(piece)
         pos += len(piece)
     text = "".join(pieces)

@@ -21,6 +21,7 @@ from iclr_cli.policies import Variant
 from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, Overflow, Scorer, Tokenizer
 from iclr_cli.resent import Totals
 from iclr_cli.scoring.loading import DTYPES
+from iclr_cli.scoring.profile import FAST, PROFILES, Profile
 from iclr_cli.token_accounting import CountTokens, ReasoningTokens, TokenViews, account, token_counter
 from iclr_cli.trajectory import Step, Trajectory
 
@@ -37,7 +38,10 @@ class ScorerConfig:
     :data:`DTYPES`, ``float32`` by default (METHOD.md: lower precision is an opt-in; entropies
     change). ``context``: ``auto`` (default), ``sliding`` or ``fresh``, what the proxy sees over the
     limit. ``batch_size`` / ``cache_tokens``: ``None`` chooses them from the device's free
-    memory (:mod:`iclr_cli.scoring.budget`).
+    memory (:mod:`iclr_cli.scoring.budget`). ``profile`` names what the proxy sees (``fast``,
+    the default, or ``exact``: :mod:`iclr_cli.scoring.profile`), ``max_tokens`` and ``elide``
+    (characters kept at each end of a long tool output or part of P; ``None``: all) are its
+    values; :meth:`settings` passes ``elide`` to the online loop.
 
     Raises:
         UsageError: for an ``overflow``, ``dtype`` or ``context`` outside those choices (the
@@ -46,7 +50,7 @@ class ScorerConfig:
     """
 
     model: str = "smollm2"
-    max_tokens: int = 42_000
+    max_tokens: int = FAST.max_tokens
     overflow: str = "window"
     dtype: str = "float32"
     prefix_cache: bool = True
@@ -54,11 +58,28 @@ class ScorerConfig:
     device: str | None = None
     context: str = DEFAULT_CONTEXT
     cache_tokens: int | None = None
+    elide: int | None = FAST.elide
+    profile: str = FAST.name
 
     def __post_init__(self) -> None:
         check_choice("--overflow", self.overflow, OVERFLOWS)
         check_choice("--dtype", self.dtype, DTYPES)
         check_choice("--context", self.context, CONTEXTS)
+        check_choice("profile", self.profile, tuple(PROFILES))
+
+    @classmethod
+    def for_profile(cls, profile: Profile, **kw) -> ScorerConfig:
+        """A config scoring as ``profile`` does (its window and elision), other fields from ``kw``."""
+        return cls(max_tokens=profile.max_tokens, elide=profile.elide, profile=profile.name, **kw)
+
+    def describe(self) -> str:
+        """The profile as run, for summaries (:meth:`iclr_cli.scoring.profile.Profile.describe`)."""
+        return Profile(self.profile, self.max_tokens, self.elide).describe()
+
+    def settings(self, variant: Variant, **kw) -> Settings:
+        """:class:`~iclr_cli.compress.Settings` for ``variant`` that render what this config's
+        proxy should see (``elide``); other fields from ``kw``."""
+        return Settings(variant, elide=self.elide, **kw)
 
 
 OVERFLOWS: tuple[str, ...] = get_args(Overflow)
@@ -283,7 +304,7 @@ def track_steps(progress, trajectories: Sequence[Trajectory], tokenizer: Tokeniz
     return lambda report: progress.step(weights.get((report.trajectory, report.step), 0))
 
 
-def score_records(path: str, results: Sequence[CompressionResult], variant: Variant) -> Iterator[dict]:
+def score_records(path: str, results: Sequence[CompressionResult], variant: Variant, profile: str | None = None) -> Iterator[dict]:
     """JSONL records of ``iclr score``: one per reasoning block, in trajectory/step/block order.
 
     Fields: ``trajectory``, ``step`` (0-based assistant turn), ``block`` (0-based), ``n_blocks``,
@@ -292,9 +313,11 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
     ``windowed``, ``history_kept``, ``context_tokens``, ``context`` (``fresh`` or ``sliding``)
     when the scorer has context modes, ``history_tail_tokens`` when the oldest kept history
     segment was cut (only its most recent tokens fit), and ``protected`` with ``iclr-ext`` (a
-    block whose derived state was not yet externalized, never removed). A step that was not scored yields one
+    block whose derived state was not yet externalized, never removed), and ``profile``
+    (``fast`` or ``exact``, :mod:`iclr_cli.scoring.profile`) when given. A step that was not scored yields one
     record with ``skipped`` (the reason) and ``n_blocks`` instead of block records.
     """
+    named = {"profile": profile} if profile else {}
     for result in results:
         for report in result.steps:
             if not report.blocks:
@@ -307,6 +330,7 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
                     "skipped": report.skipped,
                     "source": path,
                     "variant": variant.name,
+                    **named,
                 }
                 continue
             for block in report.blocks:
@@ -328,6 +352,7 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
                     **({"context": report.context} if report.context else {}),
                     **({"history_tail_tokens": report.history_tail} if report.history_tail else {}),
                     **({"protected": block.protected} if variant.kind == "iclr-ext" else {}),
+                    **named,
                 }
 
 

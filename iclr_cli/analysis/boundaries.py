@@ -96,11 +96,12 @@ class Layout:
         return out
 
 
-def reasoning_spans(step: Step) -> tuple[tuple[int, int], ...]:
-    """Character spans of ``step``'s scorable reasoning texts inside :func:`render_step` of it."""
+def reasoning_spans(step: Step, elide: int | None = None) -> tuple[tuple[int, int], ...]:
+    """Character spans of ``step``'s scorable reasoning texts inside :func:`render_step` of it
+    (rendered with ``elide``: reasoning is never elided, the parts before it may be)."""
     spans, pos = [], 0
     for part in step.parts:
-        piece = render_part(part)
+        piece = render_part(part, elide)
         if part.is_scorable_reasoning and part.text:
             start = pos + piece.index("\n") + 1
             spans.append((start, start + len(part.text)))
@@ -118,21 +119,22 @@ def delete_all(trajectory: Trajectory, tokenizer: Tokenizer) -> Trajectory:
     return result.compressed
 
 
-def boundaries(full: Trajectory, deleted: Trajectory) -> list[Boundary]:
+def boundaries(full: Trajectory, deleted: Trajectory, elide: int | None = None) -> list[Boundary]:
     """Every boundary ``k = 1 .. T-1`` of ``full``; ``deleted`` is ``full`` after ``delete-all``
-    (same steps, same parts)."""
-    prompt = render_prompt(full.prompt)
-    full_steps = [render_step(s) for s in full.steps]
-    del_steps = [render_step(s) for s in deleted.steps]
+    (same steps, same parts). ``elide``: what the sensor reads of long tool outputs and parts
+    of P, as the scorer (:func:`iclr_cli.context.elide_text`; ``None``: all)."""
+    prompt = render_prompt(full.prompt, elide)
+    full_steps = [render_step(s, elide) for s in full.steps]
+    del_steps = [render_step(s, elide) for s in deleted.steps]
     out = []
     for k in range(1, len(full.steps)):
         step = full.steps[k]
         if not step.parts:
             continue
-        head = render_step(step)
-        label = render_part(step.parts[0])
+        head = render_step(step, elide)
+        label = render_part(step.parts[0], elide)
         out.append(Boundary(full.id, k, prompt, tuple(full_steps[:k]), tuple(del_steps[:k]), head,
-                            label.index("\n") + 1, reasoning_spans(full.steps[k - 1])))
+                            label.index("\n") + 1, reasoning_spans(full.steps[k - 1], elide)))
     return out
 
 

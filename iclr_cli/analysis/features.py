@@ -62,7 +62,7 @@ def extract(sensor, sources: Sequence[Source], wanted: Collection[tuple[str, int
         stream = f"{traj.id}\0probe"
         seen: set[int] = set()
         try:
-            for b in boundaries(traj, traj):
+            for b in boundaries(traj, traj, sensor.elide):
                 step = b.step - 1
                 if (traj.id, step) not in wanted:
                     continue

@@ -82,7 +82,7 @@ def patch_trajectory(sensor, trajectory: Trajectory, *, source: str, layers: Seq
     deleted = delete_all(trajectory, sensor.tokenizer)
     streams = (f"{trajectory.id}\0full", f"{trajectory.id}\0deleted")
     try:
-        for b in boundaries(trajectory, deleted):
+        for b in boundaries(trajectory, deleted, sensor.elide):
             full = lay_out(b.prompt, b.full, b.head, b.head_chars, sensor.encode, sensor.max_tokens, sensor.overflow)
             dele = lay_out(b.prompt, b.deleted, b.head, b.head_chars, sensor.encode, sensor.max_tokens, sensor.overflow)
             base = {

@@ -41,6 +41,7 @@ import torch
 from iclr_cli.errors import UsageError
 from iclr_cli.scoring.entropy import logit_transform
 from iclr_cli.scoring.kv import KVStore, buffer_cache, probe
+from iclr_cli.scoring.profile import FAST
 from iclr_cli.scoring import threads
 from iclr_cli.scoring.transformers_scorer import _common_prefix, _fix_mmap_threshold
 
@@ -113,14 +114,17 @@ class Sensor:
         overflow: ``window`` or ``skip`` (the scorer's rule, :mod:`iclr_cli.analysis.boundaries`).
         forward_chunk: tokens per forward step (activation memory).
         reuse: keep each stream's keys and values between readings (results are the same).
+        elide: characters read at each end of a long tool output or part of P, as the
+            scorer's profile (:mod:`iclr_cli.scoring.profile`; ``None``: all of it).
 
     Raises:
         UsageError: for a model whose decoder has no ``layers`` list of decoder layers.
     """
 
-    def __init__(self, model, tokenizer, *, name: str = "proxy", max_tokens: int = 42_000, overflow: str = "window",
-                 forward_chunk: int = DEFAULT_FORWARD_CHUNK, reuse: bool = True):
+    def __init__(self, model, tokenizer, *, name: str = "proxy", max_tokens: int = FAST.max_tokens, overflow: str = "window",
+                 forward_chunk: int = DEFAULT_FORWARD_CHUNK, reuse: bool = True, elide: int | None = FAST.elide):
         self.model, self.tokenizer, self.name = model, tokenizer, name
+        self.elide = elide
         self.base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
         layers = getattr(self.base, "layers", None)
         if not isinstance(layers, torch.nn.ModuleList) or not len(layers):

@@ -28,7 +28,9 @@ def patch(
     html: Annotated[Optional[str], typer.Option("--html", help="Also write a self-contained HTML report with the repair curve to this file.", show_default=False)] = None,
     min_kl: Annotated[float, typer.Option("--min-kl", min=0.0, help="Floor on d = KL(P_full || P_del) in bits: boundaries at or below it are not patched (repair over a near-zero d is noise).")] = 1e-3,
     model: opt.Model = "smollm2",
-    max_tokens: opt.MaxTokens = 42_000,
+    max_tokens: opt.MaxTokens = None,
+    exact: opt.Exact = False,
+    elide: opt.Elide = None,
     overflow: opt.Overflow = opt.WINDOW,
     dtype: opt.Dtype = opt.FLOAT32,
     device: opt.Device = None,
@@ -71,7 +73,7 @@ def patch(
 
     with interruptible(out, done):
         sources = aopt.read_sources(paths, dataset, dataset_split, column, id_column, task_column, fmt, skip_bad_lines, out)
-        sensor = aopt.build_sensor(model, max_tokens, overflow.value, dtype.value, device, out)
+        sensor = aopt.build_sensor(model, max_tokens, overflow.value, dtype.value, device, out, exact=exact, elide=elide)
         try:
             chosen = parse_layers(layers, sensor.n_layers)
         except ValueError as exc:
@@ -117,7 +119,9 @@ def probe(
     judge_cache: aopt.JudgeCache = None,
     judge_max_tokens: aopt.JudgeMaxTokens = 8,
     model: opt.Model = "smollm2",
-    max_tokens: opt.MaxTokens = 42_000,
+    max_tokens: opt.MaxTokens = None,
+    exact: opt.Exact = False,
+    elide: opt.Elide = None,
     overflow: opt.Overflow = opt.WINDOW,
     dtype: opt.Dtype = opt.FLOAT32,
     device: opt.Device = None,
@@ -160,7 +164,7 @@ def probe(
                                                (judge_model, judge_base_url, judge_api_key_env, judge_cache, judge_max_tokens), out)
         if not labels:
             raise UsageError("no boundary has a label (a boundary needs reasoning in its step and a later step)")
-        sensor = aopt.build_sensor(model, max_tokens, overflow.value, dtype.value, device, out)
+        sensor = aopt.build_sensor(model, max_tokens, overflow.value, dtype.value, device, out, exact=exact, elide=elide)
         try:
             chosen = parse_layers(layers, sensor.n_layers)
         except ValueError as exc:

@@ -50,8 +50,11 @@ def read_sources(paths, dataset, split, column, id_column, task_column, fmt, ski
     return read.sources
 
 
-def build_sensor(model: str, max_tokens: int, overflow: str, dtype: str, device: str | None, out: Output):
-    """Load ``--model`` as the analysis sensor (:class:`~iclr_cli.analysis.sensor.Sensor`).
+def build_sensor(model: str, max_tokens: int | None, overflow: str, dtype: str, device: str | None, out: Output, *,
+                 exact: bool = False, elide: int | None = None):
+    """Load ``--model`` as the analysis sensor (:class:`~iclr_cli.analysis.sensor.Sensor`),
+    reading what the scorer's profile reads (``--exact`` or the fast default,
+    :func:`iclr_cli.scoring.profile.choose`).
 
     Raises:
         UsageError: ``--model fake`` (it has no hidden states), or what loading raises.
@@ -62,7 +65,9 @@ def build_sensor(model: str, max_tokens: int, overflow: str, dtype: str, device:
 
     if model == "fake" or model.startswith("fake:"):
         raise UsageError("iclr analyze reads hidden states, which --model fake does not have; use smollm2 (default) or a model folder")
-    config = ScorerConfig(model=model, max_tokens=max_tokens, overflow=overflow, dtype=dtype, device=device)
+    from iclr_cli.scoring.profile import choose
+
+    config = ScorerConfig.for_profile(choose(exact, max_tokens, elide), model=model, overflow=overflow, dtype=dtype, device=device)
     warn_precision(out, config)
     from iclr_cli.scoring.threads import choose_wait_policy
 
@@ -71,7 +76,7 @@ def build_sensor(model: str, max_tokens: int, overflow: str, dtype: str, device:
     from iclr_cli.scoring.loading import load_model
 
     lm, tokenizer, source = load_model(model, dtype=dtype, device=device)
-    return Sensor(lm, tokenizer, name=source.name, max_tokens=max_tokens, overflow=overflow)
+    return Sensor(lm, tokenizer, name=source.name, max_tokens=config.max_tokens, overflow=overflow, elide=config.elide)
 
 
 def judge_counts(total: int, asked: int) -> str:

@@ -13,17 +13,23 @@ from iclr_cli.render.output import Output
 from iclr_cli.token_accounting import summary_rows
 
 
-def scorer_config(model: str, max_tokens: int, overflow: str, dtype: str, no_prefix_cache: bool, batch_size: int | None,
-                  device: str | None, *, context: str | None = None, cache_tokens: int | None = None) -> ScorerConfig:
+def scorer_config(model: str, max_tokens: int | None, overflow: str, dtype: str, no_prefix_cache: bool, batch_size: int | None,
+                  device: str | None, *, context: str | None = None, cache_tokens: int | None = None,
+                  exact: bool = False, elide: int | None = None) -> ScorerConfig:
     """Scorer options into a :class:`ScorerConfig` (which validates them); ``None`` for
-    ``context`` is the default context.
+    ``context`` is the default context, ``None`` for ``max_tokens`` and ``elide`` the
+    profile's (``--exact`` or the fast default: :func:`iclr_cli.scoring.profile.choose`).
 
     Raises:
-        UsageError: for an unknown ``--overflow``, ``--dtype`` or ``--context``.
+        UsageError: for an unknown ``--overflow``, ``--dtype`` or ``--context``, or
+            ``--elide`` with ``--exact``.
     """
+    from iclr_cli.scoring.profile import choose
+
     extra = {"context": str(context)} if context is not None else {}
-    return ScorerConfig(model, max_tokens, str(overflow), str(dtype), not no_prefix_cache, batch_size, device,
-                        cache_tokens=cache_tokens, **extra)
+    return ScorerConfig.for_profile(choose(exact, max_tokens, elide), model=model, overflow=str(overflow), dtype=str(dtype),
+                                    prefix_cache=not no_prefix_cache, batch_size=batch_size, device=device,
+                                    cache_tokens=cache_tokens, **extra)
 
 
 def check_splitter(split: str) -> str:
@@ -122,11 +128,13 @@ def sealed_row(sealed) -> tuple[str, str]:
     return ("reasoning parts left sealed (provider rule)", f"{sum(sealed.values())} ({inner})")
 
 
-def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: str, command: str = "prune", splitter: str | None = None) -> None:
+def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: str, command: str = "prune", splitter: str | None = None,
+                  scorer: str | None = None) -> None:
     """The run summary table on stderr (``command``: ``score`` or ``prune``). Reasoning tokens
     follow the one accounting of :mod:`iclr_cli.token_accounting`. With ``splitter`` (the
     ``--block-split`` of a variant that ranks blocks), a warning when most steps with reasoning
-    hold one block names a finer one."""
+    hold one block names a finer one. ``scorer`` names the profile that scored
+    (:meth:`~iclr_cli.pipeline.ScorerConfig.describe`), for variants that score."""
     from iclr_cli.pipeline import one_block_note
 
     selected = "blocks selected" if command == "score" else "blocks removed"  # score only reports what the variant would remove
@@ -139,6 +147,7 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
         (selected, summary.removed),
         *summary_rows(summary.tokens, tokenizer_name),
         *([resent_row(summary.resent)] if summary.resent.requests else []),
+        *([("scorer profile", scorer)] if scorer else []),
         (SCORED_LABEL.get(command, "steps scored"), summary.scored),
         ("scored steps windowed (over --max-tokens)", summary.windowed),
         *([("context (scored steps)", ", ".join(f"{mode} {n}" for mode, n in sorted(summary.contexts.items())))]

@@ -22,7 +22,7 @@ def diff(
     model: opt.Model = "smollm2",
     variant: Annotated[opt.ScoredVariant, typer.Option("--variant", "-v", help="With --score: iclr (context-conditioned) or step-only.")] = opt.ScoredVariant("iclr"),
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
-    max_tokens: opt.MaxTokens = 42_000,
+    max_tokens: opt.MaxTokens = None,
     block_split: opt.BlockSplit = opt.PARAGRAPH,
     fmt: opt.Format = None,
     task: Annotated[Optional[str], typer.Option("--task", help="Replay records: pick this task in a run folder holding several.")] = None,
@@ -106,17 +106,19 @@ def _tokenizer(model: str):
 
 
 def _compute_scores(path, trajectories, model, variant, ratio, max_tokens, split):
-    from iclr_cli.compress import Settings, compress_trajectories
+    from iclr_cli.compress import compress_trajectories
     from iclr_cli.errors import UsageError
     from iclr_cli.pipeline import ScorerConfig, build_engines
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.diffinput import scores_from_results
+    from iclr_cli.scoring.profile import choose
 
     parsed = parse_variant(variant)
     if not parsed.needs_scores:
         raise UsageError(f"--score takes --variant iclr or step-only, not {variant!r}")
-    scorer, tokenizer = build_engines(parsed, ScorerConfig(model=model, max_tokens=max_tokens))
-    results = compress_trajectories(trajectories, Settings(parsed, ratio=ratio, splitter=split), scorer, tokenizer)
+    config = ScorerConfig.for_profile(choose(max_tokens=max_tokens), model=model)
+    scorer, tokenizer = build_engines(parsed, config)
+    results = compress_trajectories(trajectories, config.settings(parsed, ratio=ratio, splitter=split), scorer, tokenizer)
     return scores_from_results(results), f"--score ({parsed.name}, {scorer.name} scorer)"
 
 

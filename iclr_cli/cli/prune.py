@@ -17,7 +17,9 @@ def prune(
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     seed: opt.Seed = 0,
     model: opt.Model = "smollm2",
-    max_tokens: opt.MaxTokens = 42_000,
+    max_tokens: opt.MaxTokens = None,
+    exact: opt.Exact = False,
+    elide: opt.Elide = None,
     overflow: opt.Overflow = opt.WINDOW,
     dtype: opt.Dtype = opt.FLOAT32,
     no_prefix_cache: opt.NoPrefixCache = False,
@@ -57,7 +59,6 @@ def prune(
     """
     from iclr_cli.checkpoint import kept_note, resumable
     from iclr_cli.cli.common import check_splitter, in_place_target, interruptible, print_summary, report_reading, scorer_config, warn_one_block, warn_precision
-    from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
     from iclr_cli.formats.sealing import Sealer
@@ -74,7 +75,7 @@ def prune(
     splitter = check_splitter(block_split.value)
     dataset_split = dopt.chosen_split(dataset, dataset_split)
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
-                           context=context.value, cache_tokens=cache_tokens)
+                           context=context.value, cache_tokens=cache_tokens, exact=exact, elide=elide)
     edits = OpaqueEdits(opaque.value)
     if dataset is not None and in_place:
         raise UsageError("--in-place edits one trajectory file; with --dataset, -o names the output folder")
@@ -82,7 +83,7 @@ def prune(
         from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
 
         args = DatasetArgs(dataset, dataset_split, column, id_column, shard_rows, engine, workers, num_gpus_per_worker, ray_address)
-        settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
+        settings = config.settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
         out = Output(None, quiet=quiet, force=force)
         return run_dataset_command("prune", args, [input] if input else None, settings, config, out, target=output, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict, opaque=edits.value, signed=signed.value)
     if input is None:
@@ -105,7 +106,7 @@ def prune(
         warn_precision(out, config)
         scorer, tokenizer = build_engines(parsed, config)
         # Steps whose BottomK cannot depend on the scores (N = 1) are not scored: same output.
-        settings = Settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
+        settings = config.settings(parsed, ratio=ratio, seed=seed, splitter=splitter, score_all=False)
         encode = item.output_encoder()  # a UTF-16/32 input is written back in its encoding
         # each scored step is kept as it finishes, so Ctrl-C loses nothing (iclr_cli.checkpoint)
         with resumable("prune", [input], output, [item], settings, config, fmt, skip_bad_lines, out, opaque=edits.value, signed=signed.value) as checkpoint, \
@@ -125,4 +126,5 @@ def prune(
                 summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
                 # ...but the input re-sent as 'iclr savings' estimates it: sealed reasoning apart
                 summary.resent = summary.resent + static_totals(results, token_counter(tokenizer), edits)
-    print_summary(out, summary, tokenizer.name, parsed.name, splitter=splitter if parsed.needs_scores else None)
+    print_summary(out, summary, tokenizer.name, parsed.name, splitter=splitter if parsed.needs_scores else None,
+                  scorer=config.describe() if parsed.needs_scores else None)

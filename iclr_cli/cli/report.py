@@ -17,7 +17,7 @@ def report(
     heatmap: Annotated[Optional[str], typer.Option("--heatmap", help="Replay whose block heat map the HTML shows: TASK/VARIANT/SEED (default: the first iclr or step-only replay).")] = None,
     variant: Annotated[str, typer.Option("--variant", "-v", help="For a session file: the variant whose write-back is estimated (as 'iclr savings').")] = "iclr",
     model: opt.Model = "smollm2",
-    max_tokens: opt.MaxTokens = 42_000,
+    max_tokens: opt.MaxTokens = None,
     width: Annotated[Optional[int], typer.Option("--width", min=40, help="Table width in columns (default: the terminal's).")] = None,
     force: opt.Force = False,
     quiet: opt.Quiet = False,
@@ -103,17 +103,19 @@ def _heat_map(records, spec, model, max_tokens, out):
 
 
 def _score_for_heat(cand, model, max_tokens, out):
-    from iclr_cli.compress import Settings, compress_trajectories
+    from iclr_cli.compress import compress_trajectories
     from iclr_cli.pipeline import ScorerConfig, build_engines
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.diffinput import scores_from_results
     from iclr_cli.render.report_html import heat_map
+    from iclr_cli.scoring.profile import choose
 
     rec = cand.record
     variant = parse_variant(rec["variant"] if rec["variant"] in ("iclr", "iclr-ext", "step-only") else "iclr")
     out.info(f"scoring {cand.label} with {model} for the heat map (the replay saved no block scores)")
-    scorer, tokenizer = build_engines(variant, ScorerConfig(model=model, max_tokens=max_tokens))
-    results = compress_trajectories([cand.trajectory], Settings(variant), scorer, tokenizer)
+    config = ScorerConfig.for_profile(choose(max_tokens=max_tokens), model=model)
+    scorer, tokenizer = build_engines(variant, config)
+    results = compress_trajectories([cand.trajectory], config.settings(variant), scorer, tokenizer)
     return heat_map(f"{cand.label} ({variant.name} entropies by {scorer.name})", scores_from_results(results))
 
 
@@ -122,9 +124,9 @@ def _report_file(path, html, as_json, variant, model, max_tokens, width, force, 
     included), as a table or JSON, and with ``--html`` the input tokens per request."""
     import sys
 
-    from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.pipeline import ScorerConfig
+    from iclr_cli.scoring.profile import choose
     from iclr_cli.policies import parse_variant
     from iclr_cli.render import savings_view
     from iclr_cli.render.output import FULL_WIDTH, Output
@@ -136,7 +138,8 @@ def _report_file(path, html, as_json, variant, model, max_tokens, width, force, 
         raise UsageError("sliding-window-K drops whole steps; it exists only in 'iclr replay'")
     out = Output(None, quiet=quiet)
     cache = SavingsCache(default_path())
-    run = SavingsRun(Options(Settings(parsed, score_all=False), ScorerConfig(model=model, max_tokens=max_tokens)), cache)
+    config = ScorerConfig.for_profile(choose(max_tokens=max_tokens), model=model)
+    run = SavingsRun(Options(config.settings(parsed, score_all=False), config), cache)
     try:
         candidates = run.discover([path])
         with out.tracker(f"report ({parsed.name})") as progress:

@@ -19,7 +19,9 @@ def savings(
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     seed: opt.Seed = 0,
     model: opt.Model = "smollm2",
-    max_tokens: opt.MaxTokens = 42_000,
+    max_tokens: opt.MaxTokens = None,
+    exact: opt.Exact = False,
+    elide: opt.Elide = None,
     overflow: opt.Overflow = opt.WINDOW,
     dtype: opt.Dtype = opt.FLOAT32,
     no_prefix_cache: opt.NoPrefixCache = False,
@@ -55,7 +57,6 @@ def savings(
     exits 130.
     """
     from iclr_cli.cli.common import check_splitter, scorer_config, warn_precision
-    from iclr_cli.compress import Settings
     from iclr_cli.errors import Interrupted, UsageError
     from iclr_cli.policies import parse_variant
     from iclr_cli.render import savings_view
@@ -67,9 +68,9 @@ def savings(
     parsed = parse_variant(variant)
     if parsed.kind == "sliding-window":
         raise UsageError("sliding-window-K drops whole steps; it exists only in 'iclr replay'")
-    settings = Settings(parsed, ratio=ratio, seed=seed, splitter=check_splitter(block_split.value), score_all=False)
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
-                           context=context.value, cache_tokens=cache_tokens)
+                           context=context.value, cache_tokens=cache_tokens, exact=exact, elide=elide)
+    settings = config.settings(parsed, ratio=ratio, seed=seed, splitter=check_splitter(block_split.value), score_all=False)
     options = Options(settings, config, fmt, skip_bad_lines,
                       parse_day(since, "--since") if since else None, parse_day(until, "--until") if until else None)
     out = Output(None, quiet=quiet, width=width)

@@ -16,7 +16,9 @@ def score(
     variant: opt.ScoredVariantOpt = opt.ScoredVariant("iclr"),
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     model: opt.Model = "smollm2",
-    max_tokens: opt.MaxTokens = 42_000,
+    max_tokens: opt.MaxTokens = None,
+    exact: opt.Exact = False,
+    elide: opt.Elide = None,
     overflow: opt.Overflow = opt.WINDOW,
     dtype: opt.Dtype = opt.FLOAT32,
     no_prefix_cache: opt.NoPrefixCache = False,
@@ -54,7 +56,6 @@ def score(
     """
     from iclr_cli.checkpoint import kept_note, resumable
     from iclr_cli.cli.common import check_splitter, interruptible, print_summary, report_reading, scorer_config, warn_one_block, warn_precision
-    from iclr_cli.compress import Settings
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
     from iclr_cli.formats.sealing import Sealer
@@ -67,13 +68,13 @@ def score(
     splitter = check_splitter(block_split.value)
     dataset_split = dopt.chosen_split(dataset, dataset_split)
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
-                           context=context.value, cache_tokens=cache_tokens)
+                           context=context.value, cache_tokens=cache_tokens, exact=exact, elide=elide)
     out = Output(output, quiet=quiet, force=force, inputs=inputs or ())
     if dataset is not None:
         from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
 
         args = DatasetArgs(dataset, dataset_split, column, id_column, shard_rows, engine, workers, num_gpus_per_worker, ray_address)
-        return run_dataset_command("score", args, inputs, Settings(parsed, ratio=ratio, splitter=splitter), config, out, target=output, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict, opaque=opaque.value, signed=signed.value)
+        return run_dataset_command("score", args, inputs, config.settings(parsed, ratio=ratio, splitter=splitter), config, out, target=output, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict, opaque=opaque.value, signed=signed.value)
     if not inputs:
         raise UsageError("give trajectory files ('-' for stdin) or --dataset")
     summary, ids = Summary(), IdRegistry()
@@ -92,7 +93,7 @@ def score(
                 out.info(item.chosen)
         warn_precision(out, config)
         scorer, tokenizer = build_engines(parsed, config)
-        settings = Settings(parsed, ratio=ratio, splitter=splitter)
+        settings = config.settings(parsed, ratio=ratio, splitter=splitter)
         # each scored step is kept as it finishes, so Ctrl-C loses nothing (iclr_cli.checkpoint)
         with resumable("score", inputs, output, items, settings, config, fmt, skip_bad_lines, out,
                        opaque=opaque.value, signed=signed.value) as checkpoint, \
@@ -109,7 +110,7 @@ def score(
                         warned = warn_one_block(out, doc.trajectories, splitter)  # before a long run, not after
                     on_step = track_steps(progress, doc.trajectories, tokenizer, limit=getattr(scorer, "max_tokens", None))
                     results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step, checkpoint=checkpoint)
-                    lines = list(score_records(item.path, results, parsed))
+                    lines = list(score_records(item.path, results, parsed, config.profile if parsed.needs_scores else None))
                     sink.write(out.encode_records(lines))
                     records += len(lines)
                     # The summary counts what 'prune' with the same options would write (one
@@ -118,4 +119,5 @@ def score(
                     summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
     if records == 0:  # an empty output must not look like a failed or cut run
         out.info("no reasoning blocks in the input: nothing to score (0 records written)")
-    print_summary(out, summary, tokenizer.name, parsed.name, command="score", splitter=splitter if parsed.needs_scores else None)
+    print_summary(out, summary, tokenizer.name, parsed.name, command="score", splitter=splitter if parsed.needs_scores else None,
+                  scorer=config.describe() if parsed.needs_scores else None)

@@ -28,7 +28,9 @@ def serve(
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     seed: opt.Seed = 0,
     proxy_model: Annotated[str, typer.Option("--proxy-model", help="Proxy scorer and reasoning tokenizer: 'smollm2', 'fake' (dry runs), a folder, a .gguf, a HF id.")] = "smollm2",
-    max_tokens: opt.MaxTokens = 42_000,
+    max_tokens: opt.MaxTokens = None,
+    exact: opt.Exact = False,
+    elide: opt.Elide = None,
     overflow: opt.Overflow = opt.WINDOW,
     context: opt.Context = opt.CONTEXT,
     dtype: opt.Dtype = opt.FLOAT32,
@@ -91,6 +93,8 @@ def serve(
         split=block_split.value,
         proxy_model=proxy_model,
         max_tokens=max_tokens,
+        exact=exact,
+        elide=elide,
         overflow=overflow.value,
         context=context.value,
         dtype=dtype.value,
@@ -113,7 +117,8 @@ def serve(
     )
     logging.basicConfig(level=getattr(logging, log_level.value.upper()), format="iclr serve: %(levelname)s: %(message)s")
     kind, why = resolve_kind(options)
-    warn_precision(output, scorer_config(proxy_model, max_tokens, options.overflow, options.dtype, False, batch_size, device))
+    warn_precision(output, scorer_config(proxy_model, max_tokens, options.overflow, options.dtype, False, batch_size, device,
+                                         exact=exact, elide=elide))
     sock = listen(host, port)  # before loading anything big: a busy port fails at once
     try:
         app, state = build(options)

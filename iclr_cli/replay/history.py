@@ -36,6 +36,7 @@ class Compressor:
     """The variant and the engines that compress one step; shared by all runs of a replay.
 
     ``lock`` serialises scorer calls: the scorer and its prefix cache are not thread-safe.
+    ``elide``: what the proxy reads of long tool outputs (:class:`iclr_cli.compress.Settings`).
     """
 
     variant: Variant
@@ -43,10 +44,11 @@ class Compressor:
     tokenizer: Tokenizer
     ratio: float = 0.8
     splitter: str = "paragraph"
+    elide: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, traj_id: str, seed: int, prompt: Sequence[Part], history: Sequence[Step], step: Step) -> tuple[Step, StepReport]:
-        settings = Settings(self.variant, ratio=self.ratio, seed=seed, splitter=self.splitter)
+        settings = Settings(self.variant, ratio=self.ratio, seed=seed, splitter=self.splitter, elide=self.elide)
         with self.lock:
             return compress_step(traj_id, prompt, history, step, settings, self.scorer, self.tokenizer)
 

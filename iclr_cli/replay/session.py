@@ -97,12 +97,15 @@ def _api_key(var: str | None) -> str:
 
 def _engines(variants: Sequence, proxy_model: str, options: Mapping):
     from iclr_cli.pipeline import ScorerConfig, build_engines, check_splitter
+    from iclr_cli.scoring.profile import choose
 
     check_splitter(str(options["split"]))
-    config = ScorerConfig(proxy_model, options["max_tokens"], str(options["overflow"]), str(options["dtype"]), True, 8, options["device"])
+    profile = choose(bool(options.get("exact")), options.get("max_tokens"), options.get("elide"))
+    config = ScorerConfig.for_profile(profile, model=proxy_model, overflow=str(options["overflow"]), dtype=str(options["dtype"]),
+                                      batch_size=8, device=options["device"])
     try:
         needs = next((v for v in variants if v.needs_scores), variants[0])
-        return build_engines(needs, config)
+        return (*build_engines(needs, config), config)
     except ImportError as exc:
         raise IclrError(f"--proxy-model {proxy_model}: cannot load the proxy scorer/tokenizer ({exc}); '--proxy-model fake' runs without one") from exc
 
@@ -155,9 +158,10 @@ def build_run(
             raise UsageError(f"--extra-body is not valid JSON: {exc}") from None
         if not isinstance(body, dict):
             raise UsageError("--extra-body must be a JSON object")
-    scorer, tokenizer = _engines(parsed, proxy_model, scorer_options)
+    scorer, tokenizer, scorer_config = _engines(parsed, proxy_model, scorer_options)
     compressors = {
-        v.name: Compressor(v, scorer if v.needs_scores else None, tokenizer, ratio=scorer_options["ratio"], splitter=scorer_options["split"])
+        v.name: Compressor(v, scorer if v.needs_scores else None, tokenizer, ratio=scorer_options["ratio"], splitter=scorer_options["split"],
+                           elide=scorer_config.elide)
         for v in parsed
     }
     shared = next(iter(compressors.values())).lock
@@ -169,7 +173,8 @@ def build_run(
     )
     out.mkdir(parents=True, exist_ok=True)
     _note_settings(output, out, {"model": model, "base_url": base_url, "proxy_model": proxy_model, "tool_protocol": tool_protocol, "max_steps": max_steps, "temperature": temperature, "send_seed": send_seed,
-                                  "ratio": scorer_options["ratio"], "block_split": scorer_options["split"]})
+                                  "ratio": scorer_options["ratio"], "block_split": scorer_options["split"],
+                                  "scorer_profile": scorer_config.describe()})
     log = ResultsLog(out / RESULTS)
     done = {(r["task"], r["variant"], r["seed"]) for r in log.records if not (retry_errors and r.get("status") == "error")}
     specs = plan(tasks, [v.name for v in parsed], range(seeds), done)

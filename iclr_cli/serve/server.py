@@ -12,7 +12,6 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from iclr_cli.compress import Settings
 from iclr_cli.errors import IclrError, UsageError
 from iclr_cli.policies import DEFAULT_RATIO, parse_variant
 from iclr_cli.serve.budget import DEFAULT_LATE, DEFAULT_MAX_WAIT, LATE_POLICIES, Budget
@@ -38,6 +37,8 @@ class ServeOptions:
     provider documents as legal to leave out).
     ``max_wait``: seconds a request may wait for scores (``None``: no limit) and ``late``: what
     happens to a step whose scores were not ready by then (:mod:`iclr_cli.serve.budget`).
+    ``exact``, ``max_tokens`` and ``elide`` choose what the proxy sees (the fast default or
+    ``--exact``; ``None``: the profile's: :func:`iclr_cli.scoring.profile.choose`).
     """
 
     upstream: str
@@ -46,7 +47,9 @@ class ServeOptions:
     seed: int = 0
     split: str = "paragraph"
     proxy_model: str = "smollm2"
-    max_tokens: int = 42_000
+    max_tokens: int | None = None
+    exact: bool = False
+    elide: int | None = None
     overflow: str = "window"
     context: str = "auto"
     dtype: str = "float32"
@@ -96,8 +99,9 @@ def upstream_kind(options: ServeOptions):
     return kind, why
 
 
-def _settings_record(options: ServeOptions, scorer_name: str, kind: str) -> dict:
-    """What decides the bytes of a compressed step (stored with ``--state-dir``)."""
+def _settings_record(options: ServeOptions, config, scorer_name: str, kind: str) -> dict:
+    """What decides the bytes of a compressed step (stored with ``--state-dir``; ``config``
+    is the :class:`~iclr_cli.pipeline.ScorerConfig` built from ``options``)."""
     return {
         "upstream_kind": kind,
         "variant": options.variant,
@@ -105,9 +109,11 @@ def _settings_record(options: ServeOptions, scorer_name: str, kind: str) -> dict
         "seed": options.seed,
         "split": options.split,
         "proxy_model": scorer_name,
-        "max_tokens": options.max_tokens,
+        "max_tokens": config.max_tokens,
         "overflow": options.overflow,
         "dtype": options.dtype,
+        "profile": config.profile,
+        "elide": config.elide,
         # only when set: state folders written before --context existed stay valid (auto was sliding)
         **({"context": options.context} if options.context != "auto" else {}),
     }
@@ -124,6 +130,7 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         IclrError: when the proxy model cannot be loaded.
     """
     from iclr_cli.pipeline import ScorerConfig, build_engines, check_splitter
+    from iclr_cli.scoring.profile import choose
     from iclr_cli.serve.app import AppConfig, create_app
     from iclr_cli.serve.batching import BatchingScorer
     from iclr_cli.serve.eager import EagerScorer
@@ -145,8 +152,10 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
     if options.max_wait is not None and not options.max_wait >= 0:
         raise UsageError(f"--max-wait {options.max_wait}: seconds, 0 or more (inf: wait for every step)")
     kind, _ = upstream_kind(options)
-    config = ScorerConfig(options.proxy_model, options.max_tokens, options.overflow, options.dtype, options.prefix_cache,
-                          options.batch_size, options.device, context=options.context, cache_tokens=options.cache_tokens)
+    config = ScorerConfig.for_profile(choose(options.exact, options.max_tokens, options.elide), model=options.proxy_model,
+                                      overflow=options.overflow, dtype=options.dtype, prefix_cache=options.prefix_cache,
+                                      batch_size=options.batch_size, device=options.device, context=options.context,
+                                      cache_tokens=options.cache_tokens)
     if tokenizer is None:
         built, tokenizer = build_engines(variant, config)
         scorer = scorer if scorer is not None else built
@@ -164,11 +173,11 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         if options.eager_scoring:
             serving = EagerScorer(batching, stats, max_pending=options.max_conversations)
     scorer_name = scorer.name if scorer is not None else tokenizer.name
-    store = SqliteStore(options.state_dir, _settings_record(options, scorer_name, kind.name)) if options.state_dir else MemoryStore()
+    store = SqliteStore(options.state_dir, _settings_record(options, config, scorer_name, kind.name)) if options.state_dir else MemoryStore()
     state = ServeState(
         # score_all=False: a step whose selection cannot depend on its scores (one block) is
         # decided at once, never waits and never goes late; the text sent is the same.
-        Settings(variant, ratio=options.ratio, seed=options.seed, splitter=options.split, score_all=False),
+        config.settings(variant, ratio=options.ratio, seed=options.seed, splitter=options.split, score_all=False),
         serving,
         tokenizer,
         store=store,
@@ -194,7 +203,8 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         ("state_dir", options.state_dir),
         ("max_conversations", options.max_conversations),
         ("context", options.context),
-        ("max_tokens", options.max_tokens),
+        ("scorer_profile", config.describe()),
+        ("max_tokens", config.max_tokens),
         ("prefix_cache", options.prefix_cache),
         ("eager_scoring", options.eager_scoring and serving is not batching),
         ("max_wait_s", None if options.max_wait in (None, float("inf")) else options.max_wait),

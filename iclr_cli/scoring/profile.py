@@ -1,0 +1,68 @@
+"""Scorer profiles: what the proxy sees, the fast default against ``--exact`` (docs/scoring.md, "Speed").
+
+Every proxy token costs one forward pass, and on a laptop CPU that pass is all a user waits
+for. Two things set how many tokens there are and what each costs:
+
+- ``max_tokens``, the scorer's input limit (METHOD.md, "Input limit"): attention over an
+  8,192-token window costs about twice the weights per token on the default proxy; a 4,096
+  window halves that part.
+- ``elide``, what the proxy reads of long tool outputs and parts of P: their first and last
+  ``elide`` characters with a marker between (:func:`iclr_cli.context.elide_text`). Tool
+  outputs are most of a coding session's tokens (86% of a Codex rollout measured here).
+
+``exact`` is METHOD.md to the letter: the whole render, the proxy's full window (42,000
+capped at its maximum positions). ``fast``, the default, is the fastest combination whose
+BottomK selections agreed with ``exact`` on at least 95% of the blocks of the real sessions
+in ``../shared/realdata`` (``benchmarks/bench_fidelity.py``; the figures are in
+BENCHMARKS.md, "Fast default against --exact"). Both compute in float32; the window and the
+render are the only differences, and each record says which profile scored it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iclr_cli.errors import UsageError
+from iclr_cli.scoring.base import DEFAULT_MAX_TOKENS
+
+FAST_MAX_TOKENS = 4096
+FAST_ELIDE = 512
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the proxy sees: ``name`` (``fast`` or ``exact``), ``max_tokens`` (the requested
+    input limit in tokens, before the cap at the proxy's maximum positions) and ``elide``
+    (characters kept at each end of a long tool output or part of P; ``None``: everything)."""
+
+    name: str
+    max_tokens: int
+    elide: int | None
+
+    def describe(self) -> str:
+        """One line for summaries, e.g. ``fast (4,096-token window, long tool outputs cut to
+        512 chars at each end)``."""
+        seen = f"long tool outputs cut to {self.elide:,} chars at each end" if self.elide else "everything whole"
+        return f"{self.name} ({self.max_tokens:,}-token window, {seen})"
+
+
+FAST = Profile("fast", FAST_MAX_TOKENS, FAST_ELIDE)
+EXACT = Profile("exact", DEFAULT_MAX_TOKENS, None)
+PROFILES = {p.name: p for p in (FAST, EXACT)}
+
+
+def choose(exact: bool = False, max_tokens: int | None = None, elide: int | None = None) -> Profile:
+    """The profile for the CLI options ``--exact``, ``--max-tokens`` and ``--elide``.
+
+    An explicit ``max_tokens`` replaces the profile's window; ``elide=0`` turns elision off
+    in the fast profile (the name stays ``fast``: the window is still its own unless given).
+
+    Raises:
+        UsageError: ``--elide`` with ``--exact`` (exact renders everything), or a negative one.
+    """
+    if elide is not None and elide < 0:
+        raise UsageError(f"--elide {elide}: give a number of characters, 0 or more")
+    if exact and elide:
+        raise UsageError("--exact renders every tool output whole; drop --elide, or drop --exact")
+    base = EXACT if exact else FAST
+    return Profile(base.name, max_tokens or base.max_tokens, base.elide if elide is None else (elide or None))
