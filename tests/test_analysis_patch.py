@@ -211,3 +211,33 @@ def test_a_history_segment_over_the_budget_is_cut_to_its_tail_within_the_limit(t
     assert len(lay.ids) <= 100
     assert lay.plan.history_tail > 0 and lay.describe()["history_tail_tokens"] == lay.plan.history_tail
     assert lay.history_starts[0] == 2  # right after P's two tokens
+
+
+def test_a_new_stream_starts_from_the_prefix_another_stream_holds(tiny):  # noqa: F811
+    """P is read once per sensor: the deleted stream and every later trajectory with the same P
+    take its keys and values, and read exactly what a sensor that ran everything reads."""
+    model, tokenizer = tiny
+    prompt = [int(t) for t in torch.randint(5, 200, (150,), generator=torch.Generator().manual_seed(1))]
+    a = prompt + [7, 8, 9, 10, 11]
+    b = prompt + [12, 13, 14]
+    shared = sensor(tiny)
+    shared.read("a", a)
+    got = shared.read("b", b, {"all": list(range(150, len(b)))})
+    assert shared.shared_tokens == 150 and got.forwarded == len(b) - 150
+    alone = sensor(tiny).read("b", b, {"all": list(range(150, len(b)))})
+    assert torch.allclose(got.logprobs, alone.logprobs, atol=1e-4)
+    assert torch.allclose(got.residuals, alone.residuals, atol=1e-4)
+    assert torch.allclose(got.pooled["all"], alone.pooled["all"], atol=1e-4)
+    # the donor is untouched: reading it again from its own state gives the same
+    again = shared.read("a", a)
+    assert torch.allclose(again.logprobs, sensor(tiny).read("a", a).logprobs, atol=1e-4)
+    # a pool inside the shared prefix is run, not copied
+    fresh = sensor(tiny)
+    fresh.read("a", a)
+    fresh.read("c", b, {"early": [100, 120]})
+    assert fresh.shared_tokens == 100
+    # too short a common prefix is run, not copied
+    few = sensor(tiny)
+    few.read("a", a)
+    few.read("d", b, {"early": [20]})
+    assert few.shared_tokens == 0

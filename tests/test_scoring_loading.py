@@ -221,3 +221,20 @@ def test_fake_model_refuses_an_unavailable_device_as_the_real_one_does(tmp_path,
     with pytest.raises(SystemExit) as exc:
         main(["prune", str(chat), "--model", "fake", "--device", "cpu", "-o", str(out), "-q"])
     assert exc.value.code == 0 and out.exists()
+
+
+def test_auto_device_picks_mps_after_cuda(monkeypatch):
+    """``--device`` left out: CUDA first, then Apple's MPS, then the CPU (no Mac here: the
+    availability checks are stood in for)."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert loading.pick_device(None) == "mps"
+    assert loading.pick_device("mps") == "mps"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert loading.pick_device(None) == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert loading.pick_device(None) == "cpu"
+    with pytest.raises(UsageError, match="MPS is not available"):
+        loading.pick_device("mps")

@@ -47,6 +47,7 @@ from iclr_cli.scoring.transformers_scorer import _common_prefix, _fix_mmap_thres
 
 DEFAULT_FORWARD_CHUNK = 1024
 _ENCODE_MEMO = 4096
+MIN_SHARED = 64  # tokens worth copying from another stream's prefix (below: run them)
 
 
 @dataclass
@@ -149,6 +150,7 @@ class Sensor:
         self._streams: dict[str, _Stream] = {}
         self._memo: dict[str, tuple[list[int], list[tuple[int, int]]]] = {}
         self.forwarded = 0  # tokens run through the whole model
+        self.shared_tokens = 0  # tokens a new stream took from another's prefix
         self.patch_runs = 0  # cached patched runs (one token each)
 
     @property
@@ -206,9 +208,10 @@ class Sensor:
         first = min([n - 1, *(min(p) for p in pools.values() if p)])
         state = self._streams.get(stream)
         resume = min(_common_prefix(state.ids, ids), first) if state is not None else 0
-        if state is None or resume == 0:
+        if state is None:
+            state, resume = self._seeded(ids, first)
+        elif resume == 0:
             state = _Stream([], KVStore(self.shape, n))
-            resume = 0
         state.store.truncate(resume)
         state.store.reserve(n)
         cache = buffer_cache(state.store.data.unsqueeze(2), resume)
@@ -224,6 +227,26 @@ class Sensor:
         self._streams[stream] = state
         self.forwarded += n - resume
         return last, resume
+
+    def _seeded(self, ids: list[int], first: int) -> tuple[_Stream, int]:
+        """A new stream's state, starting from the keys and values of the longest prefix it
+        shares with a kept stream (P and the early history: the full and the deleted stream
+        of a trajectory share P, and so do all sessions of one agent), copied, never shared:
+        the donor's store goes on changing. At most ``first`` tokens are taken (the positions
+        read must be run); below ``MIN_SHARED`` tokens nothing is. Returns (state, tokens reused)."""
+        store = KVStore(self.shape, len(ids))
+        best, shared = None, 0
+        for other in self._streams.values():
+            if other.store is not None:
+                common = min(_common_prefix(other.ids, ids), other.store.length, first)
+                if common > shared:
+                    best, shared = other, common
+        if best is None or shared < MIN_SHARED:
+            return _Stream([], store), 0
+        store.data[:, :, :, :shared] = best.store.data[:, :, :, :shared]
+        store.length = shared
+        self.shared_tokens += shared
+        return _Stream(list(ids[:shared]), store), shared
 
     def _run_plain(self, ids: list[int], capture: _Capture):
         capture.start = 0

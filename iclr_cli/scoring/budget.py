@@ -65,5 +65,5 @@ def plan(bytes_per_token: int, limit: int, device, *, free: int | None = None) -
     # A batch buffer holds each row's past and new tokens once; attention copies a layer's
     # keys and values per step (x 2 with grouped-query heads expanded), so count 1.5 per slot.
     batch_tokens = max(limit, int(0.4 * usable / (1.5 * bytes_per_token)))
-    rows = ROWS_GPU if device.type == "cuda" else ROWS_CPU
+    rows = ROWS_GPU if device.type in ("cuda", "mps") else ROWS_CPU
     return Budget(cache_tokens, batch_tokens, rows, free)

@@ -259,7 +259,12 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
 
 
 def pick_device(device: str | None) -> str:
-    """``device`` if given and usable, else ``cuda`` when available, else ``cpu``.
+    """``device`` if given and usable, else ``cuda`` when available, else ``mps`` (Apple
+    GPUs, torch's Metal backend) when available, else ``cpu``.
+
+    MPS has not been tried on a Mac here (no such machine at hand): the scorer's operations
+    are plain matmuls, softmax and indexing, all in torch's MPS coverage; ``--device cpu``
+    is the way out if a torch release lacks one.
 
     Raises:
         UsageError: for a device string torch does not know, or a CUDA / MPS device this
@@ -268,7 +273,9 @@ def pick_device(device: str | None) -> str:
     import torch
 
     if not device:
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if _mps_available(torch) else "cpu"
     try:
         parsed = torch.device(device)
     except (RuntimeError, ValueError) as exc:
@@ -283,9 +290,14 @@ def pick_device(device: str | None) -> str:
             raise UsageError(f"--device {device}: torch {torch.__version__} has CUDA but sees no GPU (check the driver and CUDA_VISIBLE_DEVICES), or use --device cpu")
         if parsed.index is not None and parsed.index >= torch.cuda.device_count():
             raise UsageError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) visible (cuda:0..cuda:{torch.cuda.device_count() - 1})")
-    if parsed.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+    if parsed.type == "mps" and not _mps_available(torch):
         raise UsageError(f"--device {device}: MPS is not available on this machine or torch build; use --device cpu")
     return device
+
+
+def _mps_available(torch) -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
 
 
 def load_tokenizer(spec: str) -> ProxyTokenizer:
