@@ -200,6 +200,7 @@ def build_engines(variant: Variant, config: ScorerConfig) -> tuple[Scorer | None
             dtype=config.dtype,
             device=config.device,
             prefix_cache=config.prefix_cache,
+            prompt_cache=config.prefix_cache,  # --no-prefix-cache: no shared P state either
             batch_size=config.batch_size,
             context=config.context,
             cache_tokens=config.cache_tokens,

@@ -229,3 +229,33 @@ def test_the_first_step_prefills_all_of_p_unless_the_context_is_fresh(tiny_dir, 
         assert 0 < forwarded <= LIMIT
     else:
         assert forwarded > prompt_tokens
+
+
+def test_a_second_conversation_with_the_same_p_does_not_prefill_it(tiny_dir):
+    """P once per machine (iclr_cli.scoring.prefix): a new conversation with a P seen before
+    starts from the shared state after P; the bytes sent upstream are those of a proxy that
+    scores every step from scratch, and the scorer says the new conversation needs no prefill."""
+    from iclr_cli.serve.server import ServeOptions, build
+
+    system = "You are a coding agent. " + " ".join(f"Rule {i}: read the file before you edit it." for i in range(120))
+    convs = [[{"role": "system", "content": system}, *conversation(seed, 1)[1:]] for seed in (7, 8)]
+    bodies, forwarded = {}, {}
+    for cache in (True, False):
+        app, state = build(ServeOptions(upstream="http://127.0.0.1:9/v1", proxy_model=str(tiny_dir), max_tokens=LIMIT,
+                                        eager_scoring=False, batch_size=1, max_wait=None, prefix_cache=cache))
+        try:
+            inner = state.scorer.inner
+            prompt_tokens = len(state.tokenizer.encode(system)[0])
+            bodies[cache], forwarded[cache] = [], []
+            for messages in convs:
+                before = inner.stats.forward_tokens
+                bodies[cache].append(send(state, messages))
+                forwarded[cache].append(inner.stats.forward_tokens - before)
+            info = state.scorer.cache_info()
+            if cache:  # the system prompt is shared, each conversation's first user message is not
+                assert (info["prompt_misses"], info["prompt_hits"]) == (1, 1)
+        finally:
+            state.scorer.close()
+    assert bodies[True] == bodies[False] and all(b"[SKIP]" in b for b in bodies[True])
+    assert forwarded[False][1] > prompt_tokens and forwarded[True][0] == forwarded[False][0]
+    assert forwarded[True][1] < forwarded[False][1] - prompt_tokens // 2

@@ -58,7 +58,7 @@ Exact = Annotated[bool, typer.Option("--exact", help="Score as METHOD.md says to
 Elide = Annotated[Optional[int], typer.Option("--elide", min=0, metavar="CHARS", help="Characters the proxy reads at each end of a long tool output or part of P (default 512; 0: all of it).", show_default=False)]
 Overflow = Annotated[OverflowChoice, typer.Option("--overflow", help="Over the limit: 'window' keeps P + recent history + the step; 'skip' leaves the step unpruned (paper).")]
 Dtype = Annotated[DtypeChoice, typer.Option("--dtype", help="Proxy precision: float32 (default); bfloat16 or float16 change entropies (up to ~1.8 bits/token measured) and a warning says so.")]
-NoPrefixCache = Annotated[bool, typer.Option("--no-prefix-cache", help="Recompute every step from scratch (verification, benchmarks).")]
+NoPrefixCache = Annotated[bool, typer.Option("--no-prefix-cache", help="Recompute every step from scratch, P included: no kept or shared scorer state (verification, benchmarks).")]
 BatchSize = Annotated[Optional[int], typer.Option("--batch-size", min=1, help="Most trajectories scored in one batched forward (default: chosen for the device).", show_default=False)]
 CacheTokens = Annotated[Optional[int], typer.Option("--cache-tokens", min=1, help="Key/value tokens the scorer keeps over all trajectories' caches (default: from free memory).", show_default=False)]
 Context = Annotated[ContextChoice, typer.Option("--context", help="Over the limit: 'sliding' reads the session once through a sliding KV window; 'fresh' recomputes a window of P + recent history per step; 'auto' takes sliding unless fresh forwards under half its tokens, per trajectory (docs/scoring.md: Scoring long sessions).")]

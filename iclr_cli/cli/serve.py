@@ -38,7 +38,7 @@ def serve(
     batch_size: opt.BatchSize = 8,
     block_split: opt.BlockSplit = opt.PARAGRAPH,
     cache_tokens: Annotated[Optional[int], typer.Option("--cache-tokens", min=1, help="Key/value tokens the proxy model keeps over all live conversations' scorer state, least recently used evicted first (default: from free memory).", show_default=False)] = None,
-    no_prefix_cache: Annotated[bool, typer.Option("--no-prefix-cache", help="Score every step from scratch instead of keeping each conversation's scorer state (verification, benchmarks).")] = False,
+    no_prefix_cache: Annotated[bool, typer.Option("--no-prefix-cache", help="Score every step from scratch instead of keeping each conversation's scorer state and sharing the state after P (verification, benchmarks).")] = False,
     eager_scoring: Annotated[bool, typer.Option("--eager-scoring/--no-eager-scoring", help="Score a reply's reasoning as soon as it was relayed, while the agent runs its tool, so the next request finds it done.")] = True,
     max_wait: Annotated[float, typer.Option("--max-wait", min=0, help="Seconds a request may wait for its steps' scores; a step not scored by then goes upstream as generated (late). inf: wait for every step (the paper's online rule).")] = DEFAULT_MAX_WAIT,
     late: Annotated[Late, typer.Option("--late", help="A step sent late: compress-later (compressed at the first later request that finds its scores ready: one prompt-cache rewrite from that step) or as-sent (left as generated for good: the cached prefix never changes).")] = Late(DEFAULT_LATE),

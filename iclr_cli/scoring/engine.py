@@ -46,6 +46,10 @@ class ScorerStats:
     ``pad_tokens``: padding run with them; ``reused_tokens``: tokens taken from a stream's
     cache instead; ``scored_positions``: hidden states that went through the LM head;
     ``batches``: batched forwards (groups of rows); ``rows``: segments run.
+    The shared P cache (:mod:`iclr_cli.scoring.prefix`): ``prompt_hits``, requests of a
+    stream without state that started from a stored P state (``reused_tokens`` counts its
+    tokens); ``prompt_disk_hits``, P states read from disk for them; ``prompt_misses``, P
+    states computed (their tokens are in ``forward_tokens``) and stored.
     """
 
     requests: int = 0
@@ -55,6 +59,9 @@ class ScorerStats:
     scored_positions: int = 0
     batches: int = 0
     rows: int = 0
+    prompt_hits: int = 0
+    prompt_disk_hits: int = 0
+    prompt_misses: int = 0
 
 
 @dataclass

@@ -7,6 +7,8 @@ a model spec for :mod:`iclr_cli.scoring.loading` (``smollm2`` by default).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from iclr_cli.errors import UsageError
 from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, Overflow, Scorer, Tokenizer
 from iclr_cli.scoring.fake import FakeScorer, RegexTokenizer, is_fake, parse_fake
@@ -27,6 +29,8 @@ def build_scorer(
     chunk_size: int = 256,
     context: str = DEFAULT_CONTEXT,
     cache_tokens: int | None = None,
+    prompt_cache: bool = True,
+    prompt_cache_dir: Path | None = None,
 ) -> Scorer:
     """A ready scorer for ``model``.
 
@@ -48,6 +52,10 @@ def build_scorer(
             "Scoring long sessions"). The fake scorer has no keys to slide and ignores it.
         cache_tokens: key/value tokens kept over all stream caches; ``None``: from the
             device's free memory.
+        prompt_cache: share the state after a long P across trajectories, in memory and on
+            disk (:mod:`iclr_cli.scoring.prefix`; results are the same); needs ``prefix_cache``.
+        prompt_cache_dir: that cache's folder (``None``: ``$ICLR_PROMPT_CACHE_DIR``, else
+            ``<cache>/prompts``).
 
     Raises:
         UsageError: bad option values or an unresolvable model spec.
@@ -84,6 +92,8 @@ def build_scorer(
         chunk_size=chunk_size,
         context=context,
         cache_tokens=cache_tokens,
+        prompt_cache=prompt_cache,
+        prompt_cache_dir=prompt_cache_dir,
     )
 
 

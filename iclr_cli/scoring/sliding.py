@@ -113,10 +113,14 @@ class SlidingJob:
         resume = 0
         if state is not None and state.window == window:
             resume = min(common(state.ids, ids), rows[0] if rows else len(ids))
-            if resume < s or state.lo > window.start(resume - s):
+            if resume > s and state.lo > window.start(resume - s):
                 resume = 0
         if resume:
-            state.store.truncate(s + (resume - s) - state.lo)
+            if resume <= s:  # within the sink (a shared P's state): no stream token is kept
+                state.store.truncate(resume)
+                state.lo = state.rot = 0
+            else:
+                state.store.truncate(s + (resume - s) - state.lo)
             del state.ids[resume:]
             self.state = state
         else:
@@ -133,8 +137,9 @@ class SlidingJob:
         if pos >= len(self.ids):
             return None
         s = w.sink
-        if pos == 0:  # the sink and the stream while everything fits: one plain run
-            end, past = min(len(self.ids), s + w.budget), []
+        if pos < s or pos == 0:  # the sink and the stream while everything fits: one plain run,
+            # resumed after the sink tokens a state kept (iclr_cli.scoring.prefix)
+            end, past = min(len(self.ids), s + w.budget), ([(st.store, 0, pos)] if pos else [])
         else:
             j = pos - s
             start = w.start(j)

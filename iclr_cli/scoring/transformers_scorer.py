@@ -26,6 +26,11 @@ Below the limit both are one plain forward pass over P + history + step.
 
 Work saved, never results changed:
 
+- **P once per machine** (:mod:`iclr_cli.scoring.prefix`). A stream with no state yet starts
+  from a copy of the state after P's shared part (its segments before the first user turn:
+  system prompt, tools), shared by all streams with the same part, model and window, kept in
+  memory and on disk; on a miss a job that reads that part alone runs first and its state is
+  stored.
 - **Batching** (:mod:`iclr_cli.scoring.engine`). Step t of many trajectories runs as one
   batch even when their cached pasts differ in length (padded, explicit positions and masks).
   History-free requests (``step-only``) and uncached ones batch the same way.
@@ -54,6 +59,7 @@ import platform
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -72,6 +78,7 @@ from iclr_cli.scoring.base import (
 from iclr_cli.scoring.engine import Engine, ScorerStats, Segment
 from iclr_cli.scoring.entropy import DEFAULT_CHUNK, logit_transform
 from iclr_cli.scoring.kv import probe
+from iclr_cli.scoring.prefix import PromptCache, PromptState, model_fingerprint, prompt_dir, prompt_span
 from iclr_cli.scoring.sliding import SlidingJob, SlidingWindow
 from iclr_cli.scoring.streams import FreshJob, StreamCache
 from iclr_cli.scoring.segments import SegmentTokens
@@ -136,6 +143,11 @@ class TransformersScorer:
         cache_tokens: most key/value tokens over all stream caches (``None``: from free memory).
         batch_tokens: most buffer slots of one batch (rows x (longest past + longest new);
             ``None``: from free memory); a single longer row still runs, alone.
+        prompt_cache: share the state after P's shared part (before its first user turn)
+            across streams, in memory (at most a quarter of ``cache_tokens`` more) and on disk
+            (:mod:`iclr_cli.scoring.prefix`); off when ``prefix_cache`` is (results are the same).
+        prompt_cache_dir: its folder (``None``: ``$ICLR_PROMPT_CACHE_DIR`` or
+            ``<cache>/prompts``).
 
     Raises:
         UsageError: for an unknown ``overflow`` or ``context``, a size parameter below 1, or
@@ -158,6 +170,8 @@ class TransformersScorer:
         max_streams: int | None = None,
         cache_tokens: int | None = None,
         batch_tokens: int | None = None,
+        prompt_cache: bool = True,
+        prompt_cache_dir: Path | None = None,
     ):
         if overflow not in ("window", "skip"):
             raise UsageError(f"--overflow {overflow!r}: choose window or skip")
@@ -203,6 +217,11 @@ class TransformersScorer:
                               cache_kw=self._cache_kw, pad_id=self._pad_id, chunk_size=chunk_size,
                               forward_chunk=forward_chunk, batch_size=self.batch_size, batch_tokens=self.batch_tokens)
         self._streams = StreamCache(self.max_streams, self.cache_tokens)
+        self._prompts: PromptCache | None = None
+        if prompt_cache and self.prefix_cache:
+            folder = Path(prompt_cache_dir) if prompt_cache_dir is not None else prompt_dir()
+            self._prompts = PromptCache(self._shape, folder, model_fingerprint(model, tokenizer, self._shape), self.max_tokens,
+                                        max_tokens=self.cache_tokens // 4)
         self._memo: dict[str, tuple[list[int], list[tuple[int, int]]]] = {}
         self._segments = SegmentTokens(tokenizer, self.max_tokens, _ENCODE_MEMO)
         self._call = 0
@@ -341,10 +360,12 @@ class TransformersScorer:
                 results[i] = self._result(requests[i], layouts[i], job.entropies)
         for wave in self._waves(requests, layouts, streamed):
             with torch.inference_mode():
-                jobs = [self._job(requests[i], layouts[i], rows) for i, rows in wave]
+                starts = self._prompt_starts(requests, layouts, wave)
+                jobs = [self._job(requests[i], layouts[i], rows, starts.get(i, (None, 0))[0]) for i, rows in wave]
             self._run(jobs)
             for (i, _), job in zip(wave, jobs):
-                self.stats.reused_tokens += job.reused
+                # P computed for this very request was forwarded, not reused.
+                self.stats.reused_tokens += job.reused - min(job.reused, starts.get(i, (None, 0))[1])
                 results[i] = self._result(requests[i], layouts[i], job.entropies)
                 if self.prefix_cache and job.state is not None:
                     self._streams.put(requests[i].stream, job.state, job.state.store.capacity, self._call)
@@ -370,14 +391,36 @@ class TransformersScorer:
         if wave:
             yield wave
 
-    def _job(self, req: ScoreRequest, lay: Layout, rows: list[int]):
+    def _job(self, req: ScoreRequest, lay: Layout, rows: list[int], start: PromptState | None = None):
+        """The request's job, from its stream's state, else from a copy of ``start`` (P's)."""
         state = self._streams.take(req.stream) if self.prefix_cache else None
         if self.mode(req.stream) == "fresh":
+            if state is None and start is not None:
+                state = start.fresh_state(self._shape, len(lay.ids), self.max_tokens)
             return FreshJob(state, lay.ids, rows, self._shape, _common_prefix, keep=self.prefix_cache, most=self.max_tokens)
         prompt = sum(len(self._segments.whole(seg)) for seg in req.prompt)
         window = SlidingWindow.for_prompt(prompt, self.max_tokens)
+        if state is None and start is not None:
+            state = start.sliding_state(window, self._shape, min(window.limit, len(lay.ids)), 2 * window.limit + window.step)
         step_start = len(lay.ids) - len(self._encode(req.step)[0])
         return SlidingJob(state, lay.ids, rows, window, step_start, self._shape, self._rotary, _common_prefix)
+
+    def _prompt_starts(self, requests, layouts, wave) -> dict[int, tuple[PromptState, int]]:
+        """Shared P states for the wave's requests whose stream holds no state
+        (:meth:`~iclr_cli.scoring.prefix.PromptCache.starts`)."""
+        if self._prompts is None:
+            return {}
+        wanted = []
+        for i, _ in wave:
+            req = requests[i]
+            if req.stream in self._streams:
+                continue
+            mode = self.mode(req.stream)
+            ids = self._segments.whole if mode == "sliding" else (lambda seg: self._encode(seg)[0])
+            span = prompt_span(req, layouts[i], mode, self.max_tokens, ids)
+            if span is not None:
+                wanted.append((i, span))
+        return self._prompts.starts(wanted, self._rotary, _common_prefix, self._run, self.stats)
 
     def _run(self, jobs) -> None:
         """Run jobs in lock step: each round batches the next segment of every unfinished job.
@@ -413,9 +456,11 @@ class TransformersScorer:
         self._engine.cancel()
 
     def reset(self) -> None:
-        """Forget every cached stream (frees their key/value memory), every planned mode and
-        the memoised tokens of segments."""
+        """Forget every cached stream (frees their key/value memory), the shared P states held
+        in memory (not those on disk), every planned mode and the memoised tokens of segments."""
         self._streams.clear()
+        if self._prompts is not None:
+            self._prompts.clear()
         self._modes.clear()
         self._memo.clear()
         self._segments.clear()
@@ -430,10 +475,16 @@ class TransformersScorer:
         """True when scoring ``request`` runs P and the history from the start: no state of
         its stream is kept (a conversation's first scored step, or one evicted). False means
         it runs only the tokens after what it shares with the stream's previous request.
-        ``iclr serve`` says so when a request waits on it and estimates its time by it; a
-        scorer that shares P's keys and values across streams answers False when it holds P.
-        Safe to call from another thread."""
-        return not (self.prefix_cache and request.stream in self._streams)
+        ``iclr serve`` says so when a request waits on it and estimates its time by it. Also
+        False for a stream without state whose P's state is shared (in memory, or on disk
+        as this process knows it): only the history and step run. Safe to call from another
+        thread: it hashes P's text and reads dicts and a set."""
+        if self.prefix_cache and request.stream in self._streams:
+            return False
+        prompts = self._prompts
+        if prompts is None or not request.prompt:
+            return True
+        return not prompts.holds(self.mode(request.stream), request.prompt)
 
     def cache_info(self) -> dict[str, int | None]:
         """The stream caches kept between calls, as plain numbers (safe to read while another
@@ -441,8 +492,10 @@ class TransformersScorer:
         hold, the budget (``budget_tokens``, ``budget_bytes``: ``cache_tokens``), ``evictions``
         (least recently used states removed to make room), ``not_kept`` (states that found
         no room), and the work so far: ``forward_tokens`` run through the model and
-        ``reused_tokens`` taken from kept states. Bytes are ``None`` for a model whose caches
-        the scorer cannot manage."""
+        ``reused_tokens`` taken from kept states. The shared P cache: ``prompt_hits``,
+        ``prompt_disk_hits``, ``prompt_misses`` (:class:`~iclr_cli.scoring.engine.ScorerStats`),
+        ``prompt_states`` and ``prompt_tokens`` held in memory (``None`` when it is off).
+        Bytes are ``None`` for a model whose caches the scorer cannot manage."""
         per_token = self._shape.bytes_per_token if self._shape is not None else None
         held = self._streams.held
         return {
@@ -455,6 +508,11 @@ class TransformersScorer:
             "not_kept": self._streams.not_kept,
             "forward_tokens": self.stats.forward_tokens,
             "reused_tokens": self.stats.reused_tokens,
+            "prompt_hits": self.stats.prompt_hits,
+            "prompt_disk_hits": self.stats.prompt_disk_hits,
+            "prompt_misses": self.stats.prompt_misses,
+            "prompt_states": len(self._prompts) if self._prompts is not None else None,
+            "prompt_tokens": self._prompts.held if self._prompts is not None else None,
         }
 
 

@@ -26,7 +26,8 @@ class ServeOptions:
     ``keepalive_s``: seconds of silence on a relayed stream before the client gets its API's
     keep-alive (:mod:`iclr_cli.serve.keepalive`); 0 turns them off.
     ``prefix_cache``: keep each live conversation's scorer state (keys and values) between
-    requests, within ``cache_tokens`` over all conversations (``None``: from free memory).
+    requests, within ``cache_tokens`` over all conversations (``None``: from free memory),
+    and share the state after P across conversations (:mod:`iclr_cli.scoring.prefix`).
     ``eager_scoring``: score a reply's step once it was relayed, while the agent runs its tool
     (:mod:`iclr_cli.serve.eager`).
     ``context``: what the proxy model sees of a conversation over ``max_tokens`` (``auto``:
