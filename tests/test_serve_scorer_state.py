@@ -206,16 +206,17 @@ def test_scoring_ahead_with_kept_state_sends_the_same_bytes_over_http(tiny):
     assert f'iclr_serve_eager_scoring_total{{outcome="scored"}} 10.0' in metrics
 
 
-@pytest.mark.parametrize("context", ["auto", "fresh"])
-def test_the_first_step_prefills_all_of_p_unless_the_context_is_fresh(tiny_dir, context):
-    """An agent's P (system prompt and tools) is tens of thousands of tokens: in serve's
-    default (sliding) context the first compressed step runs all of it through the proxy
-    whatever ``--max-tokens`` says; ``--context fresh`` cuts it to ``--max-tokens``."""
+@pytest.mark.parametrize("context,exact", [("auto", True), ("fresh", True), ("auto", False)])
+def test_the_first_step_prefills_all_of_p_unless_the_context_is_fresh(tiny_dir, context, exact):
+    """An agent's P (system prompt and tools) is tens of thousands of tokens: under ``--exact``
+    in serve's default (sliding) context the first compressed step runs all of it through the
+    proxy whatever ``--max-tokens`` says; ``--context fresh`` cuts it to ``--max-tokens``; the
+    default profile reads its first and last 512 characters (iclr_cli.scoring.profile)."""
     from iclr_cli.serve.server import ServeOptions, build
 
     system = "You are a coding agent. " + " ".join(f"Rule {i}: read the file before you edit it." for i in range(120))
     messages = [{"role": "system", "content": system}, *conversation(7, 1)[1:]]
-    app, state = build(ServeOptions(upstream="http://127.0.0.1:9/v1", proxy_model=str(tiny_dir), max_tokens=LIMIT,
+    app, state = build(ServeOptions(upstream="http://127.0.0.1:9/v1", proxy_model=str(tiny_dir), max_tokens=LIMIT, exact=exact,
                                     context=context, eager_scoring=False, batch_size=1, max_wait=None))
     try:
         prompt_tokens = len(state.tokenizer.encode(system)[0])
@@ -227,8 +228,11 @@ def test_the_first_step_prefills_all_of_p_unless_the_context_is_fresh(tiny_dir, 
     assert state.stats.total.steps_compressed == 1 and b"[SKIP]" in body
     if context == "fresh":
         assert 0 < forwarded <= LIMIT
-    else:
+    elif exact:
         assert forwarded > prompt_tokens
+    else:
+        elided = len(state.tokenizer.encode(system[:512] + system[-512:])[0])
+        assert elided < forwarded < prompt_tokens / 2
 
 
 def test_a_second_conversation_with_the_same_p_does_not_prefill_it(tiny_dir):
@@ -241,7 +245,8 @@ def test_a_second_conversation_with_the_same_p_does_not_prefill_it(tiny_dir):
     convs = [[{"role": "system", "content": system}, *conversation(seed, 1)[1:]] for seed in (7, 8)]
     bodies, forwarded = {}, {}
     for cache in (True, False):
-        app, state = build(ServeOptions(upstream="http://127.0.0.1:9/v1", proxy_model=str(tiny_dir), max_tokens=LIMIT,
+        # --exact: the whole system prompt is read (the default elides it to 1,024 characters)
+        app, state = build(ServeOptions(upstream="http://127.0.0.1:9/v1", proxy_model=str(tiny_dir), max_tokens=LIMIT, exact=True,
                                         eager_scoring=False, batch_size=1, max_wait=None, prefix_cache=cache))
         try:
             inner = state.scorer.inner
