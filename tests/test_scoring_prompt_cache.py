@@ -342,3 +342,27 @@ def test_memory_and_disk_bounds(tmp_path):
     assert small.get("q" * 64) == (None, None)
     cache.clear()
     assert len(cache) == 0 and cache.held == 0 and cache.get("b" * 64)[1] == "disk"
+
+
+def test_warm_loads_the_p_states_this_model_used_last_and_readiness_waits_for_it(tiny, tmp_path):
+    """``iclr serve`` is ready once P is warm (iclr_cli.serve.health): a new scorer reads the
+    states its model used most recently into memory before its first batch, so the first new
+    conversation hits memory, not disk; a model with no history is warm at once."""
+    prompt = make_prompt(0, 18)
+    first = scorer(tiny, max_tokens=LIMIT, context="sliding", prompt_cache_dir=tmp_path)
+    first.score([make_request("A", prompt)])
+    second = scorer(tiny, max_tokens=LIMIT, context="sliding", prompt_cache_dir=tmp_path)
+    assert not second.is_warm() and second.cache_info()["prompt_states"] == 0
+    assert second.warm() == 1 and second.is_warm() and second.cache_info()["prompt_states"] == 1
+    second.score([make_request("B", prompt)])
+    info = second.cache_info()
+    assert (info["prompt_hits"], info["prompt_disk_hits"], info["prompt_misses"]) == (1, 0, 0)
+    # another folder: nothing to load, warm once asked; without the cache, warm from the start
+    other = scorer(tiny, max_tokens=LIMIT, context="sliding", prompt_cache_dir=tmp_path / "empty")
+    assert not other.is_warm() and other.warm() == 0 and other.is_warm()
+    assert scorer(tiny, max_tokens=LIMIT, prompt_cache=False).is_warm()
+    # a broken list of recent states loads nothing and is no error
+    for path in tmp_path.glob("recent-*.json"):
+        path.write_text("{not json")
+    broken = scorer(tiny, max_tokens=LIMIT, context="sliding", prompt_cache_dir=tmp_path)
+    assert broken.warm() == 0 and broken.is_warm()

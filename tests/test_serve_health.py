@@ -74,3 +74,34 @@ def test_readiness_reads_the_scorer_behind_the_serve_wrappers_and_needs_none_wit
     assert status == 200 and body["proxy_model"] is None and body["p_cache"] == "not kept"
     with scripted_upstream() as up, proxy(up.url, variant="none") as (url, _):
         assert httpx.get(url.removesuffix("/v1") + "/health/readiness").status_code == 200
+
+
+def test_the_scorer_thread_warms_p_before_its_first_batch():
+    """The real scorer's ``warm()`` (iclr_cli.scoring.prefix: the P states of earlier runs
+    read into memory) runs in the scorer thread, before anything is scored."""
+    import threading
+
+    from iclr_cli.scoring.base import ScoreRequest
+    from iclr_cli.serve.batching import BatchingScorer
+
+    class Recording(FakeScorer):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def warm(self):
+            self.seen.append(("warm", threading.current_thread().name))
+            return 0
+
+        def score(self, requests):
+            self.seen.append(("score", threading.current_thread().name))
+            return super().score(requests)
+
+    inner = Recording()
+    batching = BatchingScorer(inner)
+    try:
+        [result] = batching.score([ScoreRequest("s", (), (), "one two\n\nthree four", ((0, 7), (9, 19)))])
+    finally:
+        batching.close()
+    assert len(result.blocks) == 2
+    assert inner.seen == [("warm", "iclr-scorer"), ("score", "iclr-scorer")]

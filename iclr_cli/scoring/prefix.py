@@ -376,12 +376,56 @@ class PromptCache:
         if entry is None:
             return None, None
         self._remember(key, entry)
+        self._used(key)
         return entry, "disk"
 
     def put(self, key: str, entry: PromptState) -> None:
         """Keep ``entry`` in memory (when it fits) and write it to disk."""
         self._remember(key, entry)
         self._write(key, entry)
+        self._used(key)
+
+    # -- warm start -------------------------------------------------------------------------
+
+    def _recent_path(self) -> Path | None:
+        return self.folder / f"recent-{self.fingerprint[:16]}.json" if self.folder is not None else None
+
+    def _used(self, key: str) -> None:
+        """Put ``key`` first in this model's list of recently used states (a small JSON file
+        beside them), which :meth:`preload` reads in the next process."""
+        path = self._recent_path()
+        if path is None or key not in self._on_disk:
+            return
+        keys = [key, *(k for k in self._recent() if k != key)][: self.max_entries]
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
+            with os.fdopen(fd, "w") as fh:
+                json.dump(keys, fh)
+            os.replace(tmp, path)
+        except OSError:
+            self.disk_errors += 1
+
+    def _recent(self) -> list[str]:
+        path = self._recent_path()
+        try:
+            keys = json.loads(path.read_text()) if path is not None else []
+        except (OSError, ValueError):
+            return []
+        return [k for k in keys if isinstance(k, str)] if isinstance(keys, list) else []
+
+    def preload(self) -> int:
+        """Read into memory the states this model used most recently (at most ``max_entries``,
+        newest last so it is the last evicted): ``iclr serve``'s readiness (P warm) waits for
+        it. Returns how many were loaded; a missing or broken file loads none."""
+        loaded = 0
+        for key in reversed(self._recent()):
+            if key in self._memory:
+                continue
+            entry = self._read(key)
+            if entry is not None:
+                self._remember(key, entry)
+                loaded += 1
+        return loaded
 
     def _remember(self, key: str, entry: PromptState) -> None:
         old = self._memory.pop(key, None)

@@ -218,6 +218,7 @@ class TransformersScorer:
                               forward_chunk=forward_chunk, batch_size=self.batch_size, batch_tokens=self.batch_tokens)
         self._streams = StreamCache(self.max_streams, self.cache_tokens)
         self._prompts: PromptCache | None = None
+        self._warm = False
         if prompt_cache and self.prefix_cache:
             folder = Path(prompt_cache_dir) if prompt_cache_dir is not None else prompt_dir()
             self._prompts = PromptCache(self._shape, folder, model_fingerprint(model, tokenizer, self._shape), self.max_tokens,
@@ -470,6 +471,20 @@ class TransformersScorer:
         evicted). Not thread-safe: call it from the thread that scores."""
         self._streams.take(stream)
         self._modes.pop(stream, None)
+
+    def warm(self) -> int:
+        """Load the shared P states this model used most recently from disk
+        (:meth:`~iclr_cli.scoring.prefix.PromptCache.preload`); ``iclr serve`` calls it in its
+        scorer thread before the first batch. Returns how many were loaded."""
+        try:
+            return self._prompts.preload() if self._prompts is not None else 0
+        finally:
+            self._warm = True
+
+    def is_warm(self) -> bool:
+        """True once :meth:`warm` ran, or when there is no shared P cache to warm (readiness
+        of ``iclr serve``: :mod:`iclr_cli.serve.health`). Safe to call from any thread."""
+        return self._warm or self._prompts is None
 
     def prefills(self, request: ScoreRequest) -> bool:
         """True when scoring ``request`` runs P and the history from the start: no state of

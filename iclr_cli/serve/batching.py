@@ -314,6 +314,12 @@ class BatchingScorer:
         return batch
 
     def _run(self) -> None:
+        warm = getattr(self.inner, "warm", None)
+        if callable(warm):  # the shared P states of earlier runs, before the first batch
+            try:
+                warm()
+            except Exception:  # a cache that cannot be read is a cold start, not a failure
+                pass
         while True:
             step = self._next()
             if step is None:
