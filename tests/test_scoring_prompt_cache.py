@@ -204,9 +204,9 @@ def test_a_part_within_the_limit_is_one_plain_forward_shared_by_both_modes(tiny,
 def test_a_sliding_stream_resumes_inside_the_sink(tiny, tmp_path, monkeypatch):
     # A shared part shorter than the sink (sink = min(|P|, limit // 2)): the new stream's
     # first plain run goes on after it, then the window slides over a long history.
-    from iclr_cli.scoring import prefix
+    from iclr_cli.scoring import prompt_keys
 
-    monkeypatch.setattr(prefix, "MIN_PROMPT_TOKENS", 64)
+    monkeypatch.setattr(prompt_keys, "MIN_PROMPT_TOKENS", 64)
     shared = make_prompt(0, 8)
     n = prompt_tokens(tiny[1], shared)
     rng = random.Random(9)
