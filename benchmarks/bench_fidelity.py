@@ -57,6 +57,7 @@ PROFILES = {
     "elide1024-w4k": ["--elide", "1024"],
     "elide256-w4k": ["--elide", "256"],
     "elide512-w2k": ["--max-tokens", "2048"],
+    "fast-bf16": ["--dtype", "bfloat16"],  # opt-in lower precision (METHOD.md: float32 is the default)
 }
 
 
@@ -118,11 +119,12 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "iclr-bench-fidelity"))
     ap.add_argument("--fresh", action="store_true", help="ignore kept outputs")
+    ap.add_argument("--revision", help="take kept outputs of this revision's folder (default: the current one)")
     ap.add_argument("--json", help="write the table as JSON here too")
     args = ap.parse_args()
     profiles = ["exact", *[p for p in args.profiles.split(",") if p and p != "exact"]]
     files = [f for f in args.files.split(",") if f]
-    work = Path(args.work) / revision()
+    work = Path(args.work) / (args.revision or revision())
     if args.fresh:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
