@@ -214,7 +214,6 @@ class Interrupt:
 def interrupted(command: str, src, out, stop_at: int, monkeypatch, model: str = "fake") -> list[int]:
     """Run ``command`` over ``src`` into ``out`` in shards of 2 rows, with a Ctrl-C at shard
     ``stop_at``; returns the shards processed before it."""
-    from iclr_cli.compress import Settings
     from iclr_cli.corpus.command import DatasetArgs, run_dataset_command
     from iclr_cli.errors import Interrupted
     from iclr_cli.pipeline import ScorerConfig
@@ -224,7 +223,8 @@ def interrupted(command: str, src, out, stop_at: int, monkeypatch, model: str = 
     with monkeypatch.context() as m:
         first = Interrupt(m, stop_at=stop_at)
         with pytest.raises(Interrupted, match="run the same command again to resume"):
-            run_dataset_command(command, DatasetArgs(str(src), shard_rows=2), None, Settings(parse_variant("iclr")), ScorerConfig(model), Output(None, quiet=True), target=str(out), fmt=None, skip_bad_rows=False)
+            config = ScorerConfig(model)
+            run_dataset_command(command, DatasetArgs(str(src), shard_rows=2), None, config.settings(parse_variant("iclr")), config, Output(None, quiet=True), target=str(out), fmt=None, skip_bad_rows=False)
     return first.shards
 
 
@@ -345,3 +345,12 @@ def test_dataset_outputs_get_the_umask_mode_like_other_outputs(tmp_path, pq_dir,
         os.umask(old)
     written = [*(tmp_path / "pruned" / "data").iterdir(), tmp_path / "s.parquet"]
     assert len(written) == 4 and {oct(stat.S_IMODE(p.stat().st_mode)) for p in written} == {"0o644"}
+
+
+def test_resume_under_the_other_profile_is_refused(tmp_path, pq_dir, capsys, monkeypatch):
+    """What the proxy sees (iclr_cli.scoring.profile) changes every score: a run started under
+    the fast default never resumes under --exact."""
+    out = tmp_path / "pruned"
+    interrupted("prune", pq_dir, out, 1, monkeypatch)
+    code, _, err = run_cli(["prune", "--dataset", str(pq_dir), "--model", "fake", "--shard-rows", "2", "--exact", "-o", str(out)], capsys)
+    assert code == 2 and "other settings or data (max_tokens, profile)" in err

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from iclr_cli.corpus.manifest import ShardEntry
+from iclr_cli.scoring.profile import FAST
 from iclr_cli.corpus.shard import ERROR, INTERNAL, RECORDS, STATS, WORKER, Job, row_error
 from iclr_cli.corpus.sinks import PruneSink, ScoreSink
 from iclr_cli.corpus.source import ROW, SHARD, fingerprint, peek_schema
@@ -68,6 +69,9 @@ def run_settings(job: Job) -> dict[str, object]:
         "skip_bad_rows": job.skip_bad_rows, "encrypted_reasoning": job.opaque, "signed_thinking": job.signed, "variant": settings.variant.name,
         "ratio": settings.ratio, "seed": settings.seed, "splitter": settings.splitter, "model": scorer.model,
         "max_tokens": scorer.max_tokens, "overflow": scorer.overflow, "dtype": scorer.dtype,
+        # only when not the fast default's: manifests written before profiles stay valid
+        **({"profile": scorer.profile} if scorer.profile != "fast" else {}),
+        **({"elide": settings.elide} if settings.elide != FAST.elide else {}),
     }
 
 

@@ -152,7 +152,8 @@ class ShardProcessor:
             return b""
         out = []
         for name, result in zip(names, results):
-            for record in score_records(self.job.dataset.src, [result], self.job.settings.variant):
+            variant = self.job.settings.variant
+            for record in score_records(self.job.dataset.src, [result], variant, self.job.scorer.profile if variant.needs_scores else None):
                 out.append(orjson.dumps({"trajectory": name, "row": row, **{k: v for k, v in record.items() if k != "trajectory"}}, option=orjson.OPT_APPEND_NEWLINE))
         return b"".join(out)
 
