@@ -140,17 +140,19 @@ step "dequantising the proxy to float32 in the user cache folder (once per machi
 # prune (BottomK at rho 0.8, online write-back) and write the trajectory back in its format.
 demo=${ICLR_DEMO_DIR:-demo-output}
 mkdir -p "$demo"
-sample=sample_trajectories/claude_code_session.jsonl
+# an OpenAI chat sample: plain-text reasoning, so something is pruned (Claude Code's signed
+# thinking is left sealed by default, as its provider requires)
+sample=sample_trajectories/openai_chat.json
 # Run in the open (not through step): the commands print their own progress and summaries.
 K=$((K + 1)); t0=$SECONDS
 echo "setup [$K/$TOTAL] the main job on $sample: iclr score, then iclr prune (~30 s)..." >&2
 .venv/bin/iclr score "$sample" -o "$demo/scores.jsonl"
-.venv/bin/iclr prune "$sample" -o "$demo/pruned.jsonl"
+.venv/bin/iclr prune "$sample" -o "$demo/pruned.json"
 echo "setup [$K/$TOTAL] done in $(elapsed "$t0")" >&2
 
 echo "setup: done in $(elapsed "$START")." >&2
-echo "setup: scores of $sample: $demo/scores.jsonl; pruned trajectory: $demo/pruned.jsonl" >&2
-echo "setup: see what was pruned with: .venv/bin/iclr diff $sample $demo/pruned.jsonl --scores $demo/scores.jsonl" >&2
+echo "setup: scores of $sample: $demo/scores.jsonl; pruned trajectory: $demo/pruned.json" >&2
+echo "setup: see what was pruned with: .venv/bin/iclr diff $sample $demo/pruned.json --scores $demo/scores.jsonl" >&2
 if [ "$WITH_LLAMA" = 0 ]; then
   echo "setup: llama-cpp-python[server] was not built; the end-to-end replay/serve tests skip (bash scripts/setup.sh --with-llama-server builds it)" >&2
 fi
