@@ -21,7 +21,7 @@ from iclr_cli.policies import Variant
 from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, Overflow, Scorer, Tokenizer
 from iclr_cli.resent import Totals
 from iclr_cli.scoring.loading import DTYPES
-from iclr_cli.scoring.profile import FAST, PROFILES, Profile
+from iclr_cli.scoring.profile import FAST, PROFILES, Profile, choose
 from iclr_cli.token_accounting import CountTokens, ReasoningTokens, TokenViews, account, token_counter
 from iclr_cli.trajectory import Step, Trajectory
 
@@ -71,6 +71,12 @@ class ScorerConfig:
     def for_profile(cls, profile: Profile, **kw) -> ScorerConfig:
         """A config scoring as ``profile`` does (its window and elision), other fields from ``kw``."""
         return cls(max_tokens=profile.max_tokens, elide=profile.elide, profile=profile.name, **kw)
+
+    @classmethod
+    def chosen(cls, exact: bool = False, max_tokens: int | None = None, elide: int | None = None, **kw) -> ScorerConfig:
+        """A config for the options ``--exact``, ``--max-tokens`` and ``--elide``
+        (:func:`iclr_cli.scoring.profile.choose`, whose UsageError it raises), other fields from ``kw``."""
+        return cls.for_profile(choose(exact, max_tokens, elide), **kw)
 
     def describe(self) -> str:
         """The profile as run, for summaries (:meth:`iclr_cli.scoring.profile.Profile.describe`)."""

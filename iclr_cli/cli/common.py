@@ -24,10 +24,8 @@ def scorer_config(model: str, max_tokens: int | None, overflow: str, dtype: str,
         UsageError: for an unknown ``--overflow``, ``--dtype`` or ``--context``, or
             ``--elide`` with ``--exact``.
     """
-    from iclr_cli.scoring.profile import choose
-
     extra = {"context": str(context)} if context is not None else {}
-    return ScorerConfig.for_profile(choose(exact, max_tokens, elide), model=model, overflow=str(overflow), dtype=str(dtype),
+    return ScorerConfig.chosen(exact, max_tokens, elide, model=model, overflow=str(overflow), dtype=str(dtype),
                                     prefix_cache=not no_prefix_cache, batch_size=batch_size, device=device,
                                     cache_tokens=cache_tokens, **extra)
 

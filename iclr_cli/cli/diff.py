@@ -111,12 +111,11 @@ def _compute_scores(path, trajectories, model, variant, ratio, max_tokens, split
     from iclr_cli.pipeline import ScorerConfig, build_engines
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.diffinput import scores_from_results
-    from iclr_cli.scoring.profile import choose
 
     parsed = parse_variant(variant)
     if not parsed.needs_scores:
         raise UsageError(f"--score takes --variant iclr or step-only, not {variant!r}")
-    config = ScorerConfig.for_profile(choose(max_tokens=max_tokens), model=model)
+    config = ScorerConfig.chosen(max_tokens=max_tokens, model=model)
     scorer, tokenizer = build_engines(parsed, config)
     results = compress_trajectories(trajectories, config.settings(parsed, ratio=ratio, splitter=split), scorer, tokenizer)
     return scores_from_results(results), f"--score ({parsed.name}, {scorer.name} scorer)"

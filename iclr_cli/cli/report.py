@@ -108,12 +108,11 @@ def _score_for_heat(cand, model, max_tokens, out):
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.diffinput import scores_from_results
     from iclr_cli.render.report_html import heat_map
-    from iclr_cli.scoring.profile import choose
 
     rec = cand.record
     variant = parse_variant(rec["variant"] if rec["variant"] in ("iclr", "iclr-ext", "step-only") else "iclr")
     out.info(f"scoring {cand.label} with {model} for the heat map (the replay saved no block scores)")
-    config = ScorerConfig.for_profile(choose(max_tokens=max_tokens), model=model)
+    config = ScorerConfig.chosen(max_tokens=max_tokens, model=model)
     scorer, tokenizer = build_engines(variant, config)
     results = compress_trajectories([cand.trajectory], config.settings(variant), scorer, tokenizer)
     return heat_map(f"{cand.label} ({variant.name} entropies by {scorer.name})", scores_from_results(results))
@@ -126,7 +125,6 @@ def _report_file(path, html, as_json, variant, model, max_tokens, width, force, 
 
     from iclr_cli.errors import UsageError
     from iclr_cli.pipeline import ScorerConfig
-    from iclr_cli.scoring.profile import choose
     from iclr_cli.policies import parse_variant
     from iclr_cli.render import savings_view
     from iclr_cli.render.output import FULL_WIDTH, Output
@@ -138,7 +136,7 @@ def _report_file(path, html, as_json, variant, model, max_tokens, width, force, 
         raise UsageError("sliding-window-K drops whole steps; it exists only in 'iclr replay'")
     out = Output(None, quiet=quiet)
     cache = SavingsCache(default_path())
-    config = ScorerConfig.for_profile(choose(max_tokens=max_tokens), model=model)
+    config = ScorerConfig.chosen(max_tokens=max_tokens, model=model)
     run = SavingsRun(Options(config.settings(parsed, score_all=False), config), cache)
     try:
         candidates = run.discover([path])

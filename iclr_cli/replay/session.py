@@ -97,11 +97,9 @@ def _api_key(var: str | None) -> str:
 
 def _engines(variants: Sequence, proxy_model: str, options: Mapping):
     from iclr_cli.pipeline import ScorerConfig, build_engines, check_splitter
-    from iclr_cli.scoring.profile import choose
 
     check_splitter(str(options["split"]))
-    profile = choose(bool(options.get("exact")), options.get("max_tokens"), options.get("elide"))
-    config = ScorerConfig.for_profile(profile, model=proxy_model, overflow=str(options["overflow"]), dtype=str(options["dtype"]),
+    config = ScorerConfig.chosen(bool(options.get("exact")), options.get("max_tokens"), options.get("elide"), model=proxy_model, overflow=str(options["overflow"]), dtype=str(options["dtype"]),
                                       batch_size=8, device=options["device"])
     try:
         needs = next((v for v in variants if v.needs_scores), variants[0])

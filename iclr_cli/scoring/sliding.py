@@ -58,6 +58,12 @@ class SlidingWindow:
         """Stream tokens the window holds (``B = limit - sink``)."""
         return self.limit - self.sink
 
+    @property
+    def most_held(self) -> int:
+        """Most tokens a stream's store ever holds: the sink, a window and the evicted tokens
+        kept for write-back."""
+        return 2 * self.limit + self.step
+
     def start(self, j: int) -> int:
         """First stream index attended to by stream token ``j``."""
         if j < self.budget:
@@ -126,8 +132,7 @@ class SlidingJob:
         else:
             if state is not None:
                 state.store.release()
-            # Most ever held: the sink, a window and the evicted tokens kept for write-back.
-            self.state = SlidingState(window, [], KVStore(shape, min(window.limit, len(ids)), 2 * window.limit + window.step))
+            self.state = SlidingState(window, [], KVStore(shape, min(window.limit, len(ids)), window.most_held))
         self.reused = resume
         self._pending: Segment | None = None
 

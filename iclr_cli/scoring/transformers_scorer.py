@@ -402,7 +402,7 @@ class TransformersScorer:
         prompt = sum(len(self._segments.whole(seg)) for seg in req.prompt)
         window = SlidingWindow.for_prompt(prompt, self.max_tokens)
         if state is None and start is not None:
-            state = start.sliding_state(window, self._shape, min(window.limit, len(lay.ids)), 2 * window.limit + window.step)
+            state = start.sliding_state(window, self._shape, min(window.limit, len(lay.ids)), window.most_held)
         step_start = len(lay.ids) - len(self._encode(req.step)[0])
         return SlidingJob(state, lay.ids, rows, window, step_start, self._shape, self._rotary, _common_prefix)
 

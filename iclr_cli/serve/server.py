@@ -131,7 +131,6 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         IclrError: when the proxy model cannot be loaded.
     """
     from iclr_cli.pipeline import ScorerConfig, build_engines, check_splitter
-    from iclr_cli.scoring.profile import choose
     from iclr_cli.serve.app import AppConfig, create_app
     from iclr_cli.serve.batching import BatchingScorer
     from iclr_cli.serve.eager import EagerScorer
@@ -153,7 +152,7 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
     if options.max_wait is not None and not options.max_wait >= 0:
         raise UsageError(f"--max-wait {options.max_wait}: seconds, 0 or more (inf: wait for every step)")
     kind, _ = upstream_kind(options)
-    config = ScorerConfig.for_profile(choose(options.exact, options.max_tokens, options.elide), model=options.proxy_model,
+    config = ScorerConfig.chosen(options.exact, options.max_tokens, options.elide, model=options.proxy_model,
                                       overflow=options.overflow, dtype=options.dtype, prefix_cache=options.prefix_cache,
                                       batch_size=options.batch_size, device=options.device, context=options.context,
                                       cache_tokens=options.cache_tokens)
