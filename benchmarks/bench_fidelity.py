@@ -53,11 +53,12 @@ PROFILES = {
     "exact": ["--exact"],
     "w4k": ["--elide", "0"],
     "elide512-w8k": ["--max-tokens", "8192"],
-    "fast": [],  # the default: 4,096-token window, elide 512
+    "fast": [],  # the default: 4,096-token window, elide 512, the native precision (--dtype auto)
+    "fast-f32": ["--dtype", "float32"],  # the fast profile in float32 whatever the hardware
     "elide1024-w4k": ["--elide", "1024"],
     "elide256-w4k": ["--elide", "256"],
     "elide512-w2k": ["--max-tokens", "2048"],
-    "fast-bf16": ["--dtype", "bfloat16"],  # opt-in lower precision (METHOD.md: float32 is the default)
+    "fast-bf16": ["--dtype", "bfloat16"],  # bf16 forced, also where it is not native
 }
 
 

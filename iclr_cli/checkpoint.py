@@ -198,7 +198,7 @@ def settings_of(command: str, settings, config, fmt: str | None, skip_bad_lines:
     format and ``--skip-bad-lines``, and ``extra`` (``prune``'s ``--encrypted-reasoning``)."""
     return {"command": command, "variant": settings.variant.name, "ratio": settings.ratio, "seed": settings.seed,
             "split": settings.splitter, "score_all": settings.score_all, "model": config.model, "max_tokens": config.max_tokens,
-            "overflow": config.overflow, "dtype": config.dtype, "context": config.context,
+            "overflow": config.overflow, "dtype": config.precision if settings.variant.needs_scores else config.dtype, "context": config.context,
             "profile": config.profile, "elide": settings.elide, "format": fmt,
             "skip_bad_lines": skip_bad_lines, **extra}
 

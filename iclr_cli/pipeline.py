@@ -6,6 +6,8 @@ same adapter writes it back. Commands (``score``, ``prune``, ``convert``) are th
 
 from __future__ import annotations
 
+import functools
+
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -35,8 +37,8 @@ class ScorerConfig:
     ``model``: ``smollm2`` (embedded default), ``fake``, a local folder, a GGUF file or a
     cached Hugging Face id. ``max_tokens``: input limit before ``min`` with the proxy's
     maximum positions. ``overflow``: one of :data:`OVERFLOWS`. ``dtype``: one of
-    :data:`DTYPES`, ``float32`` by default (METHOD.md: lower precision is an opt-in; entropies
-    change). ``context``: ``auto`` (default), ``sliding`` or ``fresh``, what the proxy sees over the
+    :data:`DTYPES`; ``auto`` (default) is the precision the hardware runs natively, float32
+    under ``--exact`` (METHOD.md, "Precision"), and :attr:`precision` is what it resolves to. ``context``: ``auto`` (default), ``sliding`` or ``fresh``, what the proxy sees over the
     limit. ``batch_size`` / ``cache_tokens``: ``None`` chooses them from the device's free
     memory (:mod:`iclr_cli.scoring.budget`). ``profile`` names what the proxy sees (``fast``,
     the default, or ``exact``: :mod:`iclr_cli.scoring.profile`), ``max_tokens`` and ``elide``
@@ -52,7 +54,7 @@ class ScorerConfig:
     model: str = "smollm2"
     max_tokens: int = FAST.max_tokens
     overflow: str = "window"
-    dtype: str = "float32"
+    dtype: str = "auto"
     prefix_cache: bool = True
     batch_size: int | None = None
     device: str | None = None
@@ -78,9 +80,26 @@ class ScorerConfig:
         (:func:`iclr_cli.scoring.profile.choose`, whose UsageError it raises), other fields from ``kw``."""
         return cls.for_profile(choose(exact, max_tokens, elide), **kw)
 
+    @functools.cached_property
+    def precision(self) -> str:
+        """The precision the proxy's decoder runs in (``float32``, ``bfloat16``, ``float16``):
+        ``dtype`` itself when forced, else :func:`iclr_cli.scoring.precision.resolve` (torch is
+        imported and the CPU probed once; the fake proxy is ``float32`` without torch)."""
+        from iclr_cli.scoring.fake import is_fake
+
+        if self.dtype != "auto":
+            return self.dtype
+        if is_fake(self.model):
+            return "float32"
+        from iclr_cli.scoring.precision import resolve
+
+        return resolve(self.dtype, self.device, exact=self.profile == "exact")
+
     def describe(self) -> str:
-        """The profile as run, for summaries (:meth:`iclr_cli.scoring.profile.Profile.describe`)."""
-        return Profile(self.profile, self.max_tokens, self.elide).describe()
+        """The profile and precision as run, for summaries (:meth:`iclr_cli.scoring.profile.Profile.describe`)."""
+        from iclr_cli.scoring.precision import describe
+
+        return f"{Profile(self.profile, self.max_tokens, self.elide).describe()}; {describe(self.precision)}"
 
     def settings(self, variant: Variant, **kw) -> Settings:
         """:class:`~iclr_cli.compress.Settings` for ``variant`` that render what this config's
@@ -203,7 +222,7 @@ def build_engines(variant: Variant, config: ScorerConfig) -> tuple[Scorer | None
             config.model,
             max_tokens=config.max_tokens,
             overflow=config.overflow,
-            dtype=config.dtype,
+            dtype=config.precision,
             device=config.device,
             prefix_cache=config.prefix_cache,
             prompt_cache=config.prefix_cache,  # --no-prefix-cache: no shared P state either
@@ -311,7 +330,8 @@ def track_steps(progress, trajectories: Sequence[Trajectory], tokenizer: Tokeniz
     return lambda report: progress.step(weights.get((report.trajectory, report.step), 0))
 
 
-def score_records(path: str, results: Sequence[CompressionResult], variant: Variant, profile: str | None = None) -> Iterator[dict]:
+def score_records(path: str, results: Sequence[CompressionResult], variant: Variant, profile: str | None = None,
+                  precision: str | None = None) -> Iterator[dict]:
     """JSONL records of ``iclr score``: one per reasoning block, in trajectory/step/block order.
 
     Fields: ``trajectory``, ``step`` (0-based assistant turn), ``block`` (0-based), ``n_blocks``,
@@ -321,10 +341,11 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
     when the scorer has context modes, ``history_tail_tokens`` when the oldest kept history
     segment was cut (only its most recent tokens fit), and ``protected`` with ``iclr-ext`` (a
     block whose derived state was not yet externalized, never removed), and ``profile``
-    (``fast`` or ``exact``, :mod:`iclr_cli.scoring.profile`) when given. A step that was not scored yields one
+    (``fast`` or ``exact``, :mod:`iclr_cli.scoring.profile`) and ``precision`` (the decoder's:
+    ``float32`` or ``bfloat16``, :mod:`iclr_cli.scoring.precision`) when given. A step that was not scored yields one
     record with ``skipped`` (the reason) and ``n_blocks`` instead of block records.
     """
-    named = {"profile": profile} if profile else {}
+    named = {**({"profile": profile} if profile else {}), **({"precision": precision} if precision else {})}
     for result in results:
         for report in result.steps:
             if not report.blocks:

@@ -48,7 +48,7 @@ def scorers():
 
     def get(max_tokens=42_000):
         if max_tokens not in built:
-            built[max_tokens] = build_scorer("smollm2", device="cpu", max_tokens=max_tokens)
+            built[max_tokens] = build_scorer("smollm2", dtype="float32", device="cpu", max_tokens=max_tokens)
         return built[max_tokens]
 
     return get

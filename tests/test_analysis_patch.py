@@ -177,7 +177,7 @@ def test_the_default_proxy_on_a_real_trajectory():
 
     [path] = [p for p in realdata("mini_swe_agent") if p.name == "github_issue.traj.json"]
     try:
-        model, tokenizer, _ = load_model("smollm2", device="cpu")
+        model, tokenizer, _ = load_model("smollm2", dtype="float32", device="cpu")
     except UsageError as exc:
         pytest.skip(str(exc))
     s = Sensor(model, tokenizer, name="smollm2", max_tokens=8192)

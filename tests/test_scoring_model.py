@@ -38,7 +38,7 @@ def smol(cache_dir):
     """The default scorer, built from a fresh cache (exercises the GGUF conversion)."""
     mp = pytest.MonkeyPatch()
     mp.setenv("ICLR_CACHE_DIR", str(cache_dir))
-    scorer = build_scorer("smollm2", device="cpu")
+    scorer = build_scorer("smollm2", dtype="float32", device="cpu")
     yield scorer
     mp.undo()
 
@@ -56,7 +56,7 @@ def test_first_load_fills_the_cache_and_later_loads_read_it(smol, cache_dir, mon
 
     monkeypatch.setenv("ICLR_CACHE_DIR", str(cache_dir))
     monkeypatch.setattr(loading, "_convert_gguf", no_conversion)
-    model, _, _ = loading.load_model("default", device="cpu")
+    model, _, _ = loading.load_model("default", dtype="float32", device="cpu")
     assert next(model.parameters()).dtype == torch.float32
     assert "quantization_config" not in model.config.to_dict()
 

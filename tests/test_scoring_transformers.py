@@ -119,7 +119,7 @@ def test_limits_and_skips(tiny):
 
 def test_factory_loads_a_folder_spec_frozen(tiny_dir, monkeypatch, tmp_path):
     monkeypatch.setenv("ICLR_CACHE_DIR", str(tmp_path))
-    s = build_scorer(str(tiny_dir), max_tokens=300, batch_size=2, chunk_size=16, device="cpu")
+    s = build_scorer(str(tiny_dir), max_tokens=300, batch_size=2, chunk_size=16, dtype="float32", device="cpu")
     assert isinstance(s, TransformersScorer)
     assert s.name == tiny_dir.name and s.max_tokens == 300 and s.chunk_size == 16
     assert s.context == "auto" and s.batch_size == 2 and s.cache_tokens >= 300  # defaults: docs/scoring.md

@@ -75,7 +75,7 @@ def _load(folder, tmp_path_factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        model, tokenizer, _ = loading.load_model(str(folder), device="cpu")
+        model, tokenizer, _ = loading.load_model(str(folder), dtype="float32", device="cpu")
     finally:
         mp.undo()
     return model, tokenizer, threads

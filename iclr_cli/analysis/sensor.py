@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from iclr_cli.errors import UsageError
+from iclr_cli.scoring.precision import scoring_head
 from iclr_cli.scoring.entropy import logit_transform
 from iclr_cli.scoring.kv import KVStore, buffer_cache, probe
 from iclr_cli.scoring.profile import FAST
@@ -137,7 +138,7 @@ class Sensor:
         self.max_tokens = min(max_tokens, limit) if limit else max_tokens
         self.overflow = overflow
         self.forward_chunk = forward_chunk
-        self.head = model.get_output_embeddings()
+        self.head = scoring_head(model)
         self.transform = logit_transform(model.config)
         self.device = next(model.parameters()).device
         if self.device.type == "cpu":

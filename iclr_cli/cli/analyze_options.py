@@ -73,7 +73,7 @@ def build_sensor(model: str, max_tokens: int | None, overflow: str, dtype: str, 
     from iclr_cli.analysis.sensor import Sensor
     from iclr_cli.scoring.loading import load_model
 
-    lm, tokenizer, source = load_model(model, dtype=dtype, device=device)
+    lm, tokenizer, source = load_model(model, dtype=config.precision, device=device)
     return Sensor(lm, tokenizer, name=source.name, max_tokens=config.max_tokens, overflow=overflow, elide=config.elide)
 
 

@@ -57,7 +57,7 @@ MaxTokens = Annotated[Optional[int], typer.Option("--max-tokens", min=16, help="
 Exact = Annotated[bool, typer.Option("--exact", help="Score as METHOD.md says to the letter: the proxy's full window and every tool output whole (slower; the default elides long tool outputs and uses a 4,096-token window, docs/scoring.md: Speed).")]
 Elide = Annotated[Optional[int], typer.Option("--elide", min=0, metavar="CHARS", help="Characters the proxy reads at each end of a long tool output or part of P (default 512; 0: all of it).", show_default=False)]
 Overflow = Annotated[OverflowChoice, typer.Option("--overflow", help="Over the limit: 'window' keeps P + recent history + the step; 'skip' leaves the step unpruned (paper).")]
-Dtype = Annotated[DtypeChoice, typer.Option("--dtype", help="Proxy precision: float32 (default); bfloat16 or float16 change entropies (up to ~1.8 bits/token measured) and a warning says so.")]
+Dtype = Annotated[DtypeChoice, typer.Option("--dtype", help="Proxy precision: 'auto' (default) runs the decoder in bfloat16 where the hardware runs it natively (AMX or AVX512-BF16 CPUs that measure faster, CUDA GPUs with bf16) and float32 elsewhere, with a float32 LM head and entropy; --exact means float32. A forced bfloat16/float16 moves block means ~0.05 bits (single tokens up to ~1.8 bits) and a warning says so.")]
 NoPrefixCache = Annotated[bool, typer.Option("--no-prefix-cache", help="Recompute every step from scratch, P included: no kept or shared scorer state (verification, benchmarks).")]
 BatchSize = Annotated[Optional[int], typer.Option("--batch-size", min=1, help="Most trajectories scored in one batched forward (default: chosen for the device).", show_default=False)]
 CacheTokens = Annotated[Optional[int], typer.Option("--cache-tokens", min=1, help="Key/value tokens the scorer keeps over all trajectories' caches (default: from free memory).", show_default=False)]
@@ -77,7 +77,7 @@ SignedThinking = Annotated[SignedChoice, typer.Option("--signed-thinking", help=
 DEFAULT_RATIO_VALUE = DEFAULT_RATIO
 WINDOW = OverflowChoice("window")
 CONTEXT = ContextChoice(DEFAULT_CONTEXT)
-FLOAT32 = DtypeChoice("float32")
+AUTO_DTYPE = DtypeChoice("auto")
 ICLR_TARGET = ConvertTarget("iclr")
 PARAGRAPH = SplitChoice("paragraph")
 SEAL = OpaqueChoice("seal")

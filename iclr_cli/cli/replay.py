@@ -32,7 +32,7 @@ def replay(
     exact: opt.Exact = False,
     elide: opt.Elide = None,
     overflow: opt.Overflow = opt.WINDOW,
-    dtype: opt.Dtype = opt.FLOAT32,
+    dtype: opt.Dtype = opt.AUTO_DTYPE,
     device: opt.Device = None,
     block_split: opt.BlockSplit = opt.PARAGRAPH,
     tool_protocol: Annotated[ToolProtocol, typer.Option("--tool-protocol", help="'native' (OpenAI tools; text calls also accepted) or 'text' (no tools field, protocol in the prompt).")] = ToolProtocol("native"),

@@ -23,7 +23,7 @@ def savings(
     exact: opt.Exact = False,
     elide: opt.Elide = None,
     overflow: opt.Overflow = opt.WINDOW,
-    dtype: opt.Dtype = opt.FLOAT32,
+    dtype: opt.Dtype = opt.AUTO_DTYPE,
     no_prefix_cache: opt.NoPrefixCache = False,
     batch_size: opt.BatchSize = None,
     cache_tokens: opt.CacheTokens = None,

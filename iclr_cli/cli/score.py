@@ -20,7 +20,7 @@ def score(
     exact: opt.Exact = False,
     elide: opt.Elide = None,
     overflow: opt.Overflow = opt.WINDOW,
-    dtype: opt.Dtype = opt.FLOAT32,
+    dtype: opt.Dtype = opt.AUTO_DTYPE,
     no_prefix_cache: opt.NoPrefixCache = False,
     batch_size: opt.BatchSize = None,
     cache_tokens: opt.CacheTokens = None,
@@ -110,7 +110,7 @@ def score(
                         warned = warn_one_block(out, doc.trajectories, splitter)  # before a long run, not after
                     on_step = track_steps(progress, doc.trajectories, tokenizer, limit=getattr(scorer, "max_tokens", None))
                     results = compress_document(doc, settings, scorer, tokenizer, on_step=on_step, checkpoint=checkpoint)
-                    lines = list(score_records(item.path, results, parsed, config.profile if parsed.needs_scores else None))
+                    lines = list(score_records(item.path, results, parsed, *((config.profile, config.precision) if parsed.needs_scores else ())))
                     sink.write(out.encode_records(lines))
                     records += len(lines)
                     # The summary counts what 'prune' with the same options would write (one

@@ -33,7 +33,7 @@ def serve(
     elide: opt.Elide = None,
     overflow: opt.Overflow = opt.WINDOW,
     context: opt.Context = opt.CONTEXT,
-    dtype: opt.Dtype = opt.FLOAT32,
+    dtype: opt.Dtype = opt.AUTO_DTYPE,
     device: opt.Device = None,
     batch_size: opt.BatchSize = 8,
     block_split: opt.BlockSplit = opt.PARAGRAPH,

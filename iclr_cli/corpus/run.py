@@ -68,7 +68,7 @@ def run_settings(job: Job) -> dict[str, object]:
         "column": spec.column, "id_column": spec.id_column, "shard_rows": job.shard_rows, "format": job.fmt,
         "skip_bad_rows": job.skip_bad_rows, "encrypted_reasoning": job.opaque, "signed_thinking": job.signed, "variant": settings.variant.name,
         "ratio": settings.ratio, "seed": settings.seed, "splitter": settings.splitter, "model": scorer.model,
-        "max_tokens": scorer.max_tokens, "overflow": scorer.overflow, "dtype": scorer.dtype,
+        "max_tokens": scorer.max_tokens, "overflow": scorer.overflow, "dtype": scorer.precision if settings.variant.needs_scores else scorer.dtype,
         # only when not the fast default's: manifests written before profiles stay valid
         **({"profile": scorer.profile} if scorer.profile != "fast" else {}),
         **({"elide": settings.elide} if settings.elide != FAST.elide else {}),

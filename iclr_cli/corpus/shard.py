@@ -153,7 +153,7 @@ class ShardProcessor:
         out = []
         for name, result in zip(names, results):
             variant = self.job.settings.variant
-            for record in score_records(self.job.dataset.src, [result], variant, self.job.scorer.profile if variant.needs_scores else None):
+            for record in score_records(self.job.dataset.src, [result], variant, *((self.job.scorer.profile, self.job.scorer.precision) if variant.needs_scores else ())):
                 out.append(orjson.dumps({"trajectory": name, "row": row, **{k: v for k, v in record.items() if k != "trajectory"}}, option=orjson.OPT_APPEND_NEWLINE))
         return b"".join(out)
 

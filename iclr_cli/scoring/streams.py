@@ -2,9 +2,11 @@
 
 ``--context fresh``: the proxy sees the layout of :func:`iclr_cli.scoring.window.lay_out`
 computed from scratch, and a stream only saves work: its next request keeps the cached keys
-and values up to ``min(common token prefix, first needed position)`` (the hidden state at
-``p - 1`` predicts token ``p`` and a cache holds no hidden states, so that position is run
-again) and runs the rest (:class:`FreshJob`). Results never depend on the cache.
+and values up to the common token prefix and runs the rest (:class:`FreshJob`). A cache holds
+no hidden states, so a wanted position ``p - 1`` (whose hidden state predicts token ``p``) is
+run again unless the state kept its entropy (:func:`resume_at`): a step fed along the stream
+(``ScoreRequest.partial``) leaves the entropies of every token it ran. Results never depend on
+the cache.
 
 :class:`StreamCache` holds the states between calls within ``cache_tokens`` tokens of store
 capacity (and at most ``max_streams`` streams), least recently used first out, but never a
@@ -18,18 +20,44 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from iclr_cli.scoring.engine import Segment
 from iclr_cli.scoring.kv import KVShape, KVStore
 
 
+def resume_at(ids: Sequence[int], ents: dict[int, float], new_ids: Sequence[int], rows: Sequence[int], common) -> int:
+    """Where a request over ``new_ids`` resumes after a state that ran ``ids`` and kept the
+    entropies ``ents`` (position -> bits): the common token prefix, but no later than the
+    first wanted row (sorted ``rows``) inside it whose entropy was not kept.
+
+    The entropy at position ``r`` depends on tokens ``0 .. r`` alone (a causal LM; the sliding
+    window's rule too), so a kept one is valid for every input that shares them."""
+    n = common(ids, new_ids)
+    for r in rows:
+        if r >= n:
+            break
+        if r not in ents:
+            return r
+    return n
+
+
+def kept_entropies(ents: dict[int, float], rows: Sequence[int], resume: int) -> dict[int, float]:
+    """Drop the kept entropies at ``resume`` and after (their tokens change) and return those of
+    ``rows`` before it."""
+    for r in [r for r in ents if r >= resume]:
+        del ents[r]
+    return {r: ents[r] for r in rows if r < resume}
+
+
 @dataclass
 class FreshState:
-    """A stream's last input (``ids``) and the keys/values of its first ``store.length`` tokens."""
+    """A stream's last input (``ids``), the keys/values of its first ``store.length`` tokens and
+    the entropies it ran (``ents``: position -> bits)."""
 
     ids: list[int]
     store: KVStore
+    ents: dict[int, float] = field(default_factory=dict)
 
 
 class FreshJob:
@@ -43,9 +71,12 @@ class FreshJob:
                  keep: bool = True, most: int | None = None):
         self.ids, self.rows = ids, rows
         self.entropies: dict[int, float] = {}
-        resume = min(common(state.ids, ids), rows[0]) if state is not None and rows else 0
+        resume = resume_at(state.ids, state.ents, ids, rows, common) if state is not None else 0
+        # A state whose input is all of this one still runs the last token when its
+        # entropy is wanted and was not kept (resume_at said so).
         if resume > 0 and resume <= state.store.length:
             state.store.truncate(resume)
+            self.entropies = kept_entropies(state.ents, rows, resume)
             self.state = state
         else:
             resume = 0
@@ -53,7 +84,9 @@ class FreshJob:
                 state.store.release()
             self.state = FreshState([], KVStore(shape, len(ids), most)) if keep else None
         self.reused = resume
-        self._done = False
+        self._done = resume >= len(ids)
+        if self._done and self.state is not None:
+            self.state.ids = list(self.ids)
 
     def next_segment(self) -> Segment | None:
         if self._done:
@@ -62,12 +95,14 @@ class FreshJob:
         r = self.reused
         store = self.state.store if self.state is not None else None
         past = [(store, 0, r)] if r else []
-        return Segment(past, self.ids[r:], [p - r for p in self.rows], store)
+        return Segment(past, self.ids[r:], [p - r for p in self.rows if p >= r], store)
 
     def accept(self, entropies: dict[int, float]) -> None:
-        self.entropies = {t + self.reused: h for t, h in entropies.items()}
+        ran = {t + self.reused: h for t, h in entropies.items()}
+        self.entropies.update(ran)
         if self.state is not None:
             self.state.ids = list(self.ids)
+            self.state.ents.update(ran)
 
 
 class StreamCache:

@@ -78,6 +78,7 @@ from iclr_cli.scoring.base import (
 from iclr_cli.scoring.engine import Engine, ScorerStats, Segment
 from iclr_cli.scoring.entropy import DEFAULT_CHUNK, logit_transform
 from iclr_cli.scoring.kv import probe
+from iclr_cli.scoring.precision import scoring_head
 from iclr_cli.scoring.prefix import PromptCache, PromptState, model_fingerprint, prompt_dir, prompt_span
 from iclr_cli.scoring.sliding import SlidingJob, SlidingWindow
 from iclr_cli.scoring.streams import FreshJob, StreamCache
@@ -213,7 +214,7 @@ class TransformersScorer:
         self.max_streams = max_streams or 1 << 30
         self.free_bytes = auto.free_bytes
         self._pad_id = tokenizer.bos_id if tokenizer.bos_id is not None else 0
-        self._engine = Engine(self._base, model.get_output_embeddings(), logit_transform(model.config), self._shape,
+        self._engine = Engine(self._base, scoring_head(model), logit_transform(model.config), self._shape,
                               cache_kw=self._cache_kw, pad_id=self._pad_id, chunk_size=chunk_size,
                               forward_chunk=forward_chunk, batch_size=self.batch_size, batch_tokens=self.batch_tokens)
         self._streams = StreamCache(self.max_streams, self.cache_tokens)
@@ -339,6 +340,7 @@ class TransformersScorer:
         """
         self._call += 1
         self.stats.requests += len(requests)
+        requests = [r.settled() if r.partial else r for r in requests]
         layouts = [self._lay_out(r) for r in requests]
         results: list[ScoreResult | None] = [None] * len(requests)
         plain: list[tuple[int, list[int]]] = []
@@ -346,6 +348,15 @@ class TransformersScorer:
         for i, (req, lay) in enumerate(zip(requests, layouts)):
             if lay.plan.skipped:
                 results[i] = ScoreResult((), skipped=lay.plan.skipped)
+                continue
+            if req.partial:
+                if not (self.prefix_cache and (req.prompt or req.history)):  # no state to feed
+                    results[i] = ScoreResult(())
+                    continue
+                # every settled token of the step: its entropy is kept for the finished step
+                first = max(0, len(lay.ids) - len(self._encode(req.step)[0]) - 1)
+                self.stats.feeds += 1
+                streamed.append((i, list(range(first, len(lay.ids)))))
                 continue
             rows = sorted({p - 1 for ps in lay.block_positions for p in ps})
             if not rows:
@@ -367,7 +378,10 @@ class TransformersScorer:
             for (i, _), job in zip(wave, jobs):
                 # P computed for this very request was forwarded, not reused.
                 self.stats.reused_tokens += job.reused - min(job.reused, starts.get(i, (None, 0))[1])
-                results[i] = self._result(requests[i], layouts[i], job.entropies)
+                if requests[i].partial:
+                    results[i] = ScoreResult((), context_tokens=len(layouts[i].ids), context=self.mode(requests[i].stream))
+                else:
+                    results[i] = self._result(requests[i], layouts[i], job.entropies)
                 if self.prefix_cache and job.state is not None:
                     self._streams.put(requests[i].stream, job.state, job.state.store.capacity, self._call)
         return results  # type: ignore[return-value]

@@ -53,7 +53,7 @@ class ServeOptions:
     elide: int | None = None
     overflow: str = "window"
     context: str = "auto"
-    dtype: str = "float32"
+    dtype: str = "auto"
     device: str | None = None
     batch_size: int = 8
     api_key: str | None = field(default=None, repr=False)
@@ -112,7 +112,7 @@ def _settings_record(options: ServeOptions, config, scorer_name: str, kind: str)
         "proxy_model": scorer_name,
         "max_tokens": config.max_tokens,
         "overflow": options.overflow,
-        "dtype": options.dtype,
+        "dtype": config.precision if parse_variant(options.variant).needs_scores else options.dtype,
         "profile": config.profile,
         "elide": config.elide,
         # only when set: state folders written before --context existed stay valid (auto was sliding)
