@@ -41,6 +41,7 @@ import random
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -96,14 +97,36 @@ def _step(task: int, step: int) -> tuple[str, str, str]:
     return reasoning, json.loads(call)["arguments"]["command"], output
 
 
+# A provider's pace (public traces of real Claude Code and Codex steps, uw-syfi/TraceLab): time
+# to the first token, output tokens a second, and the agent's tool time per step (median 0.3 s,
+# p90 about 14 s: log-normal, capped so one session stays within minutes).
+TTFT_S = (1.5, 3.0)
+TOKENS_PER_S = 60.0
+CHARS_PER_TOKEN = 4.0
+TOOL_MEDIAN_S, TOOL_SIGMA, TOOL_CAP_S = 0.3, 3.0, 15.0
+
+
+def tool_time(task: int, step: int, tool_s) -> float:
+    """Seconds the agent's tool runs after step ``step``: ``tool_s`` itself, or for ``real`` a
+    draw from the distribution above, the same for every run of the benchmark."""
+    if tool_s != "real":
+        return float(tool_s)
+    rng = random.Random(task * 7919 + step)
+    return min(TOOL_CAP_S, TOOL_MEDIAN_S * pow(2.718281828, rng.gauss(0.0, TOOL_SIGMA)))
+
+
 class _Upstream(http.server.BaseHTTPRequestHandler):
-    """Anthropic Messages, streamed; the answer depends only on the request (see module docstring)."""
+    """Anthropic Messages, streamed; the answer depends only on the request (see module docstring).
+    ``pace``: ``instant`` (``seconds`` per answer, half before the first byte) or ``provider``
+    (a time to first token drawn from ``TTFT_S``, then each event after the time its text takes
+    at ``TOKENS_PER_S``)."""
 
     protocol_version = "HTTP/1.1"
     bodies: list[dict] = []
     lock = threading.Lock()
     steps = 10
     seconds = 1.0
+    pace = "instant"
 
     def setup(self) -> None:
         super().setup()
@@ -125,28 +148,38 @@ class _Upstream(http.server.BaseHTTPRequestHandler):
             blocks = [thinking(reasoning), tool_use(f"toolu_{task}_{turn}", "Bash", {"command": command})]
         else:
             blocks = [text("The bug is fixed and the tests pass.")]
-        events = anthropic_events(anthropic_message(blocks, message_id=f"msg_{task}_{turn}"))
-        time.sleep(self.seconds / 2)  # time to first byte
+        provider = self.pace == "provider"
+        message = anthropic_message(blocks, message_id=f"msg_{task}_{turn}")
+        # a provider streams a few tokens an event
+        events = anthropic_events(message, pieces=max(2, int(sum(len(json.dumps(b)) for b in blocks) / 12)) if provider else 2)
+        ttft = random.Random(task * 31 + turn).uniform(*TTFT_S) if provider else self.seconds / 2
+        time.sleep(ttft)  # time to first byte
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
         for event in events:
-            self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            data = json.dumps(event)
+            self.wfile.write(f"event: {event['type']}\ndata: {data}\n\n".encode())
             self.wfile.flush()
-            time.sleep(self.seconds / 2 / len(events))
+            if provider:
+                delta = event.get("delta") or {}
+                chars = sum(len(v) for k, v in delta.items() if k in ("thinking", "text", "partial_json") and isinstance(v, str))
+                time.sleep(chars / CHARS_PER_TOKEN / TOKENS_PER_S)
+            else:
+                time.sleep(self.seconds / 2 / len(events))
 
 
-def _start_upstream(steps: int, seconds: float):
-    handler = type("Upstream", (_Upstream,), {"bodies": [], "steps": steps, "seconds": seconds})
+def _start_upstream(steps: int, seconds: float, pace: str = "instant"):
+    handler = type("Upstream", (_Upstream,), {"bodies": [], "steps": steps, "seconds": seconds, "pace": pace})
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     return httpd, handler, f"http://127.0.0.1:{httpd.server_address[1]}"
 
 
-def session(base: str, task: int, system: list[dict], tools: list[dict], tool_s: float) -> float:
+def session(base: str, task: int, system: list[dict], tools: list[dict], tool_s) -> float:
     """One Claude-Code-style session against ``base``; its wall time in seconds."""
     import anthropic
 
@@ -164,8 +197,9 @@ def session(base: str, task: int, system: list[dict], tools: list[dict], tool_s:
         calls = [b for b in blocks if b["type"] == "tool_use"]
         if not calls:
             return time.monotonic() - start
-        time.sleep(tool_s)  # the agent runs its tool
-        _, _, output = _step(task, sum(m["role"] == "assistant" for m in messages))
+        turn = sum(m["role"] == "assistant" for m in messages)
+        time.sleep(tool_time(task, turn, tool_s))  # the agent runs its tool
+        _, _, output = _step(task, turn)
         messages += [{"role": "assistant", "content": blocks},
                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": calls[0]["id"], "content": output}]}]
 
@@ -184,7 +218,10 @@ def _proxy(upstream: str, args, late: str):
     budget = ["--max-wait", str(args.max_wait), "--late", late] if late != "before" else []  # another checkout's serve, as it is
     cmd = [sys.executable, "-m", "iclr_cli", "serve", "--upstream", upstream + "/v1", "--port", str(port), "--proxy-model", args.proxy_model,
            *budget, "--quiet", *args.serve_arg]
-    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "PYTHONPATH": str(tree), **dict(kv.split("=", 1) for kv in args.env)}
+    if args.cold_p:  # the first session on a machine: no P state kept from earlier runs
+        env["ICLR_PROMPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="iclr-bench-p-")
+    proc = subprocess.Popen(cmd, env=env, cwd=tree, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600
     while True:
         try:
@@ -223,14 +260,16 @@ def _by_task(bodies: list[dict]) -> list[list[dict]]:
 def run_row(args, tool_s: float, late: str | None, tokenizer, p) -> dict:
     """One session direct (``late`` None) or through a fresh proxy."""
     system, tools = p
-    httpd, handler, upstream = _start_upstream(args.steps, args.upstream_s)
+    httpd, handler, upstream = _start_upstream(args.steps, args.upstream_s, args.pace)
     proc = None
     try:
         base = upstream
         if late is not None:
             proc, base = _proxy(upstream, args, late)
         wall = session(base, 1, system, tools, tool_s)
-        row = {"tool_s": tool_s, "late": late or "direct", "wall_s": round(wall, 1)}
+        row = {"pace": args.pace, "tool_s": tool_s, "late": late or "direct", "wall_s": round(wall, 1)}
+        if late is None and args.second_session:  # the second session's task straight to the upstream too
+            row["second_wall_s"] = round(session(base, 2, system, tools, tool_s), 1)
         cost = prompt_cache.account(_by_task(handler.bodies), tokenizer)
         row.update(cost.to_record())
         if proc is not None:
@@ -238,6 +277,8 @@ def run_row(args, tool_s: float, late: str | None, tokenizer, p) -> dict:
             total = stats["total"]
             row.update({k: total.get(k) for k in ("steps_completed", "steps_compressed", "steps_late", "steps_late_compressed",
                                                   "reasoning_tokens_generated", "reasoning_tokens_removed")})
+            row["eager"] = stats.get("eager_scoring")
+            row["scorer"] = stats.get("scorer_profile")
             row["added_ms"] = total["added_latency_ms"]
             row["scoring_wait_ms"] = total.get("scoring_wait_ms")
             if args.second_session and late == args.second_late and args.repo is None:
@@ -285,7 +326,7 @@ def concurrent(args, tool_s: float, late: str, p, n: int) -> dict:
     system, tools = p
     out = {"tool_s": tool_s, "late": late, "sessions": n}
     for label, count in (("alone", 1), ("together", n)):
-        httpd, handler, upstream = _start_upstream(args.steps, args.upstream_s)
+        httpd, handler, upstream = _start_upstream(args.steps, args.upstream_s, args.pace)
         proc, base = _proxy(upstream, args, late)
         walls: list[float] = []
         try:
@@ -302,12 +343,28 @@ def concurrent(args, tool_s: float, late: str, p, n: int) -> dict:
     return out
 
 
+def _cpu() -> str:
+    """The CPU model and the flags that decide the native precision (BENCHMARKS.md names them)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "unknown")
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    return f"{model}; " + " ".join(sorted(flags & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--proxy-model", default="smollm2")
     parser.add_argument("--p-tokens", type=int, default=20_000, help="proxy tokens of system prompt + tool definitions")
     parser.add_argument("--steps", type=int, default=12, help="tool steps before the final answer")
-    parser.add_argument("--tool-s", type=float, nargs="+", default=[2.0, 0.0])
+    parser.add_argument("--tool-s", type=lambda v: v if v == "real" else float(v), nargs="+", default=[2.0, 0.0],
+                        help="seconds of tool time after each answer, or 'real' (drawn: median 0.3 s, p90 ~14 s, capped at 15 s)")
+    parser.add_argument("--pace", choices=("instant", "provider"), default="instant",
+                        help="instant: --upstream-s per answer; provider: 1.5-3 s to the first token, then 60 tokens/s")
+    parser.add_argument("--env", action="append", default=[], metavar="K=V", help="an environment variable of the serve process (repeat)")
+    parser.add_argument("--cold-p", action="store_true", help="a fresh P cache folder for each proxy (the first session on a machine)")
     parser.add_argument("--upstream-s", type=float, default=1.0, help="seconds per upstream answer (half before the first byte)")
     parser.add_argument("--max-wait", type=float, default=0.5)
     parser.add_argument("--late", nargs="+", default=["as-sent", "compress-later"])
@@ -325,7 +382,8 @@ def main() -> None:
     tokenizer = load_tokenizer("smollm2")
     p = _p(args.p_tokens, tokenizer)
     print(json.dumps({"load": os.getloadavg(), "p_tokens": len(tokenizer.token_spans(prompt_cache.linear({"system": p[0], "tools": p[1]}))),
-                      "proxy_model": args.proxy_model, "max_wait": args.max_wait, "steps": args.steps, "upstream_s": args.upstream_s}), flush=True)
+                      "proxy_model": args.proxy_model, "max_wait": args.max_wait, "steps": args.steps, "upstream_s": args.upstream_s,
+                      "pace": args.pace, "env": args.env, "cold_p": args.cold_p, "cpu": _cpu()}), flush=True)
     for tool_s in args.tool_s:
         for late in (None, *args.late):
             print(json.dumps(run_row(args, tool_s, late, tokenizer, p)), flush=True)

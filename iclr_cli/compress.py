@@ -307,6 +307,18 @@ def prepare_step(trajectory_id: str, prompt: Sequence[Part], history: Sequence[S
     return PreparedStep(trajectory_id, pending.request, pending)
 
 
+def context_request(trajectory_id: str, prompt: Sequence[Part], history: Sequence[Step], settings: Settings) -> ScoreRequest | None:
+    """What the scorer input of the next step will start with, before that step exists: P and
+    ``history`` (the steps as they stand) rendered as :func:`prepare_step` renders them, as a
+    partial request with an empty step (``ScoreRequest.partial``). ``iclr serve`` feeds it
+    while the upstream works on the request, so that the step's own tokens are all that is
+    left. ``None`` for variants whose scorer input holds no history (or that score nothing)."""
+    if not (settings.variant.needs_scores and settings.variant.conditions_on_history):
+        return None
+    return ScoreRequest(trajectory_id, tuple(render_prompt(prompt, settings.elide)),
+                        tuple(render_step(s, settings.elide) for s in history), "", (), partial=True)
+
+
 def finish_step(prepared: PreparedStep, result: ScoreResult | None, settings: Settings, tokenizer: Tokenizer) -> tuple[Step, StepReport]:
     """The second half of :func:`compress_step`: the step to write back and its report, from
     the scorer's ``result`` for ``prepared.request`` (``None`` when there was no request)."""

@@ -30,12 +30,15 @@ class Stream:
     """A streamed answer: ``events`` are sent as ``data: JSON`` lines, then ``data: [DONE]``
     (``named``: each preceded by ``event: TYPE`` and no ``[DONE]``, as Anthropic and the
     Responses API stream). With ``hold`` set, the server waits for ``release`` after the first
-    event; with ``pause_s``, it sends nothing for that many seconds after the first event."""
+    event; with ``pause_s``, it sends nothing for that many seconds after the first event;
+    ``interval_s`` spaces every event from the next (a provider's pace: the tests of scoring
+    along the stream assert counts and bytes, never times)."""
 
     events: list[dict]
     hold: bool = False
     named: bool = False
     pause_s: float = 0.0
+    interval_s: float = 0.0
     release: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)
 
@@ -130,6 +133,8 @@ class ScriptedUpstream(FakeOpenAI):
                         reply.release.wait(60)
                     if i == 0 and reply.pause_s:
                         time.sleep(reply.pause_s)
+                    if reply.interval_s:
+                        time.sleep(reply.interval_s)
                 if not reply.named:
                     self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()

@@ -111,6 +111,11 @@ def drive(url: str, user: str, *, streamed=False, edit=None, after_reply=None, u
         i += 1
 
 
+def ahead(counts) -> dict:
+    """The counts of scoring a finished step ahead (not those of feeding along the stream)."""
+    return {k: v for k, v in counts.to_record().items() if not k.startswith("fed_")}
+
+
 def scored(state, n: int) -> None:
     """Wait (not a timed assertion) until ``n`` steps were queued for scoring ahead and every
     one of them is scored, as when the agent's tool outlasts the scoring; on a loaded machine
@@ -139,8 +144,10 @@ def test_scored_ahead_equals_scored_at_the_next_request(streamed):
     assert len(on_raw) == 6 and sum(b"[SKIP]" in raw for raw in on_raw) == 5
     assert on.stats.total.steps_compressed == off.stats.total.steps_compressed == 5
     # every compressed step found its result scored ahead, done before the request came
-    assert on.stats.eager.to_record() == {"scored": 5, "hits": 5, "waits": 0, "misses": 0, "unused": 0}
-    assert off.stats.eager.scored == 0 and not off.scores_ahead
+    assert ahead(on.stats.eager) == {"scored": 5, "hits": 5, "waits": 0, "misses": 0, "unused": 0}
+    # P and the history of every request, the first one's under a provisional stream, were fed while the upstream worked
+    assert on.stats.eager.fed_context == 6
+    assert off.stats.eager.scored == 0 and off.stats.eager.fed_context == 0 and not off.scores_ahead
 
 
 def test_a_tool_that_returns_at_once_races_the_scoring_and_changes_nothing():
@@ -186,7 +193,7 @@ def test_next_requests_that_differ_from_the_reply_fall_back_to_scoring_then():
     assert on.stats.total.steps_completed == 7
     # step 1 without reasoning, both times, had nothing to compress: not counted as compressed
     assert on.stats.total.steps_compressed == 5 and on.stats.total.steps_nothing_to_compress == 2
-    assert e.to_record() == {"scored": 7, "hits": 2, "waits": 0, "misses": 3, "unused": 4}
+    assert ahead(e) == {"scored": 7, "hits": 2, "waits": 0, "misses": 3, "unused": 4}
     # unused: steps 1, 2 and 3 as predicted (replaced by the next reply's) and the second
     # agent's reply, dropped with its conversation; the third's is still kept
     assert on.scorer.pending == 1
@@ -210,7 +217,7 @@ def test_a_request_waits_for_its_step_still_being_scored_ahead():
 
     class Held(FakeScorer):
         def score(self, requests):
-            if requests[0].history:  # step 1 (scored ahead) holds until released
+            if requests[0].history and not requests[0].partial:  # step 1 (scored ahead) holds until released
                 entered.set()
                 release.wait(30)
             return super().score(requests)
@@ -228,7 +235,7 @@ def test_a_request_waits_for_its_step_still_being_scored_ahead():
         e = state.stats.eager
     assert release.is_set() and e.waits >= 1 and e.hits + e.waits + e.misses == state.stats.total.steps_compressed == 2
     # step 1 was scored once, ahead, and the request waited for that result
-    assert sum(bool(r.history) for r in held.requests_seen if "(1." in r.step) == 1
+    assert sum(bool(r.history) for r in held.requests_seen if "(1." in r.step and not r.partial) == 1
 
 
 def test_waited_for_requests_go_before_work_ahead():
@@ -267,7 +274,7 @@ def test_waited_for_requests_go_before_work_ahead():
     batching.close()
     # waited-for requests first (ahead-2 promoted when asked for), work ahead after them
     assert order == ["first", "ahead-2", "now", "ahead-1"]
-    assert eager.stats.eager.to_record() == {"scored": 2, "hits": 0, "waits": 1, "misses": 1, "unused": 0}
+    assert ahead(eager.stats.eager) == {"scored": 2, "hits": 0, "waits": 1, "misses": 1, "unused": 0}
 
 
 def _anthropic_client(url, state, streamed, steps):
@@ -333,4 +340,5 @@ def test_scored_ahead_on_the_anthropic_and_responses_endpoints(api, streamed):
     on_raw, on_steps, on = once(True)
     assert on_raw == off_raw and on_steps == off_steps and len(on_raw) == steps + 1
     assert sum(b"[SKIP]" in raw for raw in on_raw) == steps and on.stats.total.steps_compressed == steps
-    assert on.stats.eager.to_record() == {"scored": steps, "hits": steps, "waits": 0, "misses": 0, "unused": 0}
+    assert ahead(on.stats.eager) == {"scored": steps, "hits": steps, "waits": 0, "misses": 0, "unused": 0}
+    assert on.stats.eager.fed_context == steps + 1

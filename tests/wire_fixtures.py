@@ -97,13 +97,20 @@ def response(output: list[dict], *, usage: dict | None = None, response_id: str 
     }
 
 
-def responses_events(resp: dict) -> list[dict]:
+def responses_events(resp: dict, pieces: int = 2) -> list[dict]:
     events: list[dict] = [{"type": "response.created", "sequence_number": 0, "response": {**resp, "status": "in_progress", "output": []}}]
     for i, item in enumerate(resp["output"]):
-        events.append({"type": "response.output_item.added", "output_index": i, "item": item})
-        if item["type"] == "reasoning":
-            for piece in item.get("content") or []:
-                events.append({"type": "response.reasoning_text.delta", "output_index": i, "content_index": 0, "delta": piece["text"]})
+        if item["type"] != "reasoning":
+            events.append({"type": "response.output_item.added", "output_index": i, "item": item})
+            events.append({"type": "response.output_item.done", "output_index": i, "item": item})
+            continue
+        # as OpenAI streams it: the item added empty, its text in deltas, then done whole
+        events.append({"type": "response.output_item.added", "output_index": i, "item": {**item, "summary": [], "content": []}})
+        for k, part in enumerate(item.get("summary") or []):
+            events.append({"type": "response.reasoning_summary_part.added", "output_index": i, "summary_index": k, "part": {"type": "summary_text", "text": ""}})
+            events += [{"type": "response.reasoning_summary_text.delta", "output_index": i, "summary_index": k, "delta": p} for p in _cut(part["text"], pieces)]
+        for k, part in enumerate(item.get("content") or []):
+            events += [{"type": "response.reasoning_text.delta", "output_index": i, "content_index": k, "delta": p} for p in _cut(part["text"], pieces)]
         events.append({"type": "response.output_item.done", "output_index": i, "item": item})
     events.append({"type": "response.completed", "response": resp})
     return [{**e, "sequence_number": n} for n, e in enumerate(events)]

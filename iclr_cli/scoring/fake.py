@@ -114,6 +114,12 @@ class FakeScorer:
         """Drop ``stream``'s kept state."""
         self._kept.pop(stream, None)
 
+    def rename(self, old: str, new: str) -> None:
+        """Keep ``old``'s state under ``new`` (as the real scorer's :meth:`rename`)."""
+        kept = self._kept.pop(old, None)
+        if kept is not None:
+            self._keep(new, kept)
+
     def cache_info(self) -> dict | None:
         """A paced fake's kept state as the real scorer reports its own (``iclr serve``'s
         ``/stats``): streams held and ``forward_tokens`` charged; ``None`` for an instant one."""

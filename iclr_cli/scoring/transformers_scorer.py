@@ -486,6 +486,16 @@ class TransformersScorer:
         self._streams.take(stream)
         self._modes.pop(stream, None)
 
+    def rename(self, old: str, new: str) -> None:
+        """Keep ``old``'s cache and planned mode under ``new`` (``iclr serve``: a conversation's
+        first reply was fed along the stream before the reply gave the conversation its id).
+        Not thread-safe: call it from the thread that scores."""
+        state = self._streams.take(old)
+        if state is not None:
+            self._streams.put(new, state, state.store.capacity, self._call)
+        if old in self._modes:
+            self._modes[new] = self._modes.pop(old)
+
     def warm(self) -> int:
         """Load the shared P states this model used most recently from disk
         (:meth:`~iclr_cli.scoring.prefix.PromptCache.preload`); ``iclr serve`` calls it in its

@@ -10,8 +10,9 @@
   status and ``retry-after`` / ``x-should-retry`` headers its SDK retries on (nothing is sent
   before the upstream's status is known). While a relayed stream is silent, the client gets
   its API's keep-alive every ``keepalive_s`` (:mod:`iclr_cli.serve.keepalive`).
-  Once the answer has been sent, the reply's step is scored ahead
-  (:meth:`~iclr_cli.serve.state.ServeState.prefetch`, :mod:`iclr_cli.serve.eager`).
+  While a streamed answer is relayed, its step is fed to the scorer as it comes
+  (:mod:`iclr_cli.serve.along`); once the answer has been sent, the reply's step is scored
+  ahead (:meth:`~iclr_cli.serve.state.ServeState.prefetch`, :mod:`iclr_cli.serve.eager`).
 - ``GET /health/liveliness``, ``GET /health/readiness`` and ``GET /healthz``
   (:mod:`iclr_cli.serve.health`), ``GET /stats`` (JSON, :mod:`iclr_cli.serve.stats`), ``GET /metrics``
   (Prometheus text).
@@ -49,6 +50,7 @@ from dataclasses import dataclass
 import orjson
 
 from iclr_cli.scoring.base import ScoringCancelled
+from iclr_cli.serve.along import Feeder
 from iclr_cli.serve.budget import WAIT_LOG_S, Waiting, describe
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect
@@ -264,11 +266,12 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
         log.warning("the upstream %s broke off its answer to /v1/%s (%s: %s); %s",
                     redact(config.upstream.base_url), path, type(exc).__name__, exc, then)
 
-    async def relay(resp, path: str, finish, after=None):
+    async def relay(resp, path: str, finish, after=None, feeder: Feeder | None = None):
         """The upstream answer to the client: SSE chunk by chunk, anything else whole.
         ``finish(body or None, streamed, outcome)`` runs once the answer went through
         (``outcome``: ``ok``, ``upstream_error``, or ``upstream_dropped`` when it broke off);
-        ``after()``, if given, once the response has been sent."""
+        ``after()``, if given, once the response has been sent. ``feeder`` sees the relayed
+        bytes after each chunk (scoring along the stream, :mod:`iclr_cli.serve.along`)."""
         import httpx
         from starlette.background import BackgroundTask
 
@@ -299,9 +302,13 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
                                 kept = None  # too long to read usage from; still relayed
                         sent += len(chunk)
                         yield chunk
+                        if feeder is not None and ok == "ok":
+                            feeder.chunk(kept)
                 except httpx.HTTPError as exc:  # closed or stalled mid-stream (ReadError, RemoteProtocolError, ReadTimeout)
                     broke = exc
             finally:
+                if feeder is not None:  # ended, or the client went away: its queued feeds go
+                    feeder.close()
                 with anyio.CancelScope(shield=True):
                     await resp.aclose()
                     if broke is None:
@@ -377,7 +384,7 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
                     try:
                         reply = dialect.read_reply(content, streamed)
                         usage = reply.usage
-                        target = await in_thread(state.record_reply, rewrite.conversation, rewrite.request, reply, dialect)
+                        target = await in_thread(state.record_reply, rewrite.conversation, rewrite.request, reply, dialect, rewrite.stream)
                         recorded.append((target, reply))
                     except Exception as exc:
                         log.warning("reply not recorded (%s: %s)", type(exc).__name__, exc)
@@ -391,7 +398,8 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
                     except Exception as exc:  # the next request scores the step itself
                         log.warning("step not scored ahead (%s: %s)", type(exc).__name__, exc)
 
-            return await relay(resp, path, finish, score_ahead if state.scores_ahead else None)
+            feeder = Feeder(state, rewrite, dialect, in_thread) if state.scores_ahead else None
+            return await relay(resp, path, finish, score_ahead if state.scores_ahead else None, feeder)
 
         return handle
 

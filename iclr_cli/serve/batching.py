@@ -36,7 +36,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from iclr_cli.scoring.base import ScoreRequest, ScoreResult, Scorer, ScoringCancelled
 
@@ -63,6 +63,14 @@ class Where:
     waited_for: bool = False
     since: float = 0.0
     prefill: bool = False
+
+
+def _apart(batch: list[_Call], call: _Call) -> bool:
+    """True when ``call`` continues no stream of ``batch``: two requests of one stream in one
+    scorer call cannot both start from its kept state (a step fed along the stream, then the
+    finished step), so the later one waits for the next batch."""
+    streams = {r.stream for c in batch for r in c.requests}
+    return not any(r.stream in streams for r in call.requests)
 
 
 def _settle(future: Future, result=None, error: BaseException | None = None) -> None:
@@ -103,7 +111,7 @@ class BatchingScorer:
         self._cond = threading.Condition()
         self._urgent: deque[_Call] = deque()
         self._eager: deque[_Call] = deque()
-        self._forget: deque[str] = deque()
+        self._forget: deque[str | tuple[str, str]] = deque()  # streams to forget, (old, new) to rename
         self._running: tuple[list[_Call], float, bool] | None = None  # (batch, started, prefill)
         self._took: dict[bool, deque[float]] = {False: deque(maxlen=16), True: deque(maxlen=16)}  # recent batch seconds, by prefill
         self._closed = False
@@ -242,6 +250,18 @@ class BatchingScorer:
             self._forget.append(stream)
             self._cond.notify_all()
 
+    def rename(self, old: str, new: str) -> None:
+        """Move ``old``'s cache to ``new`` in the scorer (when it has one) before the next batch,
+        and make the calls still queued for ``old`` calls for ``new``: a conversation's first
+        reply is fed along the stream before it has its id (:mod:`iclr_cli.serve.along`)."""
+        if getattr(self.inner, "rename", None) is None:
+            return
+        with self._cond:
+            for call in (*self._urgent, *self._eager):
+                call.requests = [replace(r, stream=new) if r.stream == old else r for r in call.requests]
+            self._forget.append((old, new))
+            self._cond.notify_all()
+
     def cache_info(self) -> dict | None:
         """The inner scorer's :meth:`cache_info`, or ``None`` for a scorer without caches."""
         info = getattr(self.inner, "cache_info", None)
@@ -284,7 +304,7 @@ class BatchingScorer:
             if not self._urgent:  # work ahead: what is queued now, no waiting for more
                 batch = [self._eager.popleft()]
                 size = len(batch[0].requests)
-                while self._eager and size < self.max_batch:
+                while self._eager and size < self.max_batch and _apart(batch, self._eager[0]):
                     batch.append(self._eager.popleft())
                     size += len(batch[-1].requests)
                 return self._start(batch), forget
@@ -293,6 +313,8 @@ class BatchingScorer:
             deadline = time.monotonic() + self.wait_s
             while size < self.max_batch and not self._closed:
                 if self._urgent:
+                    if not _apart(batch, self._urgent[0]):
+                        break
                     batch.append(self._urgent.popleft())
                     size += len(batch[-1].requests)
                     continue
@@ -327,7 +349,10 @@ class BatchingScorer:
                 return
             batch, forget = step
             for stream in forget:
-                self.inner.forget(stream)  # type: ignore[attr-defined]
+                if isinstance(stream, tuple):
+                    self.inner.rename(*stream)  # type: ignore[attr-defined]
+                else:
+                    self.inner.forget(stream)  # type: ignore[attr-defined]
             if not batch:
                 continue
             try:

@@ -136,6 +136,12 @@ class Dialect:
         ``streamed``); an empty :class:`Reply` when it cannot be read."""
         raise NotImplementedError
 
+    def read_partial(self, content: bytes) -> Reply:
+        """The reply as far as it has streamed (``content``: the SSE bytes relayed so far), for
+        scoring along the stream (:mod:`iclr_cli.serve.along`); by default :meth:`read_reply`,
+        whose assembly of deltas reads a stream cut anywhere."""
+        return self.read_reply(content, True)
+
     def error_body(self, status: int, message: str, kind: str, code: str | None = None) -> bytes:
         """An error the proxy answers itself (413, 502, 504) in this API's error shape
         (OpenAI's by default)."""

@@ -174,6 +174,10 @@ class EagerScorer:
         """Stop scoring without waiting (shutdown): :meth:`BatchingScorer.stop`."""
         self.inner.stop()
 
+    def rename(self, old: str, new: str) -> None:
+        """:meth:`BatchingScorer.rename` (a kept result is keyed by its step, never by ``old``)."""
+        self.inner.rename(old, new)
+
     def forget(self, stream: str) -> None:
         """Drop ``stream``'s kept result and its scorer state (its conversation was evicted)."""
         with self._lock:

@@ -175,6 +175,10 @@ class ResponsesDialect(Dialect):
             return request
         return Request({**request.body, "input": out}, out, request.context, request.held)
 
+    def read_partial(self, content: bytes) -> Reply:
+        """The output items as far as they have streamed (:func:`read_partial_stream`)."""
+        return Reply(tuple(read_partial_stream(content)))
+
     def read_reply(self, content: bytes | None, streamed: bool) -> Reply:
         if content is None:
             return Reply()
@@ -279,3 +283,45 @@ def read_stream(body: bytes) -> dict | None:
     if not final.get("output"):
         final["output"] = [done[i] for i in sorted(done)]
     return final
+
+
+def read_partial_stream(body: bytes) -> list[dict]:
+    """The output items of a Responses stream cut anywhere: each item from its
+    ``response.output_item.added`` event, a reasoning item's ``summary`` and ``content`` grown
+    by ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta`` (OpenAI,
+    "Streaming events": the deltas carry ``output_index`` and ``summary_index`` /
+    ``content_index``), replaced whole by ``response.output_item.done``. Empty after an
+    ``error`` or ``response.failed`` event."""
+    from iclr_cli.serve.sse import events
+
+    items: dict[int, dict] = {}
+    for _, event in events(body):
+        kind = event.get("type")
+        if kind in ("error", "response.failed"):
+            return []
+        index = event.get("output_index")
+        if kind in ("response.output_item.added", "response.output_item.done") and isinstance(event.get("item"), dict):
+            items[index if isinstance(index, int) else len(items)] = dict(event["item"])
+            continue
+        item = items.get(index) if isinstance(index, int) else None
+        delta = event.get("delta")
+        if item is None or not isinstance(delta, str):
+            continue
+        if kind == "response.reasoning_summary_text.delta":
+            _grow(item, "summary", event.get("summary_index"), "summary_text", delta)
+        elif kind == "response.reasoning_text.delta":
+            _grow(item, "content", event.get("content_index"), "reasoning_text", delta)
+    return [items[i] for i in sorted(items)]
+
+
+def _grow(item: dict, field: str, index, kind: str, delta: str) -> None:
+    """Append ``delta`` to ``item[field][index]["text"]`` (entries made as needed, copied, never
+    the event's own lists)."""
+    if not isinstance(index, int) or index < 0:
+        return
+    parts = [dict(p) if isinstance(p, dict) else p for p in item.get(field) or []]
+    while len(parts) <= index:
+        parts.append({"type": kind, "text": ""})
+    if isinstance(parts[index], dict):
+        parts[index]["text"] = (parts[index].get("text") or "") + delta
+    item[field] = parts

@@ -46,6 +46,7 @@ from iclr_cli.compress import PreparedStep, Settings, finish_step, prepare_step
 from iclr_cli.errors import IclrError, InputError
 from iclr_cli.formats.writeback import UnregisteredCopy
 from iclr_cli.scoring.base import Scorer, ScoringCancelled, Tokenizer
+from iclr_cli.serve import along
 from iclr_cli.serve.budget import Budget, Waiting
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript
@@ -86,12 +87,16 @@ class Rewrite:
     generated, or sent late).
     ``request``: the body as its dialect parsed it (``None`` when it is not a request of
     that API), for :meth:`ServeState.record_reply`.
+    ``stream``: the scorer stream the reply is fed under along the stream
+    (:mod:`iclr_cli.serve.along`): the conversation id, or for a first request a provisional
+    one that :meth:`ServeState.record_reply` renames once the reply gives the id.
     """
 
     body: bytes
     conversation: str | None
     compressed: int = 0
     request: Request | None = None
+    stream: str | None = None
 
 
 class ServeState:
@@ -226,8 +231,8 @@ class ServeState:
                             "nothing in it compressed (the proxy sees only the new items); counted in /stats server_history", dialect.name, request.held)
             return Rewrite(raw, None)
         conv_id = conversation_id(dialect, request, header)
-        if conv_id is None:
-            return Rewrite(raw, None, request=request)
+        if conv_id is None:  # a first request: its P is read while the upstream works
+            return Rewrite(raw, None, request=request, stream=along.feed_first(self, request, dialect))
         conv = self.conversation(conv_id)
         waiting.conversation = conv_id
         # Another request of this conversation holding the lock waits for scores until its own
@@ -244,16 +249,18 @@ class ServeState:
             finally:
                 if waiting.scored:
                     self.stats.waited(conv.counts, waiting.scoring_s)
+            if not transcript.ends or transcript.ends[-1] < len(sent.items):  # no step in progress
+                along.feed_context(self, conv_id, edited)
         try:
             out = dialect.write(sent, transcript, edited)
         except (InputError, UnregisteredCopy) as exc:  # a copy of the reasoning the reader does not edit: never half-edit
             log.warning("conversation %s: %s; forwarded unchanged", conv_id, exc)
-            return Rewrite(raw, conv_id, compressed, request)
+            return Rewrite(raw, conv_id, compressed, request, conv_id)
         if out is None and sent is not request:  # nothing compressed, but --restore-reasoning put back what the client dropped
             out = dict(sent.body)
         if out is None:
-            return Rewrite(raw, conv_id, compressed, request)
-        return Rewrite(orjson.dumps(out), conv_id, compressed, request)
+            return Rewrite(raw, conv_id, compressed, request, conv_id)
+        return Rewrite(orjson.dumps(out), conv_id, compressed, request, conv_id)
 
     def _write_back(self, conv: Conversation, dialect: Dialect, request: Request, transcript: Transcript, waiting: Waiting) -> tuple[Trajectory, int]:
         """The trajectory with every complete step's reasoning as decided once (a step sent
@@ -422,10 +429,12 @@ class ServeState:
 
     # -- replies ---------------------------------------------------------------------------
 
-    def record_reply(self, conv_id: str | None, request: Request | None, reply: Reply, dialect: Dialect = CHAT) -> Conversation | None:
+    def record_reply(self, conv_id: str | None, request: Request | None, reply: Reply, dialect: Dialect = CHAT,
+                     stream: str | None = None) -> Conversation | None:
         """Note what the upstream returned (``reply``, read by ``dialect`` from the answer to
-        ``request``): gives a first request its conversation, and keeps the reply's reasoning
-        per tool-call id for ``--restore-reasoning``."""
+        ``request``): gives a first request its conversation (and the scorer state fed under
+        its provisional ``stream`` to that conversation), and keeps the reply's reasoning per
+        tool-call id for ``--restore-reasoning``."""
         if conv_id is not None:
             conv = self.find(conv_id)
         else:
@@ -435,6 +444,8 @@ class ServeState:
             conv = self.conversation(conv_id) if conv_id is not None else None
         if conv is None:
             return None
+        if stream is not None and stream != conv.id:
+            along.rename(self, stream, conv.id)
         if self.restore_reasoning:
             for call_id, name, text in dialect.remember(reply):
                 with conv.lock:
@@ -445,9 +456,9 @@ class ServeState:
     def prefetch(self, conv: Conversation | None, request: Request | None, reply: Reply, dialect: Dialect = CHAT) -> bool:
         """Score the step of ``reply`` ahead, while the agent runs its tool
         (:mod:`iclr_cli.serve.eager`): the scorer request that the next request will send for
-        it, built from ``request`` continued by ``reply`` (whose step is then the last one) with
-        the earlier steps as they stand (a step sent late and not yet compressed: as
-        generated), is queued behind the requests clients wait for, under the step's key.
+        it (:meth:`ahead_request`) is queued behind the requests clients wait for, under the
+        step's key. A reply fed along the stream (:mod:`iclr_cli.serve.along`) has left the
+        scorer's state so that this request runs only the last few tokens.
 
         Returns False when nothing was queued: the scorer does not score ahead, the variant
         needs no scores, the reply was not read, an earlier step is not compressed (the next
@@ -456,27 +467,40 @@ class ServeState:
         ahead = getattr(self.scorer, "prefetch", None)
         if ahead is None or conv is None or request is None or not reply.items:
             return False
-        continued = dialect.continued(request, reply)
         # Under the conversation's lock, queueing included: a next request either finds the
         # result kept or has compressed the step already (then nothing is queued).
         with conv.lock:
-            sent = dialect.restore(continued, conv.reasoning) if self.restore_reasoning else continued
-            try:
-                transcript = dialect.read(sent, conv.id)
-            except (IclrError, KeyError, TypeError, AttributeError, ValueError):
-                return False
-            read = transcript.trajectory
-            if not read.steps:
-                return False
-            last = len(read.steps) - 1
-            keys = step_keys(conv.id, dialect, sent, transcript.ends)
-            if keys[last] in conv.steps:
-                return False
-            done = []
-            for step, key in zip(read.steps[:last], keys):
-                stored = conv.steps.get(key)
-                if stored is None:
-                    return False
-                done.append(step.with_reasoning(stored.texts))
-            scored = prepare_step(conv.id, read.prompt, done, read.steps[last], self.settings).request
-            return scored is not None and ahead(scored, keys[last])
+            found = self.ahead_request(conv, conv.id, request, reply, dialect)
+            return found is not None and ahead(*found)
+
+    def ahead_request(self, conv: Conversation | None, stream: str, request: Request, reply: Reply, dialect: Dialect):
+        """``(scorer request, step key)`` of ``reply``'s step as the next request will send it:
+        ``request`` continued by ``reply`` (whose step is then the last one), the earlier
+        steps as they stand (a step sent late and not yet compressed: as generated), under
+        ``stream``; ``None`` when the reply was not read, an earlier step is not decided yet,
+        the step is decided already, or it has nothing to score. ``reply`` may be a reply
+        still streaming (its step as far as it has come). Call it holding ``conv.lock``
+        (``conv`` is ``None`` for a first request: no earlier step)."""
+        continued = dialect.continued(request, reply)
+        memory = conv.reasoning if conv is not None else {}
+        sent = dialect.restore(continued, memory) if self.restore_reasoning else continued
+        try:
+            transcript = dialect.read(sent, stream)
+        except (IclrError, KeyError, TypeError, AttributeError, ValueError):
+            return None
+        read = transcript.trajectory
+        if not read.steps:
+            return None
+        last = len(read.steps) - 1
+        keys = step_keys(conv.id if conv is not None else stream, dialect, sent, transcript.ends)
+        steps = conv.steps if conv is not None else {}
+        if keys[last] in steps:
+            return None
+        done = []
+        for step, key in zip(read.steps[:last], keys):
+            stored = steps.get(key)
+            if stored is None:
+                return None
+            done.append(step.with_reasoning(stored.texts))
+        scored = prepare_step(stream, read.prompt, done, read.steps[last], self.settings).request
+        return (scored, keys[last]) if scored is not None else None

@@ -121,7 +121,7 @@ def _minus(a: ReasoningTokens, b: ReasoningTokens) -> ReasoningTokens:
     return ReasoningTokens(*(getattr(a, f) - getattr(b, f) for f in ("generated", "written", "kept", "deleted", "markers", "marker_tokens")))
 
 
-EAGER_OUTCOMES = ("scored", "hits", "waits", "misses", "unused")
+EAGER_OUTCOMES = ("scored", "hits", "waits", "misses", "unused", "fed_context", "fed_reasoning")
 
 
 @dataclass
@@ -130,13 +130,17 @@ class EagerCounts:
     the scorer once relayed; of the steps the next requests compressed, ``hits`` found that
     result done, ``waits`` found it still running and waited for it, ``misses`` found none that
     matched (scored then, as without scoring ahead); ``unused``: results dropped unused (the
-    reply was never followed up, or the next request differed)."""
+    reply was never followed up, or the next request differed). Scoring along the stream
+    (:mod:`iclr_cli.serve.along`): ``fed_context``, requests whose P and history were queued
+    while the upstream worked; ``fed_reasoning``, pieces of streaming replies queued."""
 
     scored: int = 0
     hits: int = 0
     waits: int = 0
     misses: int = 0
     unused: int = 0
+    fed_context: int = 0
+    fed_reasoning: int = 0
 
     def to_record(self) -> dict:
         return {name: getattr(self, name) for name in EAGER_OUTCOMES}
