@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve_fixtures import proxy, scripted_upstream
+from serve_fixtures import Stream, proxy, scripted_upstream
 from wire_fixtures import SIGNATURE, anthropic_reply, function_call, output_message, reasoning_item, responses_reply, text, thinking, tool_use
 
 pytestmark = pytest.mark.server
@@ -266,6 +266,47 @@ def test_codex_through_serve_sealed_upstream(clis, tmp_path):
 
 # -- the real proxy, under the latency budget ------------------------------------------------
 
+def _paced(script):
+    """``script`` with every streamed reply sent at a provider's pace: its first event, a
+    second before the rest (time to the first token), then an event every 20 ms, the
+    reasoning in many deltas (a few words each)."""
+    from wire_fixtures import anthropic_events, responses_events
+
+    def paced(body, index):
+        reply = script[0](body, index)
+        if not isinstance(reply, Stream):
+            return reply
+        first = reply.events[0]
+        if first.get("type") == "message_start":
+            done = {**first["message"], "content": _blocks(reply.events), "usage": first["message"]["usage"]}
+            events = anthropic_events(done, pieces=12)
+        else:
+            final = next(e["response"] for e in reply.events if e.get("type") == "response.completed")
+            events = responses_events(final, pieces=12)
+        return Stream(events, named=True, pause_s=1.0, interval_s=0.02)
+
+    return [paced] * len(script)
+
+
+def _blocks(events: list[dict]) -> list[dict]:
+    """The content blocks a scripted Anthropic stream spells out (its own events, reassembled)."""
+    blocks: dict[int, dict] = {}
+    for e in events:
+        if e.get("type") == "content_block_start":
+            blocks[e["index"]] = dict(e["content_block"])
+        elif e.get("type") == "content_block_delta":
+            d, b = e["delta"], blocks[e["index"]]
+            for key in ("thinking", "text", "signature"):
+                if d.get("type") == f"{key}_delta":
+                    b[key] = b.get(key, "") + d[key]
+            if d.get("type") == "input_json_delta":
+                b["_json"] = b.get("_json", "") + d["partial_json"]
+    for b in blocks.values():
+        if "_json" in b:
+            b["input"] = json.loads(b.pop("_json"))
+    return [blocks[i] for i in sorted(blocks)]
+
+
 @pytest.mark.model
 @pytest.mark.parametrize("cli", ["claude", "codex"])
 def test_the_real_clis_through_serve_with_the_real_proxy_finish_without_a_stall(clis, tmp_path, cli):
@@ -277,11 +318,16 @@ def test_the_real_clis_through_serve_with_the_real_proxy_finish_without_a_stall(
     from iclr_cli.serve.budget import DEFAULT_LATE, DEFAULT_MAX_WAIT
 
     script, runner = (_claude_script(redacted=False), _run_claude) if cli == "claude" else (_codex_script(encrypted=False), _run_codex)
-    with scripted_upstream(script) as up, proxy(up.url, proxy_model="smollm2", max_wait=DEFAULT_MAX_WAIT, late=DEFAULT_LATE) as (url, _):
+    with scripted_upstream(_paced(script)) as up, proxy(up.url, proxy_model="smollm2", max_wait=DEFAULT_MAX_WAIT, late=DEFAULT_LATE) as (url, _):
         run = runner(clis, url, tmp_path)
         stats = httpx.get(url.removesuffix("/v1") + "/stats").json()
     assert run.returncode == 0, run.stderr[-2000:]
     total = stats["total"]
+    # scored along the stream: each request's P and history while the upstream worked, each
+    # reply's reasoning while it streamed (docs/serve.md, "Scoring along the stream")
+    eager = stats["eager_scoring"]
+    assert eager["fed_context"] >= STEPS and eager["fed_reasoning"] >= STEPS, eager
+    print(f"{cli}: {total['steps_compressed']} of {total['steps_completed']} steps compressed, {total['steps_late']} late; {eager}")
     main = _main_requests(up) if cli == "claude" else [json.loads(raw) for raw in up.raw]
     assert len(main) == STEPS + 1 and total["upstream_errors"] == 0 and total["client_gone"] == 0
     assert total["steps_completed"] == STEPS

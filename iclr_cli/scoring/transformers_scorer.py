@@ -15,8 +15,9 @@ Two context modes (``context``, CLI ``--context``), when P + history + step is o
   computed once and kept while inside the window (:mod:`iclr_cli.scoring.sliding` says
   exactly what each token conditions on). Cost grows with the session's length.
 - ``auto`` (default): per trajectory, ``sliding`` (the more faithful, BENCHMARKS.md "Context
-  modes") unless ``fresh`` would forward less than half its tokens, which happens on long
-  sessions with few reasoning-bearing steps between long tool outputs. The choice is made
+  modes") unless ``fresh`` would cost less than half as much (tokens weighted by the context
+  they attend to: :mod:`iclr_cli.scoring.cost`), which happens on long sessions with few
+  reasoning-bearing steps between long tool outputs. The choice is made
   before scoring from the trajectory as recorded (:meth:`TransformersScorer.plan_contexts`,
   called by the online loop), so it does not depend on the scores; a stream that was not
   planned (``serve``, ``replay``: the future is unknown) is scored ``sliding``. Each result
@@ -75,6 +76,7 @@ from iclr_cli.scoring.base import (
     ScoreRequest,
     ScoreResult,
 )
+from iclr_cli.scoring.cost import attention_equivalent, run_cost, sliding_cost
 from iclr_cli.scoring.engine import Engine, ScorerStats, Segment
 from iclr_cli.scoring.entropy import DEFAULT_CHUNK, logit_transform
 from iclr_cli.scoring.kv import probe
@@ -86,8 +88,8 @@ from iclr_cli.scoring.segments import SegmentTokens
 from iclr_cli.scoring.window import Layout, lay_out, lay_out_whole
 
 DEFAULT_FORWARD_CHUNK = 1024
-# auto keeps the more faithful sliding window unless fresh forwards less than 1/AUTO_MARGIN
-# of its tokens (docs/scoring.md, "Scoring long sessions").
+# auto keeps the more faithful sliding window unless fresh costs less than 1/AUTO_MARGIN of
+# it (docs/scoring.md, "Scoring long sessions"; costs: iclr_cli.scoring.cost).
 AUTO_MARGIN = 2
 _ENCODE_MEMO = 4096
 
@@ -228,6 +230,7 @@ class TransformersScorer:
         self._segments = SegmentTokens(tokenizer, self.max_tokens, _ENCODE_MEMO)
         self._call = 0
         self._modes: dict[str, str] = {}  # stream -> mode chosen by plan_contexts (auto)
+        self._attention_equivalent = attention_equivalent(model)
 
     @property
     def stats(self) -> ScorerStats:
@@ -272,26 +275,30 @@ class TransformersScorer:
 
         ``previews`` maps a stream to its requests in order, on the history as recorded (the
         online loop passes every step with candidate blocks, for ``score`` and ``prune``
-        alike, so both choose the same mode). Forwarded tokens are counted on the layouts,
-        without running the model: ``fresh`` runs each request's window after the prefix it
-        shares with the previous one, ``sliding`` runs the last request's sequence once.
-        ``fresh`` is chosen when it forwards less than ``1 / AUTO_MARGIN`` of that. Other
-        context settings ignore the plan. Returns ``{stream: mode}`` for the planned streams.
+        alike, so both choose the same mode). Each mode's work is estimated on the layouts,
+        without running the model, in token-equivalents that count attention over each
+        token's context (:mod:`iclr_cli.scoring.cost`): ``fresh`` runs each request's window
+        after the prefix it shares with the previous one, ``sliding`` runs the last request's
+        sequence once, every token past the limit at a full window. ``fresh`` is chosen when
+        it costs less than ``1 / AUTO_MARGIN`` of that. Other context settings ignore the
+        plan. Returns ``{stream: mode}`` for the planned streams.
         """
         if self.context != "auto" or self._rotary is None:
             return {stream: self.mode(stream) for stream in previews}
         for stream, requests in previews.items():
             self._modes.pop(stream, None)
-            fresh, prev, last = 0, (), None
+            fresh, prev, last = 0.0, (), None
             for req in requests:
                 lay = lay_out(req, self._encode, self.max_tokens, self.overflow, history=self._segments.tail)
                 if lay.plan.skipped:
                     continue
-                fresh += len(lay.ids) - (_common_prefix(prev, lay.ids) if self.prefix_cache else 0)
+                start = _common_prefix(prev, lay.ids) if self.prefix_cache else 0
+                fresh += run_cost(start, len(lay.ids), self._attention_equivalent)
                 prev, last = lay.ids, req
-            sliding = 0
+            sliding = 0.0
             if last is not None:  # counted, not laid out: a huge segment's ids are never held
-                sliding = sum(map(self._segments.count, (*last.prompt, *last.history))) + len(self._encode(last.step)[0])
+                tokens = sum(map(self._segments.count, (*last.prompt, *last.history))) + len(self._encode(last.step)[0])
+                sliding = sliding_cost(tokens, self.max_tokens, self._attention_equivalent)
             self._modes[stream] = "fresh" if fresh * AUTO_MARGIN < sliding else "sliding"
         return {stream: self._modes[stream] for stream in previews}
 
