@@ -299,7 +299,7 @@ def test_the_scorer_estimates_a_call_from_recent_batches_of_its_kind():
     gate.set()
     settle(queued)
     assert batching.eta(queued) == 0.0 and not inner.prefills(req("b"))
-    typical = batching._typical(True)  # two prefills (streams a and b) have run
+    typical = batching._typical("prefill")  # two prefills (streams a and b) have run
     gate.clear()
     again = batching.submit([req("a")])  # kept: no prefill, a kind that has not finished yet
     assert until_running(batching, again)
@@ -376,3 +376,23 @@ def test_the_budget_options_from_the_command_line_and_a_config_file(tmp_path):
     assert params["max_wait"] == float("inf") and params["late"].value == "compress-later"
     with pytest.raises(Exception, match="greater than or equal to 0"):
         serve.make_context("serve", ["--upstream", "http://127.0.0.1:9/v1", "--max-wait", "-1"])
+
+
+def test_a_step_fed_along_the_stream_is_its_own_kind_of_batch():
+    """Feeds (many short batches, and a request's context feed of hundreds of tokens) never
+    stand for a finished step's time in the estimate of a wait."""
+    from iclr_cli.scoring.base import ScoreRequest
+    from iclr_cli.scoring.fake import FakeScorer
+    from iclr_cli.serve.batching import BatchingScorer
+
+    inner = FakeScorer(tokens_per_s=1e9)
+    batching = BatchingScorer(inner)
+    try:
+        step = ScoreRequest("a", ("P",), (), "[reasoning]\nx y", ((12, 15),))
+        fed = ScoreRequest("a", ("P",), (), "[reasoning]\nx", (), partial=True)
+        assert batching._kind([fed]) == "prefill"  # nothing kept for stream a yet: it runs P
+        batching.score([fed])
+        assert batching._kind([fed]) == "feed" and batching._kind([step]) == "step" and batching._kind([fed, step]) == "step"
+        assert list(batching._took["prefill"]) and not batching._took["step"]
+    finally:
+        batching.close()

@@ -345,6 +345,7 @@ def to_json(run: SavingsRun, *, complete: bool = True) -> dict:
         "estimate": "static",
         "variant": settings.variant.name,
         "ratio": settings.ratio,
+        **({"scorer": run.options.config.describe()} if settings.variant.needs_scores else {}),
         "complete": complete,
         "data": [_group_record(g, book) for g in groups(run)],
         "summary": {"sessions": len(groups(run)), "transcripts": len(run.sessions), **_totals_record(run.totals),

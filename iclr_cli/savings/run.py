@@ -128,7 +128,7 @@ class Options:
         if s.variant.kind == "random":
             key["seed"] = s.seed
         if s.variant.needs_scores:
-            key.update(ratio=s.ratio, max_tokens=c.max_tokens, overflow=c.overflow, dtype=c.dtype, context=c.context,
+            key.update(ratio=s.ratio, max_tokens=c.max_tokens, overflow=c.overflow, dtype=c.precision, context=c.context,
                        profile=c.profile, elide=s.elide)
         return key
 

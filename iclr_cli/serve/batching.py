@@ -65,6 +65,9 @@ class Where:
     prefill: bool = False
 
 
+KINDS = ("prefill", "step", "feed")
+
+
 def _apart(batch: list[_Call], call: _Call) -> bool:
     """True when ``call`` continues no stream of ``batch``: two requests of one stream in one
     scorer call cannot both start from its kept state (a step fed along the stream, then the
@@ -112,8 +115,10 @@ class BatchingScorer:
         self._urgent: deque[_Call] = deque()
         self._eager: deque[_Call] = deque()
         self._forget: deque[str | tuple[str, str]] = deque()  # streams to forget, (old, new) to rename
-        self._running: tuple[list[_Call], float, bool] | None = None  # (batch, started, prefill)
-        self._took: dict[bool, deque[float]] = {False: deque(maxlen=16), True: deque(maxlen=16)}  # recent batch seconds, by prefill
+        self._running: tuple[list[_Call], float, bool, str] | None = None  # (batch, started, prefill, kind)
+        # recent batch seconds by kind (:meth:`_kind`): a step fed along the stream, a finished
+        # step, a prefill of P; mixed, the feeds' seconds would say nothing of a step's
+        self._took: dict[str, deque[float]] = {kind: deque(maxlen=16) for kind in KINDS}
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="iclr-scorer", daemon=True)
         self._thread.start()
@@ -191,10 +196,18 @@ class BatchingScorer:
                 return Where("running", since=time.monotonic() - running[1], prefill=running[2])
         return Where("done")
 
-    def _typical(self, prefill: bool) -> float | None:
-        """Seconds a batch of this kind (a prefill or not) takes: the median of the last 16
-        that ran; ``None`` while none has."""
-        took = sorted(self._took[prefill])
+    def _kind(self, requests) -> str:
+        """``prefill`` when a request runs P and the history from the start, else ``feed`` when
+        every request is partial (a step fed along the stream), else ``step``."""
+        prefills = getattr(self.inner, "prefills", None)
+        if prefills is not None and any(prefills(r) for r in requests):
+            return "prefill"
+        return "feed" if all(getattr(r, "partial", False) for r in requests) else "step"
+
+    def _typical(self, kind: str) -> float | None:
+        """Seconds a batch of this kind (:meth:`_kind`) takes: the median of the last 16 that
+        ran; ``None`` while none has."""
+        took = sorted(self._took[kind])
         return took[len(took) // 2] if took else None
 
     def eta(self, future: Future) -> float:
@@ -205,7 +218,6 @@ class BatchingScorer:
         so far (the best guess when its length is unknown: a CPU prefill of P that has run for
         a minute has minutes left more often than seconds). For a request deciding whether
         a wait can end within its budget; 0 for a call that is done."""
-        prefills = getattr(self.inner, "prefills", None)
         with self._cond:
             running = self._running
             queued = next((c for q in (self._urgent, self._eager) for c in q if c.future is future), None)
@@ -215,11 +227,11 @@ class BatchingScorer:
             left = 0.0
             if running is not None:
                 elapsed = time.monotonic() - running[1]
-                typical = self._typical(running[2])
+                typical = self._typical(running[3])
                 left = typical - elapsed if typical is not None and typical > elapsed else elapsed
             if mine:
                 return left
-            own = self._typical(prefills is not None and any(prefills(r) for r in queued.requests))
+            own = self._typical(self._kind(queued.requests))
             return left + (own or 0.0)
 
     def queue_info(self) -> dict:
@@ -330,9 +342,8 @@ class BatchingScorer:
 
     def _start(self, batch: list[_Call]) -> list[_Call]:
         """Mark ``batch`` as running (called with the lock held, in the scorer thread)."""
-        prefills = getattr(self.inner, "prefills", None)
-        prefill = prefills is not None and any(prefills(r) for call in batch for r in call.requests)
-        self._running = (batch, time.monotonic(), prefill)
+        kind = self._kind([r for call in batch for r in call.requests])
+        self._running = (batch, time.monotonic(), kind == "prefill", kind)
         return batch
 
     def _run(self) -> None:
@@ -360,8 +371,8 @@ class BatchingScorer:
             finally:
                 with self._cond:
                     if self._running is not None:
-                        _, started, prefill = self._running
-                        self._took[prefill].append(time.monotonic() - started)
+                        _, started, _, kind = self._running
+                        self._took[kind].append(time.monotonic() - started)
                     self._running = None
 
     def _score(self, batch: list[_Call]) -> None:
