@@ -15,7 +15,7 @@ from iclr_cli.scoring.base import ScoreRequest
 from iclr_cli.scoring.entropy import entropy_bits
 from iclr_cli.scoring.kv import KVShape, KVStore, Rotary
 from iclr_cli.scoring.sliding import SlidingJob, SlidingWindow
-from iclr_cli.scoring.transformers_scorer import _common_prefix
+from iclr_cli.scoring.streams import common_prefix
 
 
 def trajectory_tokens(s, trajs):
@@ -90,7 +90,7 @@ def test_sliding_eviction_matches_a_hand_computed_case(tiny1):
     assert SlidingWindow.for_prompt(4, 16) == window
     by_hand = {10: 0, 11: 0, 12: 2, 13: 2, 14: 4, 20: 10, 27: 16, 35: 24}  # stream index -> window start
     # keep_from = 40: the next request resumes at the end at the earliest (no write-back)
-    job = SlidingJob(None, ids, list(range(3, 40)), window, 40, s._shape, s._rotary, _common_prefix)
+    job = SlidingJob(None, ids, list(range(3, 40)), window, 40, s._shape, s._rotary, common_prefix)
     s._run([job])
     for j, start in by_hand.items():
         assert window.start(j) == start

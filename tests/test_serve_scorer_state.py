@@ -25,7 +25,7 @@ from iclr_cli.compress import Settings
 from iclr_cli.policies import parse_variant
 from iclr_cli.serve.batching import BatchingScorer
 from iclr_cli.serve.state import ServeState
-from iclr_cli.scoring.transformers_scorer import _common_prefix
+from iclr_cli.scoring.streams import common_prefix
 
 LIMIT = 160
 
@@ -117,7 +117,7 @@ def test_kept_scorer_state_equals_scoring_from_scratch_and_costs_only_new_tokens
     for req, _, forwarded in kept.calls:
         ids = kept.inner._lay_out(req).ids
         prev = last.get(req.stream)
-        common = _common_prefix(prev, ids) if prev else 0
+        common = common_prefix(prev, ids) if prev else 0
         assert forwarded == len(ids) - common
         shortened += prev is not None and common < len(prev)
         last[req.stream] = ids

@@ -44,7 +44,8 @@ from iclr_cli.scoring.entropy import logit_transform
 from iclr_cli.scoring.kv import KVStore, buffer_cache, probe
 from iclr_cli.scoring.profile import FAST
 from iclr_cli.scoring import threads
-from iclr_cli.scoring.transformers_scorer import _common_prefix, _fix_mmap_threshold
+from iclr_cli.scoring.streams import common_prefix
+from iclr_cli.scoring.threads import fix_mmap_threshold
 
 DEFAULT_FORWARD_CHUNK = 1024
 _ENCODE_MEMO = 4096
@@ -143,7 +144,7 @@ class Sensor:
         self.device = next(model.parameters()).device
         if self.device.type == "cpu":
             threads.limit_torch()
-            _fix_mmap_threshold()
+            fix_mmap_threshold()
         params = inspect.signature(self.base.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self.shape = probe(self.base, self._cache_kw).shape
@@ -208,7 +209,7 @@ class Sensor:
         n = len(ids)
         first = min([n - 1, *(min(p) for p in pools.values() if p)])
         state = self._streams.get(stream)
-        resume = min(_common_prefix(state.ids, ids), first) if state is not None else 0
+        resume = min(common_prefix(state.ids, ids), first) if state is not None else 0
         if state is None:
             state, resume = self._seeded(ids, first)
         elif resume == 0:
@@ -239,7 +240,7 @@ class Sensor:
         best, shared = None, 0
         for other in self._streams.values():
             if other.store is not None:
-                common = min(_common_prefix(other.ids, ids), other.store.length, first)
+                common = min(common_prefix(other.ids, ids), other.store.length, first)
                 if common > shared:
                     best, shared = other, common
         if best is None or shared < MIN_SHARED:

@@ -177,3 +177,33 @@ class StreamCache:
     def clear(self) -> None:
         self._entries.clear()
         self._held = 0
+
+
+class OneShot:
+    """A request run without a stream cache: one segment from position 0."""
+
+    reused = 0
+
+    def __init__(self, ids, rows):
+        self.ids, self.rows, self.entropies, self._done = ids, rows, {}, False
+
+    def next_segment(self) -> Segment | None:
+        if self._done:
+            return None
+        self._done = True
+        return Segment([], self.ids, list(self.rows), None)
+
+    def accept(self, entropies: dict[int, float]) -> None:
+        self.entropies = entropies
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the common prefix of two token sequences."""
+    n = min(len(a), len(b))
+    i = 0
+    # Compare in slices first: prefixes are long and mostly equal.
+    while i + 256 <= n and a[i : i + 256] == b[i : i + 256]:
+        i += 256
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i

@@ -28,8 +28,10 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
+import platform
 import sys
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 
@@ -213,3 +215,23 @@ def limit_torch(threads: int | None = None) -> int | None:
     if torch.get_num_threads() > cap:
         torch.set_num_threads(cap)
     return torch.get_num_threads()
+
+
+def fix_mmap_threshold(threshold: int = 1 << 20) -> None:
+    """Serve allocations above 1 MiB with mmap, so freed KV buffers go back to the OS (glibc).
+
+    A growing KV cache is re-allocated a little larger at every forward chunk. glibc raises
+    its mmap threshold each time such a block is freed, after which the blocks come from the
+    heap, which fragments and does not shrink: peak RSS for a 4,096-token context was ~125 MiB
+    higher. Setting the threshold explicitly (the ``MALLOC_MMAP_THRESHOLD_`` variable does
+    the same) turns that adjustment off. Process-wide and harmless elsewhere; skipped when the
+    user set the variable or the C library is not glibc.
+    """
+    if not sys.platform.startswith("linux") or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return
+    if platform.libc_ver()[0] != "glibc":
+        return
+    try:
+        ctypes.CDLL(None).mallopt(-3, threshold)  # -3 = M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass

@@ -53,11 +53,7 @@ attention, or transformers < 4.56) are scored without prefix reuse, and only in 
 
 from __future__ import annotations
 
-import ctypes
 import inspect
-import os
-import platform
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +63,7 @@ import torch
 from iclr_cli.errors import UsageError
 from iclr_cli.scoring import budget as budgets
 from iclr_cli.scoring import threads
+from iclr_cli.scoring.threads import fix_mmap_threshold
 from iclr_cli.scoring.base import (
     CONTEXTS,
     DEFAULT_CONTEXT,
@@ -83,7 +80,7 @@ from iclr_cli.scoring.kv import probe
 from iclr_cli.scoring.precision import scoring_head
 from iclr_cli.scoring.prefix import PromptCache, PromptState, model_fingerprint, prompt_dir, prompt_span
 from iclr_cli.scoring.sliding import SlidingJob, SlidingWindow
-from iclr_cli.scoring.streams import FreshJob, StreamCache
+from iclr_cli.scoring.streams import FreshJob, OneShot, StreamCache, common_prefix
 from iclr_cli.scoring.segments import SegmentTokens
 from iclr_cli.scoring.window import Layout, lay_out, lay_out_whole
 
@@ -104,24 +101,6 @@ class _Meta:
     history_kept: int
     context_tokens: int
     history_tail: int | None = None
-
-
-class _OneShot:
-    """A request run without a stream cache: one segment from position 0."""
-
-    reused = 0
-
-    def __init__(self, ids, rows):
-        self.ids, self.rows, self.entropies, self._done = ids, rows, {}, False
-
-    def next_segment(self) -> Segment | None:
-        if self._done:
-            return None
-        self._done = True
-        return Segment([], self.ids, list(self.rows), None)
-
-    def accept(self, entropies: dict[int, float]) -> None:
-        self.entropies = entropies
 
 
 class TransformersScorer:
@@ -198,7 +177,7 @@ class TransformersScorer:
         self._device = next(model.parameters()).device
         if self._device.type == "cpu":
             threads.limit_torch()
-            _fix_mmap_threshold()
+            fix_mmap_threshold()
         # transformers 5.2x renamed the forward's ``past_key_values`` to ``cache``.
         params = inspect.signature(self._base.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
@@ -292,7 +271,7 @@ class TransformersScorer:
                 lay = lay_out(req, self._encode, self.max_tokens, self.overflow, history=self._segments.tail)
                 if lay.plan.skipped:
                     continue
-                start = _common_prefix(prev, lay.ids) if self.prefix_cache else 0
+                start = common_prefix(prev, lay.ids) if self.prefix_cache else 0
                 fresh += run_cost(start, len(lay.ids), self._attention_equivalent)
                 prev, last = lay.ids, req
             sliding = 0.0
@@ -373,7 +352,7 @@ class TransformersScorer:
             else:
                 plain.append((i, rows))
         if plain:
-            jobs = [_OneShot(layouts[i].ids, rows) for i, rows in plain]
+            jobs = [OneShot(layouts[i].ids, rows) for i, rows in plain]
             self._run(jobs)
             for (i, _), job in zip(plain, jobs):
                 results[i] = self._result(requests[i], layouts[i], job.entropies)
@@ -419,13 +398,13 @@ class TransformersScorer:
         if self.mode(req.stream) == "fresh":
             if state is None and start is not None:
                 state = start.fresh_state(self._shape, len(lay.ids), self.max_tokens)
-            return FreshJob(state, lay.ids, rows, self._shape, _common_prefix, keep=self.prefix_cache, most=self.max_tokens)
+            return FreshJob(state, lay.ids, rows, self._shape, common_prefix, keep=self.prefix_cache, most=self.max_tokens)
         prompt = sum(len(self._segments.whole(seg)) for seg in req.prompt)
         window = SlidingWindow.for_prompt(prompt, self.max_tokens)
         if state is None and start is not None:
             state = start.sliding_state(window, self._shape, min(window.limit, len(lay.ids)), window.most_held)
         step_start = len(lay.ids) - len(self._encode(req.step)[0])
-        return SlidingJob(state, lay.ids, rows, window, step_start, self._shape, self._rotary, _common_prefix)
+        return SlidingJob(state, lay.ids, rows, window, step_start, self._shape, self._rotary, common_prefix)
 
     def _prompt_starts(self, requests, layouts, wave) -> dict[int, tuple[PromptState, int]]:
         """Shared P states for the wave's requests whose stream holds no state
@@ -442,7 +421,7 @@ class TransformersScorer:
             span = prompt_span(req, layouts[i], mode, self.max_tokens, ids)
             if span is not None:
                 wanted.append((i, span))
-        return self._prompts.starts(wanted, self._rotary, _common_prefix, self._run, self.stats)
+        return self._prompts.starts(wanted, self._rotary, common_prefix, self._run, self.stats)
 
     def _run(self, jobs) -> None:
         """Run jobs in lock step: each round batches the next segment of every unfinished job.
@@ -560,34 +539,3 @@ class TransformersScorer:
             "prompt_states": len(self._prompts) if self._prompts is not None else None,
             "prompt_tokens": self._prompts.held if self._prompts is not None else None,
         }
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    # Compare in slices first: prefixes are long and mostly equal.
-    while i + 256 <= n and a[i : i + 256] == b[i : i + 256]:
-        i += 256
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-def _fix_mmap_threshold(threshold: int = 1 << 20) -> None:
-    """Serve allocations above 1 MiB with mmap, so freed KV buffers go back to the OS (glibc).
-
-    A growing KV cache is re-allocated a little larger at every forward chunk. glibc raises
-    its mmap threshold each time such a block is freed, after which the blocks come from the
-    heap, which fragments and does not shrink: peak RSS for a 4,096-token context was ~125 MiB
-    higher. Setting the threshold explicitly (the ``MALLOC_MMAP_THRESHOLD_`` variable does
-    the same) turns that adjustment off. Process-wide and harmless elsewhere; skipped when the
-    user set the variable or the C library is not glibc.
-    """
-    if not sys.platform.startswith("linux") or "MALLOC_MMAP_THRESHOLD_" in os.environ:
-        return
-    if platform.libc_ver()[0] != "glibc":
-        return
-    try:
-        ctypes.CDLL(None).mallopt(-3, threshold)  # -3 = M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        pass
