@@ -62,7 +62,7 @@ def test_choose_resolves_the_profile_and_refuses_a_contradiction():
     assert ScorerConfig().profile == "fast" and ScorerConfig().elide == 512 and ScorerConfig().max_tokens == 4096
     config = ScorerConfig.for_profile(EXACT, model="fake")
     assert config.settings(parse_variant("iclr"), ratio=0.5) == Settings(parse_variant("iclr"), ratio=0.5, elide=None)
-    assert "exact (42,000-token window, everything whole)" == config.describe()
+    assert "exact (42,000-token window, everything whole); float32" == config.describe()
 
 
 def trajectory(tool_text: str) -> Trajectory:

@@ -79,6 +79,22 @@ def test_a_step_fed_along_the_stream_scores_as_the_finished_step_and_runs_only_t
     assert before <= whole  # feeds never run a settled token twice
 
 
+def test_in_bfloat16_too_a_fed_step_scores_as_the_finished_step(tiny_dir, monkeypatch, tmp_path):
+    """The native precision on CPUs with AMX: feeds run other chunk shapes than the finished
+    step at once, and the bf16 rounding still stays within the tolerance (1.9e-4 bits here)."""
+    from iclr_cli.scoring import loading
+    from iclr_cli.scoring.transformers_scorer import TransformersScorer
+
+    monkeypatch.setenv("ICLR_CACHE_DIR", str(tmp_path))
+    model, tokenizer, _ = loading.load_model(str(tiny_dir), dtype="bfloat16", device="cpu")
+    [want] = TransformersScorer(model, tokenizer, context="sliding", prompt_cache=False).score([finished("a")])
+    along = TransformersScorer(model, tokenizer, context="sliding", prompt_cache=False)
+    for req in feeds("a", 6):
+        along.score([req])
+    [got] = along.score([finished("a")])
+    assert max(abs(a.entropy_bits - b.entropy_bits) for a, b in zip(got.blocks, want.blocks)) < TOL
+
+
 def test_the_context_alone_is_fed_before_the_step_exists(tiny):
     """serve's first feed of a request: P and the history, while the upstream works."""
     s = any_scorer(tiny, context="sliding")

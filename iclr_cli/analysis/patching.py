@@ -77,7 +77,8 @@ def patch_trajectory(sensor, trajectory: Trajectory, *, source: str, layers: Seq
     ``top1_del_agree`` (deleted vs full), ``tokens_full`` / ``tokens_deleted`` (proxy tokens of
     the two inputs), ``window`` (per input: ``tokens``, ``windowed``, ``history_kept``),
     ``context`` (``fresh``: the scorer's window rule), ``method`` (``cached`` or ``hook``),
-    ``model``, and ``below_floor`` or ``skipped`` where no layer was patched.
+    ``model``, ``precision`` (the decoder's, :mod:`iclr_cli.scoring.precision`), and ``below_floor`` or
+    ``skipped`` where no layer was patched.
     """
     deleted = delete_all(trajectory, sensor.tokenizer)
     streams = (f"{trajectory.id}\0full", f"{trajectory.id}\0deleted")
@@ -90,6 +91,7 @@ def patch_trajectory(sensor, trajectory: Trajectory, *, source: str, layers: Seq
                 "tokens_full": len(full.ids), "tokens_deleted": len(dele.ids),
                 "window": {"full": full.describe(), "deleted": dele.describe()},
                 "context": "fresh", "method": sensor.method, "model": sensor.name,
+                "precision": getattr(sensor.model, "iclr_precision", "float32"),
             }
             skipped = full.plan.skipped or dele.plan.skipped
             if skipped:
