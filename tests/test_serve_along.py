@@ -243,3 +243,19 @@ def test_a_client_gone_mid_stream_drops_the_reply_s_queued_feeds():
     assert Queue.dropped == [queued] and feeder._closed
     feeder.chunk(bytearray(b"x" * 1000))  # nothing fed after close
     assert feeder._task is None
+
+
+def test_a_first_request_that_starts_no_conversation_leaves_no_scorer_state(every_chunk):
+    """Its P was fed under a provisional stream; an error answer (no reply) drops it."""
+    from replay_fixtures import Reply
+
+    scorer = Charged()
+    with scripted_upstream([Reply({"error": {"message": "overloaded"}}, status=529)]) as up, \
+            proxy(up.url, scorer=scorer, tokenizer=scorer.tokenizer) as (url, state):
+        sdk = openai.OpenAI(base_url=url, api_key="sk", max_retries=0, timeout=60)
+        with pytest.raises(openai.APIStatusError):
+            sdk.chat.completions.create(model="fake-model", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi."}])
+        deadline = time.monotonic() + 30
+        while scorer._kept and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert state.stats.eager.fed_context == 1 and not scorer._kept  # fed, then dropped

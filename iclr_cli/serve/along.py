@@ -93,6 +93,14 @@ def rename(state, old: str, new: str) -> None:
         move(old, new)
 
 
+def forget(state, stream: str) -> None:
+    """Drop the scorer state fed under ``stream`` (a first request whose reply started no
+    conversation), so that it never takes the room of a live conversation's."""
+    drop = getattr(state.scorer, "forget", None)
+    if drop is not None:
+        drop(stream)
+
+
 def feed_reply(state, conv_id: str | None, stream: str, request: Request, content: bytes, dialect: Dialect) -> Future | None:
     """Queue the step of a reply still streaming (``content``: the SSE bytes relayed so far) as
     a partial request under ``stream``; its future, or ``None`` when nothing was queued (no

@@ -51,6 +51,7 @@ import orjson
 
 from iclr_cli.scoring.base import ScoringCancelled
 from iclr_cli.serve.along import Feeder
+from iclr_cli.serve.along import forget as forget_fed
 from iclr_cli.serve.budget import WAIT_LOG_S, Waiting, describe
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect
@@ -380,6 +381,8 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
 
             async def finish(content: bytes | None, streamed: bool, outcome: str) -> None:
                 target, usage = conv, None
+                if outcome != "ok" and rewrite.conversation is None and rewrite.stream is not None:
+                    forget_fed(state, rewrite.stream)  # a first request that failed: what was fed for it goes
                 if outcome == "ok":
                     try:
                         reply = dialect.read_reply(content, streamed)

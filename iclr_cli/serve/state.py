@@ -438,11 +438,12 @@ class ServeState:
         if conv_id is not None:
             conv = self.find(conv_id)
         else:
-            if request is None or not reply.items:
-                return None
-            conv_id = conversation_id(dialect, dialect.continued(request, reply))
+            known = request is not None and bool(reply.items)
+            conv_id = conversation_id(dialect, dialect.continued(request, reply)) if known else None
             conv = self.conversation(conv_id) if conv_id is not None else None
         if conv is None:
+            if stream is not None and stream != conv_id:  # a first request that starts nothing: its state goes
+                along.forget(self, stream)
             return None
         if stream is not None and stream != conv.id:
             along.rename(self, stream, conv.id)
