@@ -335,6 +335,8 @@ def concurrent(args, tool_s: float, late: str, p, n: int) -> dict:
                 t.start()
             for t in threads:
                 t.join()
+            total = _stats(base)["total"]
+            out[label + "_steps"] = {k: total.get(k) for k in ("steps_completed", "steps_compressed", "steps_late")}
         finally:
             proc.terminate()
             proc.wait(60)
