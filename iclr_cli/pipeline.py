@@ -95,11 +95,12 @@ class ScorerConfig:
 
         return resolve(self.dtype, self.device, exact=self.profile == "exact")
 
-    def describe(self) -> str:
-        """The profile and precision as run, for summaries (:meth:`iclr_cli.scoring.profile.Profile.describe`)."""
+    def describe(self, enforced: int | None = None) -> str:
+        """The profile and precision as run, for summaries (:meth:`iclr_cli.scoring.profile.Profile.describe`;
+        ``enforced``: the scorer's window when the proxy caps it)."""
         from iclr_cli.scoring.precision import describe
 
-        return f"{Profile(self.profile, self.max_tokens, self.elide).describe()}; {describe(self.precision)}"
+        return f"{Profile(self.profile, self.max_tokens, self.elide).describe(enforced)}; {describe(self.precision)}"
 
     def settings(self, variant: Variant, **kw) -> Settings:
         """:class:`~iclr_cli.compress.Settings` for ``variant`` that render what this config's

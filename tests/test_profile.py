@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from tiny_llama import tiny_dir  # noqa: F401
+
 from iclr_cli.cli.app import main
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.context import elide_text, render_for_scoring, render_part, render_step
@@ -141,3 +143,15 @@ def test_a_checkpoint_of_one_profile_is_not_resumed_by_the_other():
     a = settings_of("score", fast.settings(variant), fast, None, False)
     b = settings_of("score", exact.settings(variant), exact, None, False)
     assert {k for k in a if a[k] != b[k]} == {"profile", "elide", "max_tokens"}
+
+
+def test_the_summary_says_when_the_proxy_caps_the_exact_window(tiny_dir, capsys, tmp_path):
+    """--exact asks for 42,000 tokens; a proxy of 512 positions (the test model; SmolLM2: 8,192)
+    scores in 512, and the summary says so instead of promising the asked-for window."""
+    from format_helpers import SAMPLES, run_cli, summary_value
+
+    code, _, err = run_cli(capsys, "score", str(SAMPLES / "openai_chat.json"), "--model", str(tiny_dir), "--exact", "-o", str(tmp_path / "s.jsonl"))
+    assert code == 0, err
+    assert summary_value(err, "scorer profile") == \
+        "exact (42,000-token window, capped at 512 by the proxy, everything whole); float32"
+    assert ScorerConfig.chosen(True, model="fake").describe() == "exact (42,000-token window, everything whole); float32"

@@ -127,4 +127,4 @@ def prune(
                 # ...but the input re-sent as 'iclr savings' estimates it: sealed reasoning apart
                 summary.resent = summary.resent + static_totals(results, token_counter(tokenizer), edits)
     print_summary(out, summary, tokenizer.name, parsed.name, splitter=splitter if parsed.needs_scores else None,
-                  scorer=config.describe() if parsed.needs_scores else None)
+                  scorer=config.describe(getattr(scorer, "max_tokens", None)) if parsed.needs_scores else None)

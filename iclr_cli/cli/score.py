@@ -120,4 +120,4 @@ def score(
     if records == 0:  # an empty output must not look like a failed or cut run
         out.info("no reasoning blocks in the input: nothing to score (0 records written)")
     print_summary(out, summary, tokenizer.name, parsed.name, command="score", splitter=splitter if parsed.needs_scores else None,
-                  scorer=config.describe() if parsed.needs_scores else None)
+                  scorer=config.describe(getattr(scorer, "max_tokens", None)) if parsed.needs_scores else None)

@@ -39,11 +39,14 @@ class Profile:
     max_tokens: int
     elide: int | None
 
-    def describe(self) -> str:
+    def describe(self, enforced: int | None = None) -> str:
         """One line for summaries, e.g. ``fast (4,096-token window, long tool outputs cut to
-        512 chars at each end)``."""
+        512 chars at each end)``; ``enforced``: the window the scorer actually uses, when the
+        proxy's maximum positions cap it (``exact (42,000-token window, capped at 8,192 by the
+        proxy, everything whole)``)."""
         seen = f"long tool outputs cut to {self.elide:,} chars at each end" if self.elide else "everything whole"
-        return f"{self.name} ({self.max_tokens:,}-token window, {seen})"
+        cap = f", capped at {enforced:,} by the proxy" if enforced is not None and enforced < self.max_tokens else ""
+        return f"{self.name} ({self.max_tokens:,}-token window{cap}, {seen})"
 
 
 FAST = Profile("fast", FAST_MAX_TOKENS, FAST_ELIDE)
