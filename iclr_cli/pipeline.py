@@ -7,7 +7,6 @@ same adapter writes it back. Commands (``score``, ``prune``, ``convert``) are th
 from __future__ import annotations
 
 import functools
-
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -86,13 +85,10 @@ class ScorerConfig:
         ``dtype`` itself when forced, else :func:`iclr_cli.scoring.precision.resolve` (torch is
         imported and the CPU probed once; the fake proxy is ``float32`` without torch)."""
         from iclr_cli.scoring.fake import is_fake
-
-        if self.dtype != "auto":
-            return self.dtype
-        if is_fake(self.model):
-            return "float32"
         from iclr_cli.scoring.precision import resolve
 
+        if is_fake(self.model) and self.dtype == "auto":
+            return "float32"
         return resolve(self.dtype, self.device, exact=self.profile == "exact")
 
     def describe(self, enforced: int | None = None) -> str:

@@ -141,7 +141,7 @@ class Feeder:
         self._fed_bytes = 0
         self._fed_at = 0.0
         self._futures: list[Future] = []
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task | None = None  # the feed in flight (held: the event loop keeps only weak references)
 
     def chunk(self, relayed: bytearray | None) -> None:
         """The reply has grown to ``relayed`` (``None``: too long to keep; nothing more is fed)."""

@@ -50,8 +50,7 @@ from dataclasses import dataclass
 import orjson
 
 from iclr_cli.scoring.base import ScoringCancelled
-from iclr_cli.serve.along import Feeder
-from iclr_cli.serve.along import forget as forget_fed
+from iclr_cli.serve.along import Feeder, forget as forget_fed
 from iclr_cli.serve.budget import WAIT_LOG_S, Waiting, describe
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect

@@ -114,8 +114,8 @@ class BatchingScorer:
         self._cond = threading.Condition()
         self._urgent: deque[_Call] = deque()
         self._eager: deque[_Call] = deque()
-        self._forget: deque[str | tuple[str, str]] = deque()  # streams to forget, (old, new) to rename
-        self._running: tuple[list[_Call], float, bool, str] | None = None  # (batch, started, prefill, kind)
+        self._streams: deque[tuple[str, ...]] = deque()  # ("forget", stream) and ("rename", old, new), before the next batch
+        self._running: tuple[list[_Call], float, str] | None = None  # (batch, started, kind)
         # recent batch seconds by kind (:meth:`_kind`): a step fed along the stream, a finished
         # step, a prefill of P; mixed, the feeds' seconds would say nothing of a step's
         self._took: dict[str, deque[float]] = {kind: deque(maxlen=16) for kind in KINDS}
@@ -193,7 +193,7 @@ class BatchingScorer:
                         return Where("queued", ahead=i + (len(self._urgent) if not waited else 0), waited_for=waited)
             running = self._running
             if running is not None and any(call.future is future for call in running[0]):
-                return Where("running", since=time.monotonic() - running[1], prefill=running[2])
+                return Where("running", since=time.monotonic() - running[1], prefill=running[2] == "prefill")
         return Where("done")
 
     def _kind(self, requests) -> str:
@@ -227,7 +227,7 @@ class BatchingScorer:
             left = 0.0
             if running is not None:
                 elapsed = time.monotonic() - running[1]
-                typical = self._typical(running[3])
+                typical = self._typical(running[2])
                 left = typical - elapsed if typical is not None and typical > elapsed else elapsed
             if mine:
                 return left
@@ -251,7 +251,7 @@ class BatchingScorer:
             "ahead": len(queued) - urgent,
             "oldest_s": round(now - min(c.queued_at for c in queued), 3) if queued else None,
             "running_s": round(now - running[1], 3) if running is not None else None,
-            "running_prefill": running[2] if running is not None else False,
+            "running_prefill": running is not None and running[2] == "prefill",
         }
 
     def forget(self, stream: str) -> None:
@@ -259,7 +259,7 @@ class BatchingScorer:
         if getattr(self.inner, "forget", None) is None:
             return
         with self._cond:
-            self._forget.append(stream)
+            self._streams.append(("forget", stream))
             self._cond.notify_all()
 
     def rename(self, old: str, new: str) -> None:
@@ -271,7 +271,7 @@ class BatchingScorer:
         with self._cond:
             for call in (*self._urgent, *self._eager):
                 call.requests = [replace(r, stream=new) if r.stream == old else r for r in call.requests]
-            self._forget.append((old, new))
+            self._streams.append(("rename", old, new))
             self._cond.notify_all()
 
     def cache_info(self) -> dict | None:
@@ -303,23 +303,23 @@ class BatchingScorer:
         self._thread.join(timeout=timeout)
 
     def _next(self) -> tuple[list, list[str]] | None:
-        """The next batch and the streams to forget first; ``None`` once closed."""
+        """The next batch and the stream operations to run first (forget, rename); ``None`` once closed."""
         with self._cond:
-            while not (self._urgent or self._eager or self._forget or self._closed):
+            while not (self._urgent or self._eager or self._streams or self._closed):
                 self._cond.wait()
-            forget = list(self._forget)
-            self._forget.clear()
+            ops = list(self._streams)
+            self._streams.clear()
             if self._closed:
                 return None
             if not (self._urgent or self._eager):
-                return [], forget
+                return [], ops
             if not self._urgent:  # work ahead: what is queued now, no waiting for more
                 batch = [self._eager.popleft()]
                 size = len(batch[0].requests)
                 while self._eager and size < self.max_batch and _apart(batch, self._eager[0]):
                     batch.append(self._eager.popleft())
                     size += len(batch[-1].requests)
-                return self._start(batch), forget
+                return self._start(batch), ops
             batch = [self._urgent.popleft()]
             size = len(batch[0].requests)
             deadline = time.monotonic() + self.wait_s
@@ -338,12 +338,11 @@ class BatchingScorer:
                 for call in batch:
                     _settle(call.future, error=ScoringCancelled("the scorer was stopped"))
                 return None
-            return self._start(batch), forget
+            return self._start(batch), ops
 
     def _start(self, batch: list[_Call]) -> list[_Call]:
         """Mark ``batch`` as running (called with the lock held, in the scorer thread)."""
-        kind = self._kind([r for call in batch for r in call.requests])
-        self._running = (batch, time.monotonic(), kind == "prefill", kind)
+        self._running = (batch, time.monotonic(), self._kind([r for call in batch for r in call.requests]))
         return batch
 
     def _run(self) -> None:
@@ -358,12 +357,9 @@ class BatchingScorer:
             if step is None:
                 self._fail_waiting()
                 return
-            batch, forget = step
-            for stream in forget:
-                if isinstance(stream, tuple):
-                    self.inner.rename(*stream)  # type: ignore[attr-defined]
-                else:
-                    self.inner.forget(stream)  # type: ignore[attr-defined]
+            batch, ops = step
+            for op, *streams in ops:
+                getattr(self.inner, op)(*streams)  # forget(stream) or rename(old, new)
             if not batch:
                 continue
             try:
@@ -371,7 +367,7 @@ class BatchingScorer:
             finally:
                 with self._cond:
                     if self._running is not None:
-                        _, started, _, kind = self._running
+                        _, started, kind = self._running
                         self._took[kind].append(time.monotonic() - started)
                     self._running = None
 
