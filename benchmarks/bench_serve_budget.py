@@ -347,13 +347,14 @@ def concurrent(args, tool_s: float, late: str, p, n: int) -> dict:
 
 def _cpu() -> str:
     """The CPU model and the flags that decide the native precision (BENCHMARKS.md names them)."""
+    from iclr_cli.scoring.precision import cpu_flags
+
     try:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
         return "unknown"
     model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "unknown")
-    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
-    return f"{model}; " + " ".join(sorted(flags & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}))
+    return f"{model}; " + " ".join(sorted((cpu_flags() or frozenset()) & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}))
 
 
 def main() -> None:
