@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import select
 import stat
 import sys
 import tempfile
@@ -47,10 +48,11 @@ def read_input_encoded(path: str) -> tuple[bytes, TextEncoding | None]:
         InputError: as :func:`read_input`.
     """
     if path == "-":
-        data = sys.stdin.buffer.read()
+        data = _read_all(sys.stdin.buffer)
     else:
         try:
-            data = Path(path).read_bytes()
+            with open(path, "rb", buffering=0) as fh:
+                data = _read_all(fh)
         except FileNotFoundError:
             raise InputError(path, "no such file") from None
         except IsADirectoryError:
@@ -58,6 +60,26 @@ def read_input_encoded(path: str) -> tuple[bytes, TextEncoding | None]:
         except OSError as exc:
             raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     return decode_input(data, path)
+
+
+def _read_all(fh: BinaryIO) -> bytes:
+    """Everything left in ``fh``. A pipe, FIFO or terminal is read in a poll loop that wakes
+    every 0.2 s: CPython runs signal handlers only between bytecodes, so a Ctrl-C landing
+    after ``open()`` but before a blocking ``read()`` would otherwise be noticed only when the
+    writer closes, and the command would hang instead of exiting 130."""
+    fd = fh.fileno()
+    if stat.S_ISREG(os.fstat(fd).st_mode) or not hasattr(select, "poll"):
+        return fh.read()
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    chunks: list[bytes] = []  # straight from the fd: nothing reads standard input before this
+    while True:
+        if not poller.poll(200):
+            continue
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
 
 
 @dataclass(frozen=True)
