@@ -148,6 +148,20 @@ class Input:
         encoding and byte order mark (:func:`iclr_cli.jsonio.output_encoder`)."""
         return output_encoder(self.encoding)
 
+    def require_writable(self, command: str) -> None:
+        """Refuse, before any work, to write ``command``'s output in the format of a session
+        database (:mod:`iclr_cli.formats.database`): iclr reads those and never writes one.
+
+        Raises:
+            InputError: naming the file and the agent's export command (the adapter's
+            ``export_hint``) that gives a file ``command`` can write.
+        """
+        from iclr_cli.formats.database import is_database
+
+        if is_database(self.data) and getattr(self.adapter, "tables", ()):
+            hint = getattr(self.adapter, "export_hint", "") or "export the session to a file"
+            raise InputError(self.path, f"a session database ({self.adapter.name}): {command} writes a file in its input's format and never writes a database (score and savings read it as it is); {hint}, and {command} that file")
+
     def documents(self, *, skip_bad_lines: bool, chunk_size: int = 256) -> Iterator[Document]:
         """The file's documents: several chunks for adapters that stream (one trajectory per
         line), else the whole file as one document.

@@ -101,6 +101,7 @@ def prune(
 
     with interruptible(out, done):
         [item] = open_inputs([input], fmt)
+        item.require_writable("prune")
         if item.chosen:
             out.info(item.chosen)
         warn_precision(out, config)

@@ -12,6 +12,7 @@ import importlib
 from dataclasses import dataclass
 
 from iclr_cli.errors import InputError, UsageError
+from iclr_cli.formats import database
 from iclr_cli.formats.base import Document, FormatAdapter
 from iclr_cli.formats.sniff import HEAD_BYTES, Head, Match
 from iclr_cli.jsonio import BOM, loads, read_input
@@ -100,6 +101,8 @@ def detect_why(data: bytes, source: str) -> Detection:
         head = head[len(BOM) :]
     if not head.strip():
         raise InputError(source, "file is empty")
+    if database.is_database(data):
+        return _detect_database(data, source)
     head = _parseable_head(head)  # a JSONL file with a corrupt line is still text
     if _holds_nul(head):
         wide = _wide_without_bom(head)
@@ -120,6 +123,19 @@ def detect_why(data: bytes, source: str) -> Detection:
     width = max(len(a.name) for a in tried)
     listing = "\n".join(f"  {a.name:<{width}}  {a.description}" for a in tried)
     raise InputError(source, f"not a trajectory format iclr reads: none of the {len(tried)} formats tried matched:\n{listing}\nUse --format NAME to read it as one of them.")
+
+
+def _detect_database(data: bytes, source: str) -> Detection:
+    """The adapter of a session database (:mod:`iclr_cli.formats.database`)."""
+    head = database.head(data, source)
+    found = [(a, m) for a in adapters() if hasattr(a, "sniff_database") and (m := a.sniff_database(head))]
+    if not found:
+        readers = [a for a in adapters() if getattr(a, "tables", ())]
+        known = "; ".join(f"{a.name} (tables {', '.join(a.tables)})" for a in readers)
+        tables = ", ".join(sorted(head.tables)[:12]) or "none"
+        raise InputError(source, f"an SQLite database whose tables ({tables}) are not a session database iclr reads: {known}")
+    found.sort(key=lambda f: -f[1].score)
+    return Detection(found[0][0], found[0][1], tuple(found[1:]))
 
 
 # UTF-32 and UTF-16 byte order marks (longest first): text whose code units hold NUL bytes.
@@ -173,6 +189,12 @@ def forced_error(adapter: FormatAdapter, data: bytes, source: str, exc: InputErr
     """The error to show when reading ``data`` as ``adapter`` (named with ``--format``) failed
     with ``exc``: ``exc`` itself when the file looks like that format (a bad record in it), else
     that the file does not look like it and what it looks like instead, from the sniffers."""
+    if database.is_database(data):
+        try:
+            if hasattr(adapter, "sniff_database") and adapter.sniff_database(database.head(data, source)):
+                return exc
+        except InputError:
+            return exc
     head = data[:HEAD_BYTES]
     try:
         if adapter.sniff(Head.of(_parseable_head(head[len(BOM) :] if head.startswith(BOM) else head))):

@@ -10,6 +10,8 @@
 - A Claude Code sub-agent transcript (``<session>/subagents/agent-*.jsonl``) belongs to the
   session file beside its folder (:func:`session_of`) and is counted with it; a session file
   named on the command line brings its sub-agents along.
+- A session database's ``-wal``, ``-shm`` and ``-journal`` files are read with it by SQLite
+  (:mod:`iclr_cli.formats.database`) and skipped as files of their own.
 - A session's dates (first and last activity, UTC) are the earliest and latest timestamps the
   file holds (``timestamp``, ``timestamp_start``, ``created_at``, LiteLLM's ``startTime`` /
   ``endTime``: ISO 8601 text or Unix seconds), else the file's modification time (the table
@@ -26,6 +28,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from iclr_cli.errors import InputError, UsageError
+from iclr_cli.formats.database import SIDE_FILES
 
 REPLAY_GENERATED = "generated.json"
 REPLAY_REQUESTS = "requests.jsonl"
@@ -116,6 +119,10 @@ def discover(paths: Sequence[str]) -> tuple[list[Candidate], list[Skipped]]:
             replay = os.path.isfile(os.path.join(folder, REPLAY_GENERATED)) and os.path.isfile(os.path.join(folder, REPLAY_REQUESTS))
             if replay and name in _REPLAY_COPIES and not explicit:
                 skipped.append(Skipped(path, _REPLAY_COPIES[name]))
+                continue
+            side = next((suffix for suffix in SIDE_FILES if name.endswith(suffix)), None)
+            if side and not explicit and os.path.isfile(path[: -len(side)]):
+                skipped.append(Skipped(path, f"SQLite {side[1:]} file of {name[: -len(side)]}, read with it"))
                 continue
             log = os.path.join(folder, REPLAY_REQUESTS) if replay and name == REPLAY_GENERATED else None
             found.append(Candidate(path, explicit, log, session_of(path)))
