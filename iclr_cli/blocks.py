@@ -135,7 +135,7 @@ def split_blocks(text: str, splitter: str = "paragraph") -> Split:
     pending = ""  # separator text accumulated since the last block
     pos = 0
     seps_found = [(m.start(), m.end()) for m in pattern.finditer(text)]
-    bounds = _merged(seps_found, _markup(text, seps_found)) + [(len(text), len(text))]
+    bounds = _merged(seps_found, _markup(text, seps_found) + _glued(text)) + [(len(text), len(text))]
     for sep_start, sep_end in bounds:
         piece = text[pos:sep_start]
         core = piece.strip()
@@ -151,6 +151,50 @@ def split_blocks(text: str, splitter: str = "paragraph") -> Split:
             pending += piece + text[sep_start:sep_end]
         pos = sep_end
     seps.append(pending)
+    return _join_headings(text, Split(tuple(seps), tuple(blocks), tuple(starts)))
+
+
+# METHOD.md, "Blocks": a paragraph that is only a heading (a Markdown ``#`` line, or one line
+# wholly in bold, as OpenAI reasoning summaries open each part with ``**Title**``) belongs to
+# the block it introduces; alone it is a few tokens that BottomK keeps while it removes the
+# paragraphs it heads.
+_HEADING = re.compile(r"(?:#{1,6}[^\S\n][^\n]*|\*\*[^*\n]+\*\*:?)")
+# A bold title glued to the end of the previous part (``...that information!**Gathering
+# booking details**``, logs that concatenate summary parts) starts a block there; so does, and
+# ends one, an ``[SKIP]`` glued to text, so that a compressed text splits into the same blocks.
+_GLUED = re.compile(r"(?<=[.!?:;)\]])(?=\*\*[^*\n]+\*\*(?:\r?\n|$))|(?<=\S)(?=\[SKIP\])|(?<=\[SKIP\])(?=\S)")
+
+
+def is_heading(block: str) -> bool:
+    """Whether ``block`` is only a heading: one Markdown ``#`` line, or one line wholly in
+    ``**bold**`` (METHOD.md, "Blocks")."""
+    return _HEADING.fullmatch(block) is not None
+
+
+def _glued(text: str) -> list[tuple[int, int]]:
+    """Zero-width boundaries before glued bold titles and around glued ``[SKIP]`` markers."""
+    if "**" not in text and SKIP not in text:
+        return []
+    return [m.span() for m in _GLUED.finditer(text)]
+
+
+def _join_headings(text: str, split: Split) -> Split:
+    """``split`` with each heading-only block joined to the block after it (the separator
+    between them becomes block text), so ``join`` still gives ``text`` exactly. A heading
+    with no block after it, or one before a block that is not a candidate (a tool call, a
+    ``[SKIP]``), stays a block of its own."""
+    if not any(is_heading(b) for b in split.blocks[:-1]):
+        return split
+    seps, blocks, starts = [split.seps[0]], [], []
+    k, n = 0, len(split.blocks)
+    while k < n:
+        start = split.starts[k]
+        while k + 1 < n and is_heading(split.blocks[k]) and is_candidate(split.blocks[k + 1]) and not split.seps[k + 1].strip():
+            k += 1
+        blocks.append(text[start : split.starts[k] + len(split.blocks[k])])
+        starts.append(start)
+        seps.append(split.seps[k + 1])
+        k += 1
     return Split(tuple(seps), tuple(blocks), tuple(starts))
 
 

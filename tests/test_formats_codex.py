@@ -63,7 +63,7 @@ def test_real_rollout_counts_match_sources_md():
     # 16 call turns + 2 answer turns; one call turn (line 67) has no reasoning item.
     assert len(traj.steps) == 18
     assert [len(s.reasoning) for s in traj.steps].count(0) == 1
-    assert sum(len(split_blocks(p.text).blocks) for p in reasoning) == 19
+    assert sum(len(split_blocks(p.text).blocks) for p in reasoning) == 17  # two summaries open with a **title** paragraph, joined to the one it heads (METHOD.md, "Blocks")
     assert sum(len(p.text) for p in reasoning) == sum(len(r["payload"]["summary"][0]["text"]) for r in records(REAL.read_bytes()) if r["type"] == "response_item" and r["payload"]["type"] == "reasoning")
 
 
@@ -157,7 +157,7 @@ def test_cli_score_on_real_rollout(capsys, tmp_path):
     code, _, err = run_cli(capsys, "score", str(REAL), "--model", "fake", "--encrypted-reasoning", "drop", "-o", str(out))
     assert code == 0, err
     rows = records(out.read_bytes())
-    assert len(rows) == 19
+    assert len(rows) == 17
     assert len({r["step"] for r in rows}) == 17
 
 
@@ -214,7 +214,7 @@ def test_written_accounting_of_random_on_encrypted_items(opaque):
         assert len(records(data)) - len(records(wrote.data)) == 34
         assert texts == [""] * 17
         assert (deleted, sum(r.tokens_after for r in result.steps)) == (generated, 0)
-        assert sum(r.n_removed for r in result.steps) == 19  # every block went with its item
+        assert sum(r.n_removed for r in result.steps) == 17  # every block went with its item
         assert (missed.dropped, missed.kept) == (17, 0)
     else:
         assert wrote.data == data
@@ -234,7 +234,7 @@ def test_cli_prune_random_on_real_rollout_reports_what_was_written(capsys, tmp_p
     if flag == "drop":
         assert len(records(out.read_bytes())) == 112 - 34
         assert summary_value(err, "reasoning tokens deleted") == before
-        assert (summary_value(err, "deletion ratio (deleted / generated)"), summary_value(err, "blocks removed")) == ("1.000", "19")
+        assert (summary_value(err, "deletion ratio (deleted / generated)"), summary_value(err, "blocks removed")) == ("1.000", "17")
         assert "could not be applied as asked to 17 reasoning part(s)" in err and "removed their items whole" in err
     else:
         assert out.read_bytes() == REAL.read_bytes()
