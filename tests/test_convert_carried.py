@@ -58,8 +58,12 @@ def test_unread_text_that_the_output_carries_and_format_data_pass(capsys, tmp_pa
 def test_json_escaped_copies_are_carried(capsys, tmp_path):
     multi = {**ASSISTANT, "tool_calls": [{**ASSISTANT["tool_calls"][0], "function": {"name": "run", "arguments": json.dumps({"script": "set -e\nmake test"})}}]}
     record = {"messages": [CHAT[0], multi, CHAT[2]], "debug": {"script": "set -e\nmake test"}}
-    code, err, _, _ = convert(capsys, tmp_path, record, "openai")
-    assert code == 0, err  # the output holds the script inside the arguments JSON string, escaped
+    code, err, out, _ = convert(capsys, tmp_path, record, "openai")
+    assert code == 0, err
+    # "debug.script" is not read, but its text is carried: inside the arguments JSON string, escaped
+    assert b'set -e\\\\nmake test' in out.read_bytes()  # the newline escaped twice: JSON in JSON
+    [call] = json.loads(out.read_text())["messages"][1]["tool_calls"]
+    assert json.loads(call["function"]["arguments"]) == {"script": "set -e\nmake test"}
 
 
 def test_case_07_bedrock_converse_is_carried_or_refused(capsys, tmp_path):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from format_helpers import REALDATA, realdata, run_cli
+from format_helpers import REALDATA, realdata, run_cli, summary_value
 from iclr_cli.blocks import SKIP, split_blocks
 from iclr_cli.formats import registry
 from iclr_cli.formats.think import copy_kept_alike, think_elements
@@ -305,6 +305,11 @@ def test_two_blocks_saying_the_same_words_are_two_reasonings_not_a_copy(tmp_path
     src.write_text(json.dumps(doc))
     code, _, err = run_cli(capsys, "prune", str(src), "--model", "fake", "--variant", "iclr", "-o", str(tmp_path / "o.json"))
     assert code == 0, err
+    # two parts of one block each: BottomK removes one of N = 2 (floor(0.8 * 2) = 1); were the
+    # second a copy of the first, both would read the same edit
+    blocks = json.loads((tmp_path / "o.json").read_text())["messages"][1]["content"]
+    assert [b["thinking"] for b in blocks] in (["[SKIP]", "00000000000000000000\n"], ["00000000000000000000", "[SKIP]\n"])
+    assert summary_value(err, "blocks removed") == "1"
 
 
 # -- mini-swe-agent and SWE-agent: the <think> copy joined, and what a fallback does ------------
