@@ -98,3 +98,30 @@ def test_score_of_a_file_without_reasoning_says_so(capsys, tmp_path):
     path.write_text(json.dumps({"messages": [CHAT[0], {**CHAT[1], "reasoning_content": "one\n\ntwo"}]}) + "\n")
     code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "-o", str(tmp_path / "t.jsonl"))
     assert code == 0 and "no reasoning blocks" not in err and (tmp_path / "t.jsonl").read_bytes()
+
+
+_CALL = {"id": "c1", "type": "function", "function": {"name": "run", "arguments": 5}}
+_INT_ARGUMENT_FILES = {
+    "openai": ({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "reasoning_content": "r", "tool_calls": [_CALL]},
+                             {"role": "tool", "tool_call_id": "c1", "content": "ok"}]}, "messages[1].tool_calls[0].function.arguments", "not a number"),
+    "openai-responses": ({"input": [{"role": "user", "content": "q"}, {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "r"}]},
+                                    {"type": "function_call", "call_id": "c1", "name": "run", "arguments": 5},
+                                    {"type": "function_call_output", "call_id": "c1", "output": "ok"}]}, "input[2].arguments", "not a number"),
+    "codex": ([{"type": "session_meta", "payload": {"id": "s1", "cwd": "/w"}},
+               {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]}},
+               {"type": "response_item", "payload": {"type": "function_call", "call_id": "c1", "name": "run", "arguments": {"cmd": ["ls"]}, "id": "fc1"}}],
+              "payload.arguments", "not an object"),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(_INT_ARGUMENT_FILES))
+def test_tool_call_arguments_that_are_not_json_text_are_refused_naming_the_field(capsys, tmp_path, fmt):
+    """A call's arguments are JSON text on every OpenAI wire; a number (or, on Responses and
+    Codex, an object) is a malformed call, refused before anything is scored."""
+    record, field, kind = _INT_ARGUMENT_FILES[fmt]
+    path = tmp_path / ("in.jsonl" if isinstance(record, list) else "in.json")
+    path.write_text("".join(json.dumps(r) + "\n" for r in record) if isinstance(record, list) else json.dumps(record))
+    code, _, err = run_cli(capsys, "prune", str(path), "--format", fmt, "--model", "fake", "-o", str(tmp_path / "out"))
+    assert code == 2, err
+    assert f"field '{field}': must be" in err and kind in err, err
+    assert not (tmp_path / "out").exists()

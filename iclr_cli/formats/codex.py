@@ -84,7 +84,7 @@ from iclr_cli.formats.base import Document
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, base_name, read_lines, text_of
 from iclr_cli.formats.markup import foreign_notes
-from iclr_cli.formats.responses_items import MODEL_ITEMS, OUTPUT_ITEMS, call_text, item_output
+from iclr_cli.formats.responses_items import MODEL_ITEMS, OUTPUT_ITEMS, call_problem, call_text, item_output
 from iclr_cli.formats.think import outside_think, think_elements
 from iclr_cli.formats.usage import openai_usage
 from iclr_cli.formats.writeback import Draft, Path, Site, WriteBackAdapter, freeze
@@ -285,6 +285,8 @@ class _Reader:
             parts = _assistant_message(item, where)
             self.join_message_echoes(parts, item, where.rec)
             return parts
+        if (bad := call_problem(item)) is not None:
+            raise where.error(bad[1], f"payload.{bad[0]}")
         label, text = call_text(item)
         return [Part("action", text, label=label)]
 

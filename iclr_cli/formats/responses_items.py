@@ -84,6 +84,19 @@ def is_model_item(item: Mapping) -> bool:
     return kind in MODEL_ITEMS or (kind == "message" and item.get("role") == "assistant")
 
 
+def call_problem(item: Mapping) -> tuple[str, str] | None:
+    """``(field, problem)`` of a malformed tool-call item, or None: a ``function_call``'s
+    ``arguments`` are a JSON string (OpenAI Responses API reference, "function_call": "A JSON
+    string of the arguments to pass to the function"), a ``custom_tool_call``'s ``input`` a
+    string."""
+    key = {"function_call": "arguments", "custom_tool_call": "input"}.get(item.get("type"))  # type: ignore[arg-type]
+    value = item.get(key) if key else None
+    if key and value is not None and not isinstance(value, str):
+        kind = "a boolean" if isinstance(value, bool) else "a number" if isinstance(value, (int, float)) else "a list" if isinstance(value, list) else "an object"
+        return key, f"must be a string (the call's {'arguments as JSON' if key == 'arguments' else 'input'}), not {kind}"
+    return None
+
+
 def call_text(item: Mapping) -> tuple[str, str]:
     """(label, text) of a tool-call item: ``tool_call:NAME`` and its arguments as sent."""
     kind = item.get("type")
@@ -211,6 +224,8 @@ def read_items(
                 if kind == "message":
                     steps[-1].extend(_assistant(item, i, reader))
                 else:
+                    if (bad := call_problem(item)) is not None:
+                        raise reader.error(i, (bad[0],), bad[1])
                     label, text = call_text(item)
                     steps[-1].append(Part("action", text, label=label, call_id=_call_id(item)))
             continue
