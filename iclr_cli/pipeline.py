@@ -162,6 +162,27 @@ class Input:
             hint = getattr(self.adapter, "export_hint", "") or "export the session to a file"
             raise InputError(self.path, f"a session database ({self.adapter.name}): {command} writes a file in its input's format and never writes a database (score and savings read it as it is); {hint}, and {command} that file")
 
+    def check_syntax(self, *, skip_bad_lines: bool) -> None:
+        """Find a JSON syntax error (a truncated file, a cut line) before the proxy model loads,
+        with the error the reader would give later: a whole JSON document must parse, and so
+        must every line of a JSONL file unless ``skip_bad_lines``. A session database and a
+        file that parses whole pass at once.
+
+        Raises:
+            InputError: naming the file and the line (and column) of the first syntax error.
+        """
+        from iclr_cli.formats.database import is_database
+        from iclr_cli.formats.reading import parse_document, spread_document, try_document
+        from iclr_cli.jsonio import iter_jsonl
+
+        if is_database(self.data) or try_document(self.data) is not None:
+            return
+        if spread_document(self.data):
+            parse_document(self.data, self.path)
+        elif not skip_bad_lines:
+            for _ in iter_jsonl(self.data, self.path):
+                pass
+
     def documents(self, *, skip_bad_lines: bool, chunk_size: int = 256) -> Iterator[Document]:
         """The file's documents: several chunks for adapters that stream (one trajectory per
         line), else the whole file as one document.

@@ -125,3 +125,27 @@ def test_tool_call_arguments_that_are_not_json_text_are_refused_naming_the_field
     assert code == 2, err
     assert f"field '{field}': must be" in err and kind in err, err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["score", "prune"])
+@pytest.mark.parametrize("cut", ["document", "jsonl"])
+def test_a_cut_file_fails_before_the_proxy_model_loads(capsys, tmp_path, monkeypatch, command, cut):
+    """A truncated file is found by reading it, not after the model has loaded (seconds)."""
+    from iclr_cli import pipeline
+
+    loaded = []
+    monkeypatch.setattr(pipeline, "build_engines", lambda *a, **k: loaded.append(a) or (_ for _ in ()).throw(AssertionError("model loaded")))
+    turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning_content": "think it through"}]
+    if cut == "document":
+        text = json.dumps({"messages": turns * 3}, indent=2)
+        text = text[: text.index('"think it through"', len(text) // 2) + 6]  # ends inside a string
+        expected = "truncated JSON document: the string opened at line"
+    else:
+        lines = [json.dumps({"messages": turns, "id": k}) for k in range(4)]
+        text = "\n".join(lines[:3]) + "\n" + lines[3][:30]
+        expected = ":4: line is not a complete JSON record"
+    path = tmp_path / ("cut.json" if cut == "document" else "cut.jsonl")
+    path.write_text(text)
+    code, _, err = run_cli(capsys, command, str(path), "--format", "openai", "-o", str(tmp_path / "out"))
+    assert (code, loaded) == (2, []), err
+    assert expected in err, err

@@ -102,6 +102,7 @@ def prune(
     with interruptible(out, done):
         [item] = open_inputs([input], fmt)
         item.require_writable("prune")
+        item.check_syntax(skip_bad_lines=skip_bad_lines)
         if item.chosen:
             out.info(item.chosen)
         warn_precision(out, config)

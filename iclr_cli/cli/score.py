@@ -89,6 +89,8 @@ def score(
     with interruptible(out, done):
         items = open_inputs(inputs, fmt)
         for item in items:
+            item.check_syntax(skip_bad_lines=skip_bad_lines)  # a cut file fails before the model loads
+        for item in items:
             if item.chosen:
                 out.info(item.chosen)
         warn_precision(out, config)

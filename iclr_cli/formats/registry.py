@@ -120,6 +120,10 @@ def detect_why(data: bytes, source: str) -> Detection:
         adapter, match = found[best]
         others = sorted((f for k, f in enumerate(found) if k != best), key=lambda f: -f[1].score)
         return Detection(adapter, match, tuple(others))
+    from iclr_cli.formats.reading import document_error, spread_document, try_document
+
+    if spread_document(data) and try_document(data) is None:
+        raise document_error(data, source)  # a cut document: say so, not "no format matched"
     width = max(len(a.name) for a in tried)
     listing = "\n".join(f"  {a.name:<{width}}  {a.description}" for a in tried)
     raise InputError(source, f"not a trajectory format iclr reads: none of the {len(tried)} formats tried matched:\n{listing}\nUse --format NAME to read it as one of them.")
@@ -205,7 +209,7 @@ def forced_error(adapter: FormatAdapter, data: bytes, source: str, exc: InputErr
         found = detect_why(data, source)
         looks = f"it looks like {found.adapter.name} ({found.match.reason}): use --format {found.adapter.name}, or leave --format out"
     except InputError as other:
-        if other.problem.startswith(("not a trajectory format", "file is empty")):
+        if other.problem.startswith(("not a trajectory format", "file is empty", "truncated JSON document", "not a valid JSON document")):
             return exc  # no other reading to offer (a JSON syntax error, say): the reader's error says more
         looks = other.problem
     where = (f"line {exc.line}: " if exc.line is not None else "") + (f"field {exc.field!r}: " if exc.field else "")
