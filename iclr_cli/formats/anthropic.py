@@ -54,7 +54,7 @@ Write-back goes through :mod:`iclr_cli.formats.writeback` (the one engine):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from iclr_cli.formats import media
 from iclr_cli.formats.base import Document
@@ -158,14 +158,22 @@ def _visible_text(text: str, path: Path, where: Where, field: Path) -> list[Part
     return parts
 
 
+def has_signature(block: Mapping) -> bool:
+    """True when a ``thinking`` block carries a signature: a non-empty ``signature`` string.
+    ``"signature": ""`` is no signature (a client that ignores the stream's
+    ``signature_delta`` sends the block back so; bridges to plain-text providers add it),
+    and neither is a missing key."""
+    signature = block.get("signature")
+    return isinstance(signature, str) and bool(signature)
+
+
 def _thinking(block: dict, key: str, path: Path, label: str) -> Part:
     """A ``thinking`` (or ``reasoning``) block at ``path`` as a reasoning part: signed when it
     carries a signature (an edit then strips it, unless the provider rule keeps it:
     :mod:`iclr_cli.formats.sealing`); emptied, the block leaves its list. An empty
     ``"signature": ""`` is kept: bridges to plain-text providers add it because Claude Code
     drops thinking blocks without the key."""
-    signature = block.get("signature")
-    signed = isinstance(signature, str) and bool(signature)
+    signed = has_signature(block)
     ref = TextRef((Site((*path, key)),), strip_keys=((path, "signature"),) if signed else (), remove_when_empty=path)
     return Part("reasoning", block[key], label=label, ref=ref, write_back=WriteBack.SIGNED if signed else WriteBack.IN_PLACE)
 

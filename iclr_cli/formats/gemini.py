@@ -16,7 +16,7 @@ are observations of the step before them; those before it, ``systemInstruction``
 ``system``) and ``tools`` (label ``tools``, the JSON as replay renders it) form P.
 
 Parts of a model content:
-- ``{"text", "thought": true}``: reasoning. A part carrying a ``thoughtSignature`` is
+- ``{"text", "thought": true}``: reasoning. A part carrying a (non-empty) ``thoughtSignature`` is
   :attr:`WriteBack.READ_ONLY`: never scored, never edited, written back byte for byte (the
   API checks signatures, and a signed part must not be changed, merged or moved).
 - ``text``: action ``assistant``; ``functionCall``: action ``tool_call:NAME`` with its
@@ -152,7 +152,7 @@ class _Reader:
         if text is not None and not isinstance(text, str):
             raise self.error("must be a string", (*path, "text"))
         signature = "thoughtSignature" if "thoughtSignature" in part else "thought_signature"
-        signed = part.get(signature) is not None
+        signed = part.get(signature) not in (None, "")  # an empty signature is no signature
         thought = part.get("thought") is True and text is not None
         if signed:
             what = f"step {step}: {'thought' if thought else next((k for k in part if k not in _MODIFIERS), 'empty')} part"

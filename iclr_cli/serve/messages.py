@@ -26,6 +26,11 @@ What happens to a ``thinking`` block depends on the upstream (:mod:`iclr_cli.pro
   thinking blocks from prior assistant role turns"; only the current tool-use cycle must be sent
   back): https://platform.claude.com/docs/en/build-with-claude/extended-thinking.
 
+A ``thinking`` block whose ``signature`` is ``""`` or missing is unsigned
+(:func:`~iclr_cli.formats.anthropic.has_signature`): on a sealed upstream it is left as sent
+and counted as :data:`UNSIGNED_THINKING`, never as signed; ``--restore-reasoning`` puts back
+the signature the reply carried (:meth:`MessagesDialect.restore`, :func:`resign`).
+
 ``redacted_thinking`` is never touched on any upstream. Replies are read from the whole
 ``message`` body or from the relayed SSE events (``message_start``, ``content_block_start``,
 ``content_block_delta`` with ``text_delta`` / ``thinking_delta`` / ``signature_delta`` /
@@ -36,12 +41,14 @@ error shape (https://platform.claude.com/docs/en/api/errors).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import replace
 
 import orjson
 
-from iclr_cli.formats.anthropic import assistant_parts, note_message_fields, user_parts
+from iclr_cli.blocks import SKIP
+from iclr_cli.formats.anthropic import assistant_parts, has_signature, note_message_fields, user_parts
 from iclr_cli.formats.reading import Where
 from iclr_cli.formats.openai_messages import render_tools
 from iclr_cli.formats.writeback import TextRef, apply_edits
@@ -50,11 +57,14 @@ from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript, by_step
 from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
 
 SEALED_THINKING = "thinking block signed for a sealed upstream (its signature is checked against the text)"
+UNSIGNED_THINKING = ("thinking block without a signature on a sealed upstream (sent as the client sent it; the upstream rejects it, "
+                     "--restore-reasoning puts back the signature the proxy saw)")
 SEALED_INLINE = "inline <think> on a sealed upstream (the signatures may bind the whole prefix)"
 REDACTED = "redacted_thinking (encrypted data, no text)"
 THINKING_BLOCKS = "thinking_blocks"
 """The field name ``--restore-reasoning`` stores a Messages reply's thinking blocks under (JSON)."""
 _THINKING = ("thinking", "redacted_thinking")
+log = logging.getLogger("iclr.serve")
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 529: "overloaded_error"}
 
 
@@ -82,6 +92,7 @@ class MessagesDialect(Dialect):
     def __init__(self, *, sealed: bool = False, drop_previous_turns: bool = False):
         self.sealed = sealed
         self.drop_previous_turns = drop_previous_turns
+        self._unsigned_said = False
 
     def parse(self, body: Mapping) -> Request | None:
         messages = body.get("messages")
@@ -145,7 +156,14 @@ class MessagesDialect(Dialect):
             elif part.kind == "reasoning" and part.label == "reasoning" and isinstance(part.ref, TextRef):
                 thinking_block = not part.ref.sites[0].how.startswith("think:")
                 if self.sealed:
-                    why.append(SEALED_THINKING if thinking_block else SEALED_INLINE)
+                    # "signature": "" is no signature: not counted as signed (has_signature)
+                    unsigned = thinking_block and part.write_back is not WriteBack.SIGNED
+                    why.append(UNSIGNED_THINKING if unsigned else SEALED_THINKING if thinking_block else SEALED_INLINE)
+                    if unsigned and not self._unsigned_said:  # said once; /stats counts every one
+                        self._unsigned_said = True
+                        log.warning("a thinking block arrives with an empty or no signature (a client that ignores the stream's signature_delta); "
+                                    "the upstream checks signatures and will reject it. --restore-reasoning puts back the signature of a reply "
+                                    "the proxy relayed; counted in /stats sealed")
                     part = replace(part, ref=None, write_back=WriteBack.READ_ONLY)
                 elif thinking_block:
                     part = replace(part, ref=TextRef(part.ref.sites), write_back=WriteBack.IN_PLACE)
@@ -173,25 +191,39 @@ class MessagesDialect(Dialect):
         return [(b["id"], THINKING_BLOCKS, text) for b in content if b.get("type") == "tool_use" and isinstance(b.get("id"), str)]
 
     def restore(self, request: Request, memory: Mapping[str, tuple[str, str]]) -> Request:
-        """``--restore-reasoning``: an assistant message with ``tool_use`` blocks that arrives
-        with no thinking block gets the reply's thinking blocks back, first, as generated.
-        Claude Code drops thinking blocks Anthropic did not sign, and DeepSeek's
-        Anthropic-compatible API then answers 400 (Alishahryar1/free-claude-code PR #599;
-        DeepSeek: thinking must be passed back on tool-call turns,
-        https://api-docs.deepseek.com/guides/thinking_mode)."""
+        """``--restore-reasoning``, for an assistant message with ``tool_use`` blocks whose
+        reply the proxy saw (matched by tool-use id):
+
+        - it arrives with no thinking block: the reply's thinking blocks are put back,
+          first, as generated. Claude Code drops thinking blocks Anthropic did not sign, and
+          DeepSeek's Anthropic-compatible API then answers 400 (Alishahryar1/free-claude-code
+          PR #599; DeepSeek: thinking must be passed back on tool-call turns,
+          https://api-docs.deepseek.com/guides/thinking_mode).
+        - a thinking block arrives with ``"signature": ""`` or none (a client that assembles
+          the stream but ignores ``signature_delta``, nextlevelbuilder/goclaw #566): the
+          signature the reply carried is put back (:func:`resign`). Anthropic requires the
+          blocks of a tool-use turn passed back unmodified, signature included
+          (https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking), and
+          answers 400 otherwise.
+        """
         out = messages = request.items
         for i, msg in enumerate(messages):
             content = msg.get("content")
             if msg.get("role") != "assistant" or not isinstance(content, list):
                 continue
             blocks = [b for b in content if isinstance(b, Mapping)]
-            if any(b.get("type") in _THINKING for b in blocks):
-                continue
             found = next((memory[b["id"]] for b in blocks if b.get("type") == "tool_use" and b.get("id") in memory), None)
             if found is None or found[0] != THINKING_BLOCKS:
                 continue
+            stored = orjson.loads(found[1])
+            if any(b.get("type") in _THINKING for b in blocks):
+                new = resign(content, stored, edited_keep_signature=not self.sealed)
+                if new is None:
+                    continue
+            else:
+                new = [*stored, *content]
             out = list(out) if out is messages else out
-            out[i] = {**msg, "content": [*orjson.loads(found[1]), *content]}
+            out[i] = {**msg, "content": new}
         if out is messages:
             return request
         return Request({**request.body, "messages": out}, out, request.context)
@@ -306,3 +338,42 @@ def read_stream(body: bytes) -> dict | None:
             continue
     message["content"] = [blocks[i] for i in sorted(blocks)]
     return message
+
+
+def resign(content: list, stored: list, *, edited_keep_signature: bool) -> list | None:
+    """``content`` (one assistant message's blocks as the client sent them) with the
+    signature put back on each ``thinking`` block that arrives without one, taken from the
+    signed block of ``stored`` (the same turn's blocks as the upstream returned them) that it
+    matches; ``None`` when none was put back. A signature is only ever one the upstream
+    issued, and only on the text it was issued for: the same ``thinking`` text. With
+    ``edited_keep_signature`` (a plain upstream, where an edited block keeps its signature:
+    :mod:`iclr_cli.formats.sealing`) also on an edit of that text iclr could have made
+    (:func:`is_edit_of`) by the block in the same place, the k-th thinking block of the turn
+    when the turn has as many as the reply had."""
+    thinking = [b for b in stored if isinstance(b, Mapping) and b.get("type") == "thinking"]
+    signed = {j for j, b in enumerate(thinking) if has_signature(b) and isinstance(b.get("thinking"), str)}
+    sent = [k for k, b in enumerate(content) if isinstance(b, Mapping) and b.get("type") == "thinking"]
+    out = None
+    for ordinal, k in enumerate(sent):
+        block = content[k]
+        if has_signature(block) or not isinstance(block.get("thinking"), str):
+            continue
+        match = next((j for j in sorted(signed) if thinking[j]["thinking"] == block["thinking"]), None)
+        if match is None and edited_keep_signature and len(sent) == len(thinking) and ordinal in signed:
+            match = ordinal if is_edit_of(block["thinking"], thinking[ordinal]["thinking"]) else None
+        if match is None:
+            continue
+        signed.discard(match)  # one signature, one block
+        out = list(content) if out is None else out
+        out[k] = {**block, "signature": thinking[match]["signature"]}
+    return out
+
+
+def is_edit_of(edited: str, original: str) -> bool:
+    """True when ``edited`` is ``original`` as an iclr variant could leave it: words removed
+    (whole blocks, or tokens: ``delete-all``, ``random-R``) and ``[SKIP]`` markers where
+    blocks were (``iclr``); i.e. the words of ``edited`` other than ``[SKIP]`` are the words
+    of ``original`` in order, some left out. A reasoning deleted in full (``""``) is an edit
+    of any text. A token cut inside a word is not recognised (the check is by whole words)."""
+    words = iter(original.split())
+    return all(word == SKIP or any(word == w for w in words) for word in edited.split())
