@@ -51,9 +51,14 @@ class Variant:
 _PARAM = re.compile(r"^(random|sliding-window)-(\d+)$")
 
 
-def parse_variant(name: str) -> Variant:
+FILE_VARIANT_NAMES = VARIANT_NAMES[:-1]
+"""The variants a command that edits a file's reasoning takes: ``sliding-window-K`` drops
+whole steps, which only ``iclr replay`` does (a file keeps its actions and observations)."""
+
+
+def parse_variant(name: str, *, names: Sequence[str] = VARIANT_NAMES) -> Variant:
     """Parse ``none``, ``iclr``, ``iclr-ext``, ``step-only``, ``delete-all``, ``random-R`` or
-    ``sliding-window-K``.
+    ``sliding-window-K``; an unknown name is answered with ``names``, those the command takes.
 
     Raises:
         UsageError: for any other name, or R outside 0..100, or K < 1.
@@ -68,7 +73,8 @@ def parse_variant(name: str) -> Variant:
         if kind == "sliding-window" and value < 1:
             raise UsageError(f"variant {name!r}: K must be at least 1")
         return Variant(name, kind, value)
-    raise UsageError(f"unknown variant {name!r}; choose one of {', '.join(VARIANT_NAMES)} (e.g. random-10, sliding-window-5)")
+    example = "random-10, sliding-window-5" if "sliding-window-K" in names else "random-10"
+    raise UsageError(f"unknown variant {name!r}; choose one of {', '.join(names)} (e.g. {example})")
 
 
 def bottom_k(scores: Sequence[float | None], ratio: float = DEFAULT_RATIO) -> frozenset[int]:

@@ -100,7 +100,12 @@ def test_skip_bad_lines_keeps_the_rest_in_order(tmp_path, capsys):
 
 def test_unknown_variant_and_sliding_window_in_prune_are_usage_errors(chat_file, capsys):
     code, _, err = run_cli(["prune", str(chat_file), "--variant", "bogus", "--model", "fake"], capsys)
-    assert code == 2 and "unknown variant" in err
+    # the answer lists what prune takes: sliding-window-K exists only in replay
+    assert code == 2 and "unknown variant 'bogus'; choose one of none, iclr, iclr-ext, step-only, delete-all, random-R (e.g. random-10)" in err
+    from iclr_cli.errors import UsageError
+    from iclr_cli.policies import parse_variant
+    with pytest.raises(UsageError, match=r"random-R, sliding-window-K \(e.g. random-10, sliding-window-5\)"):
+        parse_variant("bogus")  # replay's list
     code, _, err = run_cli(["prune", str(chat_file), "--variant", "sliding-window-5", "--model", "fake"], capsys)
     assert code == 2 and "replay" in err
 

@@ -64,12 +64,12 @@ def prune(
     from iclr_cli.formats.sealing import Sealer
     from iclr_cli.formats.writeback import write_document
     from iclr_cli.pipeline import Summary, as_written, build_engines, compress_document, open_inputs, track_steps, with_last
-    from iclr_cli.policies import parse_variant
+    from iclr_cli.policies import FILE_VARIANT_NAMES, parse_variant
     from iclr_cli.render.output import Output
     from iclr_cli.savings.measure import static_totals
     from iclr_cli.token_accounting import token_counter
 
-    parsed = parse_variant(variant)
+    parsed = parse_variant(variant, names=FILE_VARIANT_NAMES)
     if parsed.kind == "sliding-window":
         raise UsageError("sliding-window-K drops whole steps from the agent's context; it exists only in 'iclr replay' (prune never removes actions or observations)")
     splitter = check_splitter(block_split.value)

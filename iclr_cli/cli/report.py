@@ -125,13 +125,13 @@ def _report_file(path, html, as_json, variant, model, max_tokens, width, force, 
 
     from iclr_cli.errors import UsageError
     from iclr_cli.pipeline import ScorerConfig
-    from iclr_cli.policies import parse_variant
+    from iclr_cli.policies import FILE_VARIANT_NAMES, parse_variant
     from iclr_cli.render import savings_view
     from iclr_cli.render.output import FULL_WIDTH, Output
     from iclr_cli.savings.cache import SavingsCache, default_path
     from iclr_cli.savings.run import Options, SavingsRun
 
-    parsed = parse_variant(variant)
+    parsed = parse_variant(variant, names=FILE_VARIANT_NAMES)
     if parsed.kind == "sliding-window":
         raise UsageError("sliding-window-K drops whole steps; it exists only in 'iclr replay'")
     out = Output(None, quiet=quiet)

@@ -58,14 +58,14 @@ def savings(
     """
     from iclr_cli.cli.common import check_splitter, scorer_config, warn_precision
     from iclr_cli.errors import Interrupted, UsageError
-    from iclr_cli.policies import parse_variant
+    from iclr_cli.policies import FILE_VARIANT_NAMES, parse_variant
     from iclr_cli.render import savings_view
     from iclr_cli.render.output import Output
     from iclr_cli.savings.cache import SavingsCache, default_path
     from iclr_cli.savings.run import Options, SavingsRun
     from iclr_cli.savings.sources import parse_day
 
-    parsed = parse_variant(variant)
+    parsed = parse_variant(variant, names=FILE_VARIANT_NAMES)
     if parsed.kind == "sliding-window":
         raise UsageError("sliding-window-K drops whole steps; it exists only in 'iclr replay'")
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
