@@ -289,27 +289,43 @@ def compress_document(doc: Document, settings: Settings, scorer: Scorer | None, 
     return compress_trajectories(doc.trajectories, settings, scorer, tokenizer, on_step=on_step, done=done)
 
 
-def block_counts(trajectories: Sequence[Trajectory], splitter: str) -> tuple[int, int]:
-    """``(steps with reasoning, those whose reasoning is one candidate block)`` as
-    ``splitter`` cuts it, before anything is scored (for :func:`one_block_note`)."""
-    from iclr_cli.blocks import candidates, split_blocks
+def block_counts(trajectories: Sequence[Trajectory], splitter: str) -> tuple[int, int, int]:
+    """``(steps with reasoning, those whose reasoning is one candidate block, those that
+    already hold a [SKIP] block)`` as ``splitter`` cuts it, before anything is scored (for
+    :func:`one_block_note`)."""
+    from iclr_cli.blocks import candidates, is_skip, split_blocks
 
-    with_reasoning = one = 0
+    with_reasoning = one = compressed = 0
     for traj in trajectories:
         for step in traj.steps:
             if any(p.text.strip() for p in step.reasoning):
                 with_reasoning += 1
-                one += len(candidates([split_blocks(p.text, splitter) for p in step.reasoning])) == 1
-    return with_reasoning, one
+                splits = [split_blocks(p.text, splitter) for p in step.reasoning]
+                one += len(candidates(splits)) == 1
+                compressed += any(is_skip(b) for sp in splits for b in sp.blocks)
+    return with_reasoning, one, compressed
 
 
 FINER = {"paragraph": "--block-split line or --block-split sentence", "line": "--block-split sentence"}
 
 
-def one_block_note(one_block: int, with_reasoning: int, splitter: str) -> str | None:
+def _holds_skip(step) -> bool:
+    """Whether a step's reasoning already holds a ``[SKIP]`` block (an earlier compression)."""
+    from iclr_cli.blocks import SKIP, is_skip, split_blocks
+
+    return any(SKIP in p.text and any(is_skip(b) for b in split_blocks(p.text).blocks) for p in step.reasoning)
+
+
+def one_block_note(one_block: int, with_reasoning: int, splitter: str, compressed: int = 0) -> str | None:
     """What to say when most steps with reasoning hold a single block (``N = 1``): BottomK
     removes ``floor(rho * N)`` blocks (METHOD.md, "Select and replace"), none of one, so the
-    run scores and removes nothing there. ``None`` when it is not most of them."""
+    run scores and removes nothing there. When most of the steps already hold ``[SKIP]``
+    markers (``compressed``: a file pruned before), that is what it says instead of a finer
+    splitter. ``None`` when it is not most of them."""
+    if with_reasoning and 2 * compressed > with_reasoning:
+        left = f"; {one_block} keep a single block, which BottomK leaves (N = 1)" if one_block else ""
+        return (f"already compressed: {compressed} of {with_reasoning} steps with reasoning hold [SKIP] markers from an earlier "
+                f"prune{left}; prune the original file to compress it another way")
     if not with_reasoning or 2 * one_block <= with_reasoning:
         return None
     finer = FINER.get(splitter)
@@ -491,6 +507,7 @@ class Summary(TokenViews):
     contexts: Counter = field(default_factory=Counter)  # scored steps per context mode
     scored: int = 0  # steps the proxy scored (``prune`` skips those whose selection cannot change)
     one_block: int = 0  # steps with reasoning in a single candidate block: N = 1, nothing removable
+    compressed: int = 0  # steps whose reasoning already holds [SKIP] blocks (a pruned file)
     resent: Totals = field(default_factory=Totals)  # prune: the static estimate of the input re-sent (iclr savings)
     sealed: Counter = field(default_factory=Counter)  # reasoning parts left sealed by the provider rule, by (kind, what)
 
@@ -504,6 +521,7 @@ class Summary(TokenViews):
         for result in results:
             self.trajectories += 1
             self.sealed.update((s.kind, s.what) for s in sealed_parts(result.original))
+            self.compressed += sum(_holds_skip(step) for step in result.original.steps)
             for report in result.steps:
                 self._add_step(report)
 

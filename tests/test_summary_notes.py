@@ -7,6 +7,7 @@ import re
 import pytest
 
 from iclr_cli.cli.app import main
+from format_helpers import SAMPLES
 from iclr_cli.pipeline import one_block_note
 
 ONE_PARAGRAPH = "First I read the failing test. Then I check the parser. It drops the last field, so I patch it."
@@ -68,3 +69,18 @@ def test_score_and_prune_label_why_their_scored_steps_differ(capsys, tmp_path):
     assert scored_all == int(value(score_err, "steps with reasoning")) and one_block >= 1
     assert scored_some == scored_all - one_block
     assert re.search(r"scored steps windowed \(over --max-tokens\)\s*│\s*0", prune_err)
+
+
+def test_re_pruning_a_pruned_file_says_it_is_already_compressed(tmp_path, capsys):
+    """A pruned file holds one block per step and [SKIP] markers: the note says it was
+    compressed before, not that a finer --block-split would help."""
+    first = tmp_path / "once.json"
+    code, _ = run(["prune", str(SAMPLES / "openai_chat.json"), "--model", "fake", "-q", "-o", str(first)], capsys)
+    assert code == 0
+    code, err = run(["prune", str(first), "--model", "fake", "-o", str(tmp_path / "twice.json")], capsys)
+    assert code == 0
+    note = ("already compressed: 3 of 3 steps with reasoning hold [SKIP] markers from an earlier prune; "
+            "3 keep a single block, which BottomK leaves (N = 1); prune the original file to compress it another way")
+    assert err.count(note) == 2 and "--block-split" not in err  # before the run and under the summary
+    assert one_block_note(1, 4, "paragraph", compressed=3).startswith("already compressed: 3 of 4 steps")
+    assert one_block_note(3, 4, "paragraph", compressed=2).endswith("cuts reasoning into more blocks")  # not most: the old note

@@ -84,8 +84,8 @@ def warn_one_block(out: Output, trajectories, splitter: str) -> bool:
     :func:`iclr_cli.pipeline.one_block_note`). Returns whether it warned."""
     from iclr_cli.pipeline import block_counts, one_block_note
 
-    with_reasoning, one = block_counts(trajectories, splitter)
-    note = one_block_note(one, with_reasoning, splitter)
+    with_reasoning, one, compressed = block_counts(trajectories, splitter)
+    note = one_block_note(one, with_reasoning, splitter, compressed)
     if note:
         out.warn(note)
     return note is not None
@@ -129,6 +129,14 @@ def sealed_row(sealed) -> tuple[str, str]:
     return ("reasoning parts left sealed (provider rule)", f"{sum(sealed.values())} ({inner})")
 
 
+def _removed_value(summary: Summary, variant: str) -> str | int:
+    """The blocks-removed cell: random-R deletes tokens anywhere in a step's reasoning (METHOD.md,
+    "Variants"), not whole blocks, so its cell says how many tokens went beside the whole blocks."""
+    if not variant.startswith("random-"):
+        return summary.removed
+    return f"{summary.removed} whole; {variant} deletes tokens, not blocks: {summary.tokens.deleted:,} tokens deleted"
+
+
 def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: str, command: str = "prune", splitter: str | None = None,
                   scorer: str | None = None) -> None:
     """The run summary table on stderr (``command``: ``score`` or ``prune``). Reasoning tokens
@@ -145,7 +153,7 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
         ("steps with reasoning", summary.steps_with_reasoning),
         ("steps with one block (N = 1)", summary.one_block),
         ("reasoning blocks", summary.blocks),
-        (selected, summary.removed),
+        (selected, _removed_value(summary, variant)),
         *summary_rows(summary.tokens, tokenizer_name),
         *([resent_row(summary.resent)] if summary.resent.requests else []),
         *([("scorer profile", scorer)] if scorer else []),
@@ -158,7 +166,7 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
         *([sealed_row(summary.sealed)] if summary.sealed else []),
     ]
     out.table(f"iclr {command} --variant {variant}", ["", "value"], rows)
-    note = one_block_note(summary.one_block, summary.steps_with_reasoning, splitter) if splitter else None
+    note = one_block_note(summary.one_block, summary.steps_with_reasoning, splitter, summary.compressed) if splitter else None
     if note:
         out.warn(note)
     for line in summary.skipped:
