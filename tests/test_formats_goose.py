@@ -234,3 +234,18 @@ def test_an_unknown_assistant_item_is_reported_not_scored(tmp_path):
     doc = ADAPTER.load(path.read_bytes(), "s.jsonl")
     assert [u.describe("s.jsonl") for u in doc.unrecognised] == ["s.jsonl:7: field 'content[3]': assistant content item of type 'hologram'"]
     assert doc.trajectories[0].steps[2].parts[-1].label == "hologram"
+
+
+def test_skip_bad_lines_passes_a_half_read_message_through_unscored(tmp_path, capsys):
+    lines = SAMPLE.read_bytes().splitlines(keepends=True)
+    bad = json.loads(lines[4])
+    bad["content"][1]["toolCall"] = "broken"  # its thinking item reads fine, its tool call does not
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join([*lines[:4], json.dumps(bad).encode() + b"\n", *lines[5:]]))
+    out = tmp_path / "out.jsonl"
+    code, _, err = run_cli(capsys, "prune", str(path), "--variant", "delete-all", "--model", "fake", "--skip-bad-lines", "-o", str(out))
+    assert code == 0, err
+    assert f"{path}:5: passed through unscored: must be an object with 'status' success or error" in err
+    assert out.read_bytes().splitlines()[4] == path.read_bytes().splitlines()[4]  # the bad line untouched
+    [traj] = ADAPTER.load(path.read_bytes(), "s.jsonl", skip_bad_lines=True).trajectories
+    assert len(traj.steps) == 2 and [p.label for p in traj.steps[0].parts][-1] == "tool_result"

@@ -117,6 +117,17 @@ class _Reader:
             InputError: for a message that is not an object, a role other than ``user`` /
             ``assistant``, or a content that is not a list of typed items.
         """
+        mark = (len(self.prompt), len(self.steps), len(self.steps[-1]) if self.steps else 0, len(self.unrecognised), len(self.sealed))
+        try:
+            self._message(msg, path, at, role_field)
+        except InputError:
+            # a message that fails half-read leaves nothing behind (--skip-bad-lines passes it through)
+            del self.prompt[mark[0]:], self.steps[mark[1]:], self.unrecognised[mark[3]:], self.sealed[mark[4]:]
+            if self.steps:
+                del self.steps[-1][mark[2]:]
+            raise
+
+    def _message(self, msg: object, path: Path, at: _At, role_field: str) -> None:
         if not isinstance(msg, dict):
             raise at.error("message is not a JSON object")
         role = msg.get("role")
@@ -236,7 +247,7 @@ class GooseAdapter(database.DatabaseAdapter):
     """Goose session JSONL, session export JSON, and ``sessions.db`` (see module docstring)."""
 
     name = "goose"
-    description = "Goose sessions (~/.local/share/goose/sessions: legacy <id>.jsonl, sessions.db read-only; goose session export JSON)"
+    description = "Goose sessions (~/.local/share/goose/sessions: <id>.jsonl, sessions.db read-only; session export JSON)"
     tables = ("sessions", "messages")
     export_hint = ("export one session with Goose's own command, goose session export --session-id ID --format json --output FILE "
                    "(ids: goose session list; goose session import FILE brings it back)")
