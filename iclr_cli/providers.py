@@ -275,6 +275,7 @@ _PROVIDER_NAMES = {
     "anthropic": "anthropic", "bedrock": "anthropic", "vertex_ai": "anthropic", "amazon-bedrock": "anthropic",
     "openai": "openai", "azure": "openai", "openai-codex": "openai", "deepseek": "deepseek", "openrouter": "openrouter",
     "gemini": "google", "google": "google", "ollama": "local", "lm_studio": "local", "vllm": "local", "hosted_vllm": "local",
+    "aws_bedrock": "anthropic", "azure_openai": "openai",  # Goose's provider_name values
 }
 
 

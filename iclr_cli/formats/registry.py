@@ -29,6 +29,7 @@ def adapters() -> list[FormatAdapter]:
 _ADAPTER_MODULES: list[str] = [
     "claude_code",
     "pi",
+    "goose",
     "iclr_jsonl",
     "codex",
     "mini_swe_agent",
