@@ -29,6 +29,8 @@ def adapters() -> list[FormatAdapter]:
 _ADAPTER_MODULES: list[str] = [
     "claude_code",
     "pi",
+    "opencode",
+    "kilo",
     "iclr_jsonl",
     "codex",
     "mini_swe_agent",
