@@ -1,6 +1,6 @@
 """OpenCode / Kilo sessions written for the tests: an export document (``export``), its bytes as
 ``opencode export`` writes them (``dump``) and the same sessions as a session database
-(``to_db``, OpenCode's drizzle schema; ``kilo=True`` adds Kilo's own session columns)."""
+(``to_db``, OpenCode's drizzle schema; ``kilo=True`` adds a table of Kilo's own (kilo_board, as @kilocode/cli 7.7.7 has))."""
 
 import json
 import sqlite3
@@ -54,9 +54,9 @@ def to_db(path, docs, kilo=False):
     """Write ``docs`` (export documents) into a new database at ``path`` as OpenCode stores them:
     ids in their own columns, the rest of each message and part as JSON in ``data``."""
     conn = sqlite3.connect(path)
-    extra = ", current_state text, recent_progress text" if kilo else ""
+    extra = "" if not kilo else ";\n    create table kilo_board (root_session_id text primary key, objective text)"
     conn.executescript(f"""
-    create table session (id text primary key, project_id text not null, parent_id text, slug text not null, directory text not null, title text not null, version text not null, time_created integer not null, time_updated integer not null{extra});
+    create table session (id text primary key, project_id text not null, parent_id text, slug text not null, directory text not null, title text not null, version text not null, time_created integer not null, time_updated integer not null){extra};
     create table message (id text primary key, session_id text not null, time_created integer not null, time_updated integer not null, data text not null);
     create table part (id text primary key, message_id text not null, session_id text not null, time_created integer not null, time_updated integer not null, data text not null);
     """)

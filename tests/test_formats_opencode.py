@@ -247,3 +247,11 @@ def test_kilo_reads_an_export_by_name(session):
     doc = KILO.load(session.read_bytes(), "session.json")
     assert doc.format == "kilo" and len(doc.trajectories[0].steps) == 5
     assert KILO.dump(doc, doc.trajectories) == session.read_bytes()
+
+
+def test_an_export_of_a_kilo_agent_is_detected_as_kilo(session):
+    doc = export()
+    doc["info"]["agent"] = "code"
+    found = registry.detect_why(dump(doc), "k.json")
+    assert (found.adapter.name, [a.name for a, _ in found.others]) == ("kilo", ["opencode"])
+    assert registry.detect_why(session.read_bytes(), "s.json").adapter.name == "opencode"  # agent 'build': OpenCode's

@@ -39,9 +39,16 @@ from iclr_cli.formats.writeback import Records, WriteBackAdapter
 from iclr_cli.jsonio import loads
 from iclr_cli.trajectory import Trajectory
 
+KILO_TABLES = ("kilo_board", "kilo_board_message")
 KILO_COLUMNS = ("current_state", "recent_progress")
-"""Columns Kilo adds to the ``session`` table (Kilo-Org/kilocode ``session.sql.ts``, marked
-``kilocode_change``): what tells its database from OpenCode's."""
+"""What tells Kilo's database from OpenCode's: tables of its own (``kilo_board``, in the
+database ``@kilocode/cli`` 7.7.7 writes) or columns it added to ``session`` in some releases
+(Kilo-Org/kilocode ``session.sql.ts``, marked ``kilocode_change``)."""
+
+
+def is_kilo(head: DatabaseHead) -> bool:
+    """Whether ``head`` has Kilo's own tables or ``session`` columns (:data:`KILO_COLUMNS`)."""
+    return any(t in head.tables for t in KILO_TABLES) or any(head.has("session", c) for c in KILO_COLUMNS)
 
 
 class DatabaseRows(Records):
@@ -78,8 +85,8 @@ class OpenCodeAdapter(WriteBackAdapter, DatabaseAdapter):
 
     def sniff_database(self, head: DatabaseHead) -> Match | None:
         """A match for a database with OpenCode's ``session``, ``message`` and ``part`` tables
-        (and not Kilo's extra ``session`` columns)."""
-        if not has_session_tables(head) or any(head.has("session", c) for c in KILO_COLUMNS):
+        (and none of Kilo's own tables or columns: :func:`is_kilo`)."""
+        if not has_session_tables(head) or is_kilo(head):
             return None
         return Match(MARKER, "an SQLite database with OpenCode's session, message and part tables")
 
