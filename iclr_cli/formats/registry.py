@@ -30,6 +30,8 @@ _ADAPTER_MODULES: list[str] = [
     "claude_code",
     "pi",
     "goose",
+    "opencode",
+    "kilo",
     "iclr_jsonl",
     "codex",
     "mini_swe_agent",
