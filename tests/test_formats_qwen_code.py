@@ -255,3 +255,15 @@ def test_formats_lists_qwen_code(capsys):
     code, out, _ = run_cli(capsys, "formats")
     assert code == 0
     assert "qwen_code" in out and "Qwen Code sessions" in out
+
+
+def test_usage_reads_both_conventions_of_candidates_token_count():
+    from iclr_cli.formats.qwen_code import _usage
+
+    # Qwen Code's OpenAI converter: candidates = completion_tokens, thoughts included (total = prompt + candidates)
+    qwen = _usage({"promptTokenCount": 100, "candidatesTokenCount": 30, "thoughtsTokenCount": 30, "totalTokenCount": 130, "cachedContentTokenCount": 0})
+    assert (qwen.input_tokens, qwen.output_tokens, qwen.cache_read_tokens, qwen.reasoning_tokens) == (100, 30, None, 30)
+    # Gemini's: thoughts counted apart from the candidates
+    gemini = _usage({"promptTokenCount": 5200, "candidatesTokenCount": 40, "thoughtsTokenCount": 160, "cachedContentTokenCount": 4096})
+    assert (gemini.input_tokens, gemini.output_tokens, gemini.cache_read_tokens) == (5200, 200, 4096)
+    assert _usage({"candidatesTokenCount": 3}) is None
