@@ -204,9 +204,11 @@ class Input:
                 trajectories += len(doc.trajectories)
                 held = held or next((t.meta["server_history"] for t in doc.trajectories if t.meta.get("server_history")), None)
                 yield doc
+            # inside the try: a file of another agent read with --format holds no step, and is
+            # told what it looks like rather than that it is an empty file of this format
+            registry.require_steps(self.adapter, self.path, steps, trajectories, held)
         except InputError as exc:
             raise (registry.forced_error(self.adapter, self.data, self.path, exc) if self.forced else exc) from None
-        registry.require_steps(self.adapter, self.path, steps, trajectories, held)
 
 
 def with_last(items: Iterable[T]) -> Iterator[tuple[T, bool]]:

@@ -49,11 +49,13 @@ Decisions (this project's own; the Claude Code format documents none of this):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable
 from dataclasses import replace
 
 from iclr_cli.formats.anthropic import assistant_parts, note_message_fields, user_parts
 from iclr_cli.formats.base import Document
+from iclr_cli.formats.qwen_code import gemini_content
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, base_name, read_lines
 from iclr_cli.formats.usage import anthropic_usage
@@ -68,6 +70,9 @@ EVENT_TYPES = frozenset(
 
 _SESSION_KEYS = ("sessionId", "uuid", "parentUuid", "message", "messageId", "leafUuid")
 _SNIFF_LINES = 5
+# A Claude Code ``message`` is an Anthropic message (``content``); one opening with ``role``
+# and ``parts`` is a Gemini Content, as Qwen Code writes them.
+_GEMINI_MESSAGE = re.compile(rb'"message"\s*:\s*\{\s*"role"\s*:\s*"(?:user|model)"\s*,\s*"parts"\s*:')
 
 
 def _looks_like_event(value: object) -> bool:
@@ -88,7 +93,9 @@ class ClaudeCodeAdapter(WriteBackAdapter):
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match when the first JSON lines are objects whose ``type`` is a Claude Code event
         type and one of them has a session key (``sessionId``, ``uuid``, ``parentUuid``,
-        ``message``). A first line longer than the head is judged by its keys alone."""
+        ``message``), and no ``message`` among them is a Gemini ``Content`` (``parts``, no
+        ``content``: a Qwen Code session, which the qwen_code adapter reads). A first line
+        longer than the head is judged by its keys alone."""
         if self._looks(Head.of(head).raw):
             return Match(MARKER, "Claude Code session events (type user/assistant with sessionId/uuid)")
         return None
@@ -107,7 +114,9 @@ class ClaudeCodeAdapter(WriteBackAdapter):
                 break
         if not parsed:
             start = head.lstrip()
-            return start[:1] == b"{" and b'"sessionId"' in head and b'"parentUuid"' in head
+            return start[:1] == b"{" and b'"sessionId"' in head and b'"parentUuid"' in head and _GEMINI_MESSAGE.search(head) is None
+        if any(isinstance(v, dict) and gemini_content(v.get("message")) for v in parsed):
+            return False  # Qwen Code's records: the same envelope around a Gemini Content (formats/qwen_code.py)
         return _looks_like_event(parsed[0]) and any(isinstance(v, dict) and any(k in v for k in _SESSION_KEYS) for v in parsed)
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:

@@ -28,6 +28,7 @@ def adapters() -> list[FormatAdapter]:
 # message families, OpenAI chat last.
 _ADAPTER_MODULES: list[str] = [
     "claude_code",
+    "qwen_code",
     "pi",
     "goose",
     "opencode",
@@ -217,6 +218,9 @@ def forced_error(adapter: FormatAdapter, data: bytes, source: str, exc: InputErr
         looks = other.problem
     where = (f"line {exc.line}: " if exc.line is not None else "") + (f"field {exc.field!r}: " if exc.field else "")
     problem = exc.problem.split(" (use --skip-bad-lines")[0]  # skipping lines would not help here
+    empty = f"read as {adapter.name} ({adapter.description}), but "  # require_steps: said once above
+    if problem.startswith(empty):
+        problem = problem[len(empty):].split(". If it is another format")[0]
     return InputError(source, f"does not look like {adapter.name} ({adapter.description}); {looks}. Read as {adapter.name}: {where}{problem}")
 
 
@@ -282,8 +286,8 @@ def load(path: str, fmt: str | None = None, *, skip_bad_lines: bool = False, all
     adapter = get(fmt) if fmt else detect(data, path)
     try:
         doc = adapter.load(data, path, skip_bad_lines=skip_bad_lines)
+        if not allow_empty:
+            require_steps(adapter, path, sum(len(t.steps) for t in doc.trajectories), len(doc.trajectories))
     except InputError as exc:
         raise (forced_error(adapter, data, path, exc) if fmt else exc) from None
-    if not allow_empty:
-        require_steps(adapter, path, sum(len(t.steps) for t in doc.trajectories), len(doc.trajectories))
     return adapter, doc
