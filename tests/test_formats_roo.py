@@ -279,3 +279,14 @@ def test_unknown_entry_types_are_reported_and_kept(tmp_path, capsys):
     ]
     out, _ = prune(capsys, tmp_path, src, "--variant", "delete-all")
     assert out[1]["reasoning_details"] == [{"type": "reasoning.text", "text": ""}, details[1], details[2]]
+
+
+def test_serve_messages_seals_an_encrypted_blocks_summary_on_a_plain_upstream():
+    from iclr_cli.serve.messages import ENCRYPTED, MessagesDialect
+
+    body = {"model": "m", "messages": [m for m in native() if "role" in m]}
+    dialect = MessagesDialect(sealed=False)
+    transcript = dialect.read(dialect.parse(body), "t")
+    summary = transcript.trajectory.steps[1].parts[0]
+    assert (summary.text, summary.write_back, summary.ref) == (SUMMARY, WriteBack.READ_ONLY, None)
+    assert transcript.sealed == ((), (ENCRYPTED,))

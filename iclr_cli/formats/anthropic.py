@@ -24,10 +24,12 @@ A message's ``content`` is a string or a list of content blocks. Parts (METHOD.m
 - server tool calls (``server_tool_use``, ``mcp_tool_use``) are actions, their results
   (``*_tool_result``) observations; ``image``, ``document`` and the other known block types are
   actions labelled by type, text as JSON.
+- Roo Code / Kilo Code task histories (``api_conversation_history.json``) add
+  ``reasoning_details`` and ``reasoning_content`` beside ``content``, encrypted ``reasoning``
+  blocks and items, and ``thoughtSignature`` blocks: read as :mod:`iclr_cli.formats.roo` says.
 - Unrecognised (reported, docs/FORMAT.md): an assistant block of an unknown type (rendered as
   a JSON action, never scored), and message-level reasoning fields this format does not have
-  (``reasoning_content``, ``reasoning``, ``thinking``, ``thinking_blocks``,
-  ``reasoning_details``).
+  (``reasoning``, ``thinking``, ``thinking_blocks``).
 A step is one assistant message. User messages after the first assistant message are
 observations of the step before them; everything before it, and a top-level ``system``, is P.
 Recorded usage (``iclr savings``): where assistant messages are API responses kept whole, each
@@ -309,7 +311,7 @@ class AnthropicAdapter(WriteBackAdapter):
     """Anthropic Messages transcripts in a JSON file or JSONL (see module docstring)."""
 
     name = "anthropic"
-    description = "Anthropic Messages (JSON list, {system, messages}, JSONL) with thinking / tool_use / tool_result blocks"
+    description = "Anthropic Messages (JSON list, {system, messages}, JSONL) with thinking / tool_use / tool_result blocks; Cline, Roo Code and Kilo Code task histories"
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for message lists (a list, or ``messages``) whose content holds
