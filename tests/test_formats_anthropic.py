@@ -233,9 +233,10 @@ def test_thinking_variants():
 
 
 def test_unknown_blocks_and_foreign_reasoning_fields_are_reported():
-    data = b'[{"role": "user", "content": "q"},\n {"role": "assistant", "reasoning_content": "hidden", "content": [{"type": "mystery", "text": "?"}, {"type": "image", "source": {}}]}]'
+    # (reasoning_content and reasoning_details are Roo Code's and read: tests/test_formats_roo.py)
+    data = b'[{"role": "user", "content": "q"},\n {"role": "assistant", "reasoning": "hidden", "content": [{"type": "mystery", "text": "?"}, {"type": "image", "source": {}}]}]'
     doc = ADAPTER.load(data, "t.json")
-    assert [(u.line, u.field) for u in doc.unrecognised] == [(None, "[1].content[0]"), (None, "[1].reasoning_content")]
+    assert [(u.line, u.field) for u in doc.unrecognised] == [(None, "[1].content[0]"), (None, "[1].reasoning")]
     # JSONL: the line is named
     jsonl = b'{"messages": [{"role": "user", "content": "q"}]}\n' + json.dumps({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}], "thinking": "t"}]}).encode() + b"\n"
     doc = ADAPTER.load(jsonl, "t.jsonl")

@@ -11,7 +11,7 @@ from format_helpers import run_cli
 
 LINES = [
     {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "a\n\nb"}, {"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]},
-    {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "reasoning_content": "hidden", "content": [{"type": "mystery", "text": "?"}]}]},
+    {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "reasoning": "hidden", "content": [{"type": "mystery", "text": "?"}]}]},
 ]
 
 
@@ -30,7 +30,7 @@ def test_warned_with_line_and_field_and_counted(capsys, messages, tmp_path, comm
     warnings = [line for line in err.splitlines() if line.startswith("warning:") and "not read as reasoning" in line]
     assert len(warnings) == 2
     assert f"{messages}:2: field 'messages[1].content[0]'" in warnings[0] and "'mystery'" in warnings[0]
-    assert f"{messages}:2: field 'messages[1].reasoning_content'" in warnings[1]
+    assert f"{messages}:2: field 'messages[1].reasoning'" in warnings[1]
     assert re.search(r"unrecognised\s*│\s*2\b", err)
 
 

@@ -24,10 +24,12 @@ A message's ``content`` is a string or a list of content blocks. Parts (METHOD.m
 - server tool calls (``server_tool_use``, ``mcp_tool_use``) are actions, their results
   (``*_tool_result``) observations; ``image``, ``document`` and the other known block types are
   actions labelled by type, text as JSON.
+- Roo Code / Kilo Code task histories (``api_conversation_history.json``) add
+  ``reasoning_details`` and ``reasoning_content`` beside ``content``, encrypted ``reasoning``
+  blocks and items, and ``thoughtSignature`` blocks: read as :mod:`iclr_cli.formats.roo` says.
 - Unrecognised (reported, docs/FORMAT.md): an assistant block of an unknown type (rendered as
   a JSON action, never scored), and message-level reasoning fields this format does not have
-  (``reasoning_content``, ``reasoning``, ``thinking``, ``thinking_blocks``,
-  ``reasoning_details``).
+  (``reasoning``, ``thinking``, ``thinking_blocks``).
 A step is one assistant message. User messages after the first assistant message are
 observations of the step before them; everything before it, and a top-level ``system``, is P.
 Recorded usage (``iclr savings``): where assistant messages are API responses kept whole, each
@@ -56,7 +58,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 
-from iclr_cli.formats import media
+from iclr_cli.formats import media, roo
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.reading import Where, base_name, load_chunks
 from iclr_cli.formats.markup import foreign_notes
@@ -88,8 +90,10 @@ _MESSAGE_REASONING = ("reasoning_content", "reasoning", "thinking", "thinking_bl
 
 
 def is_message_list(value: object) -> bool:
-    """True for a non-empty list of JSON objects that all have a ``role``."""
-    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "role" in m for m in value)
+    """True for a non-empty list of JSON objects that all have a ``role``, but for Roo Code's
+    encrypted reasoning items (:func:`iclr_cli.formats.roo.is_reasoning_item`)."""
+    return (isinstance(value, list) and any(isinstance(m, dict) and "role" in m for m in value)
+            and all(isinstance(m, dict) and ("role" in m or roo.is_reasoning_item(m)) for m in value))
 
 
 def _string(value: object) -> str | None:
@@ -195,8 +199,12 @@ def assistant_parts(content: object, where: Where, field: Path) -> list[Part]:
         kind = block["type"]
         if kind == "thinking":
             parts.append(_thinking(block, "thinking", (*base, i), "reasoning"))
+        elif kind == "reasoning" and "encrypted_content" in block:  # Roo's OpenAI Responses reasoning
+            parts.extend(roo.encrypted_parts(block, (*base, i), where, (*field, i)))
         elif kind == "reasoning" and isinstance(block.get("text"), str):
             parts.append(_thinking(block, "text", (*base, i), "reasoning"))
+        elif kind == "thoughtSignature" and isinstance(block.get("thoughtSignature"), str):
+            where.signatures.append(where.at((*field, i), "Gemini thought signature of the message's first tool call (kept as received)"))
         elif kind == "redacted_thinking":
             parts.append(Part("reasoning", REDACTED_TEXT, label="redacted_thinking", write_back=WriteBack.READ_ONLY))
         elif kind == "text":
@@ -213,9 +221,12 @@ def assistant_parts(content: object, where: Where, field: Path) -> list[Part]:
     return parts
 
 
-def note_message_fields(message: dict, where: Where, field: Path) -> None:
-    """Note reasoning fields of other formats on an assistant message (they are not read)."""
+def note_message_fields(message: dict, where: Where, field: Path, read: tuple[str, ...] = ()) -> None:
+    """Note reasoning fields of other formats on an assistant message (they are not read),
+    but for those in ``read``."""
     for key in _MESSAGE_REASONING:
+        if key in read:
+            continue
         value = message.get(key)
         if value not in (None, "", [], {}):
             where.note((*field, key), f"assistant message field {key!r} is not part of the Anthropic format: not scored or pruned")
@@ -270,10 +281,14 @@ def _read(value: object, where: Where) -> list[Trajectory] | None:
         prompt.extend(user_parts(system, "prompt", where, ("system",), label="system"))
     steps: list[list[Part]] = []
     usage: dict[int, Usage] = {}
+    items: list[Part] = []  # Roo's encrypted reasoning items: the reasoning of the next assistant message
     for i, msg in enumerate(messages):  # type: ignore[union-attr]
         path = (*prefix, i)
         if not isinstance(msg, dict):
             raise where.error("message is not a JSON object", path)
+        if roo.is_reasoning_item(msg):
+            items.extend(roo.encrypted_parts(msg, (where.rec, *path), where, path))
+            continue
         role = msg.get("role")
         if not isinstance(role, str):
             raise where.error("message has no string 'role'", (*path, "role"))
@@ -282,12 +297,16 @@ def _read(value: object, where: Where) -> list[Trajectory] | None:
         if role == "assistant":
             if (reported := anthropic_usage(msg.get("usage"), "usage")) is not None:
                 usage[len(steps)] = reported
-            steps.append(assistant_parts(msg["content"], where, (*path, "content")))
-            note_message_fields(msg, where, path)
+            parts = roo.message_reasoning(msg, assistant_parts(msg["content"], where, (*path, "content")), where, path)
+            steps.append([*items, *parts])
+            items = []
+            note_message_fields(msg, where, path, read=roo.MESSAGE_FIELDS)
         elif steps:
             steps[-1].extend(user_parts(msg["content"], "observation", where, (*path, "content"), label=role))
         else:
             prompt.extend(user_parts(msg["content"], "prompt", where, (*path, "content"), label=role))
+    if items:  # reasoning items after the last assistant message: the reasoning of the last step
+        steps[-1].extend(items) if steps else steps.append(items)
     meta = {"format": "anthropic"}
     if isinstance(value, dict) and isinstance(value.get("model"), str):
         meta["model"] = value["model"]
@@ -300,7 +319,7 @@ class AnthropicAdapter(WriteBackAdapter):
     """Anthropic Messages transcripts in a JSON file or JSONL (see module docstring)."""
 
     name = "anthropic"
-    description = "Anthropic Messages (JSON list, {system, messages}, JSONL) with thinking / tool_use / tool_result blocks"
+    description = "Anthropic Messages (JSON list, {system, messages}, JSONL) with thinking / tool_use / tool_result blocks; Cline, Roo Code and Kilo Code task histories"
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for message lists (a list, or ``messages``) whose content holds
@@ -313,9 +332,22 @@ class AnthropicAdapter(WriteBackAdapter):
         if not found.thinking_strings:
             blocks -= {"thinking"}  # Mistral's thinking chunk holds a list: OpenAI chat
         con = openai_evidence(found)[0]
-        if not blocks or len(con) >= len(blocks):
+        pro = [f"Anthropic content blocks {describe(blocks)}"] if blocks else []
+        weight = len(blocks)  # one point per Anthropic-only block type
+        # Roo Code / Kilo Code task histories: Roo stamps every message with 'ts', and its
+        # assistant content holds 'reasoning' / 'thoughtSignature' blocks, which no OpenAI chat
+        # message has. There the reasoning fields beside the content are Roo's own
+        # (roo.MESSAGE_FIELDS), no evidence of OpenAI chat.
+        roo_blocks = {"reasoning", "thoughtSignature"} & found.part_types.get("assistant", set())
+        stamped = "ts" in found.keys.get("assistant", ())
+        if roo_blocks and stamped:
+            pro.append(f"Roo Code content blocks {describe(roo_blocks)} on messages with 'ts'")
+            weight += 1
+        if stamped and weight and set(roo.MESSAGE_FIELDS) >= set(_MESSAGE_REASONING) & found.keys.get("assistant", set()):
+            con = [c for c in con if not c.startswith("reasoning in message field")]
+        if not weight or len(con) >= weight:
             return None
-        return Match(STRUCTURE + len(blocks) - len(con), f"Anthropic content blocks {describe(blocks)}")
+        return Match(STRUCTURE + weight - len(con), "; ".join(pro))
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
         [doc] = self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None)

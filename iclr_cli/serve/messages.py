@@ -31,7 +31,8 @@ A ``thinking`` block whose ``signature`` is ``""`` or missing is unsigned
 and counted as :data:`UNSIGNED_THINKING`, never as signed; ``--restore-reasoning`` puts back
 the signature the reply carried (:meth:`MessagesDialect.restore`, :func:`resign`).
 
-``redacted_thinking`` is never touched on any upstream. Replies are read from the whole
+``redacted_thinking``, and the summary of an encrypted ``reasoning`` block (Roo Code keeps
+OpenAI Responses reasoning that way), are never touched on any upstream. Replies are read from the whole
 ``message`` body or from the relayed SSE events (``message_start``, ``content_block_start``,
 ``content_block_delta`` with ``text_delta`` / ``thinking_delta`` / ``signature_delta`` /
 ``input_json_delta``, ``message_delta``). Errors the proxy answers itself use Anthropic's
@@ -61,6 +62,7 @@ UNSIGNED_THINKING = ("thinking block without a signature on a sealed upstream (s
                      "--restore-reasoning puts back the signature the proxy saw)")
 SEALED_INLINE = "inline <think> on a sealed upstream (the signatures may bind the whole prefix)"
 REDACTED = "redacted_thinking (encrypted data, no text)"
+ENCRYPTED = "reasoning block beside encrypted_content (only the provider can read what it re-reads)"
 THINKING_BLOCKS = "thinking_blocks"
 """The field name ``--restore-reasoning`` stores a Messages reply's thinking blocks under (JSON)."""
 _THINKING = ("thinking", "redacted_thinking")
@@ -153,6 +155,9 @@ class MessagesDialect(Dialect):
         for part in parts:
             if part.label == "redacted_thinking":
                 why.append(REDACTED)
+            elif part.write_back is WriteBack.OPAQUE:  # a summary beside encrypted_content: sealed on every upstream
+                why.append(ENCRYPTED)
+                part = replace(part, ref=None, write_back=WriteBack.READ_ONLY)
             elif part.kind == "reasoning" and part.label == "reasoning" and isinstance(part.ref, TextRef):
                 thinking_block = not part.ref.sites[0].how.startswith("think:")
                 if self.sealed:
