@@ -99,6 +99,10 @@ def reasoning_mode(options: object, at: Path) -> tuple[WriteBack, tuple[tuple[Pa
     return mode, tuple(strip) if mode is WriteBack.SIGNED else (), why, provider
 
 
+def _id(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _json_text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
@@ -117,7 +121,7 @@ def _output_text(output: object) -> str:
 
 
 def _is_ui(msg: object) -> bool:
-    return isinstance(msg, dict) and isinstance(msg.get("role"), str) and isinstance(msg.get("parts"), list) and "content" not in msg
+    return isinstance(msg, dict) and isinstance(msg.get("role"), str) and isinstance(msg.get("parts"), list)
 
 
 def _messages(value: object) -> tuple[list, Path] | None:
@@ -145,7 +149,7 @@ class _Reader:
 
     def typed(self, part: object, at: Path) -> str:
         if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise self.where.error("message part has no string 'type'", (*at, "type") if isinstance(part, dict) else at)
+            raise self.where.error("message part has no string 'type'", at)
         return part["type"]
 
     def reasoning(self, text: object, at: Path, key: str, options_key: str, *, model: str | None, signature: object = None) -> Part:
@@ -204,8 +208,8 @@ class _Reader:
         if kind == "text":
             self.add(str(part.get("text", "")), role)
         elif kind == "file" and isinstance(part.get("url"), str):
-            found = media.from_url(part["url"])
-            self.add("", role, found=media.Media(media.kind_of(part.get("mediaType")), part.get("mediaType"), found.data, found.url))
+            found, mime = media.from_url(part["url"]), _id(part.get("mediaType"))
+            self.add("", role, found=media.Media(media.kind_of(mime), mime or found.mime, found.data, found.url))
         elif kind != "step-start":
             self.add(_json_text(part), kind)
 
@@ -219,28 +223,30 @@ class _Reader:
                 block.append(self.v4_reasoning(part, at, model))
             else:
                 block.append(self.reasoning(part.get("text"), at, "text", "providerMetadata", model=model))
-        elif kind.startswith("tool-") or kind == "dynamic-tool":
-            name = part.get("toolName", "?") if kind == "dynamic-tool" else kind[len("tool-"):]
-            self.call(part, name, part.get("input", part.get("rawInput")), block, results)
-            state = part.get("state")
-            if state == "output-available":
-                results.append(Part("observation", _output_text(part.get("output")), label="tool_result", call_id=part.get("toolCallId")))
-            elif state == "output-error":
-                results.append(Part("observation", str(part.get("errorText", "")), label="tool_result", call_id=part.get("toolCallId")))
-            elif state == "output-denied":
-                results.append(Part("observation", str(dig(part, "approval", "reason") or "denied"), label="tool_result", call_id=part.get("toolCallId")))
         elif kind == "tool-invocation" and isinstance(part.get("toolInvocation"), dict):
             inv = part["toolInvocation"]
-            self.call(inv, str(inv.get("toolName", "?")), inv.get("args"), block, results)
+            self.call(inv, str(inv.get("toolName", "?")), inv.get("args"), block)
             if inv.get("state") == "result":
-                results.append(Part("observation", _output_text(inv.get("result")), label="tool_result", call_id=inv.get("toolCallId")))
+                results.append(Part("observation", _output_text(inv.get("result")), label="tool_result", call_id=_id(inv.get("toolCallId"))))
+        elif kind.startswith("tool-") or kind == "dynamic-tool":
+            name = part.get("toolName", "?") if kind == "dynamic-tool" else kind[len("tool-"):]
+            self.call(part, name, part.get("input", part.get("rawInput")), block)
+            state = part.get("state")
+            if state == "output-available":
+                results.append(Part("observation", _output_text(part.get("output")), label="tool_result", call_id=_id(part.get("toolCallId"))))
+            elif state == "output-error":
+                results.append(Part("observation", str(part.get("errorText", "")), label="tool_result", call_id=_id(part.get("toolCallId"))))
+            elif state == "output-denied":
+                results.append(Part("observation", str(dig(part, "approval", "reason") or "denied"), label="tool_result", call_id=_id(part.get("toolCallId"))))
         elif kind == "file" and isinstance(part.get("url"), str):
-            block.append(Part("action", "", label="file", media=media.Media(media.kind_of(part.get("mediaType")), part.get("mediaType"), url=part["url"])))
+            mime = _id(part.get("mediaType"))
+            block.append(Part("action", "", label="file", media=media.Media(media.kind_of(mime), mime, url=part["url"])))
         elif kind not in _QUIET and not kind.startswith("data-"):
             self.where.note(at, f"assistant part of type {kind!r}: not scored or pruned")
 
-    def call(self, part: dict, name: str, arguments: object, block: list[Part], results: list[Part]) -> None:
-        call_id = part.get("toolCallId") if isinstance(part.get("toolCallId"), str) else None
+    def call(self, part: dict, name: str, arguments: object, block: list[Part]) -> None:
+        """A tool call: ``tool_call:NAME`` with its arguments as JSON and its ``toolCallId``."""
+        call_id = _id(part.get("toolCallId"))
         block.append(Part("action", _json_text(arguments if arguments is not None else {}), label=f"tool_call:{name}", call_id=call_id))
 
     def v4_reasoning(self, part: dict, at: Path, model: str | None) -> Part:
@@ -317,9 +323,9 @@ class _Reader:
             elif kind == "reasoning":
                 parts.append(self.reasoning(part.get("text"), where, "text", "providerOptions", model=None, signature=part.get("signature")))
             elif kind == "tool-call":
-                self.call(part, str(part.get("toolName", "?")), part.get("input", part.get("args")), parts, results)
+                self.call(part, str(part.get("toolName", "?")), part.get("input", part.get("args")), parts)
             elif kind == "tool-result":
-                results.append(Part("observation", _output_text(part.get("output", part.get("result"))), label="tool_result", call_id=part.get("toolCallId")))
+                results.append(Part("observation", _output_text(part.get("output", part.get("result"))), label="tool_result", call_id=_id(part.get("toolCallId"))))
             elif kind == "file":
                 parts.append(Part("action", "", label="file"))
             elif kind not in _QUIET:
@@ -331,9 +337,9 @@ class _Reader:
         if kind == "text":
             self.add(str(part.get("text", "")), role)
         elif kind == "tool-result":
-            self.add(_output_text(part.get("output", part.get("result"))), "tool_result", part.get("toolCallId"))
+            self.add(_output_text(part.get("output", part.get("result"))), "tool_result", _id(part.get("toolCallId")))
         elif kind == "tool_result":  # Roo Code's Anthropic-shaped results kept in user messages
-            self.add(_json_text(part.get("content", "")), "tool_result", part.get("tool_use_id"))
+            self.add(_json_text(part.get("content", "")), "tool_result", _id(part.get("tool_use_id")))
         elif kind not in _QUIET:
             self.add(_json_text(part), kind)
 
@@ -371,10 +377,10 @@ def _evidence(messages: list) -> tuple[int, str] | None:
                 and not ({"sessionID", "messageID"} & set(p))}  # opencode's parts carry their session and message ids
     if ui and ui_types and all(t in _UI_TYPES or t.startswith(("tool-", "data-")) for t in ui_types):
         return MARKER, f"AI SDK UIMessages (id, role, parts of type {', '.join(sorted(ui_types)[:4])})"
-    types = {p.get("type") for m in messages if isinstance(m, dict) and isinstance(m.get("content"), list)
-             for p in m["content"] if isinstance(p, dict)}
+    types = {p["type"] for m in messages if isinstance(m, dict) and isinstance(m.get("content"), list)
+             for p in m["content"] if isinstance(p, dict) and isinstance(p.get("type"), str)}
     keys = {k for m in messages if isinstance(m, dict) and isinstance(m.get("content"), list) for p in m["content"] if isinstance(p, dict) for k in p}
-    seen = sorted(t for t in _MODEL_TYPES & types if isinstance(t, str))
+    seen = sorted(_MODEL_TYPES & types)
     if "providerOptions" in keys or any(isinstance(m, dict) and "providerOptions" in m for m in messages):
         seen.append("providerOptions")
     if seen:

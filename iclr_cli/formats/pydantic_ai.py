@@ -139,7 +139,7 @@ class _Reader:
 
     def part_kind(self, part: object, at: Path) -> str:
         if not isinstance(part, dict) or not isinstance(part.get("part_kind"), str):
-            raise self.where.error("message part has no string 'part_kind'", (*at, "part_kind") if isinstance(part, dict) else at)
+            raise self.where.error("message part has no string 'part_kind'", at)
         return part["part_kind"]
 
     def response(self, msg: dict, at: Path) -> None:
