@@ -255,3 +255,15 @@ def test_a_model_message_part_without_type(tmp_path):
 def test_formats_lists_ai_sdk(capsys):
     code, out, _ = run_cli(capsys, "formats")
     assert code == 0 and "ai-sdk" in [line.split("\t")[0] for line in out.splitlines()]
+
+
+def test_roo_openrouter_details_copy_is_edited_with_the_reasoning(tmp_path, capsys):
+    details = [{"type": "reasoning.text", "text": THINK, "format": "unknown", "index": 0}]
+    history = [{"role": "user", "content": "Go."},
+               {"role": "assistant", "content": [{"type": "reasoning", "text": THINK}, {"type": "text", "text": "ok"}],
+                "providerOptions": {"openrouter": {"reasoning_details": details}}}]
+    src = write(tmp_path, {"version": 2, "messages": history})
+    out, _ = prune(capsys, tmp_path, src)
+    msg = json.loads(out)["messages"][1]
+    assert SKIP in msg["content"][0]["text"]
+    assert msg["providerOptions"]["openrouter"]["reasoning_details"] == [{**details[0], "text": msg["content"][0]["text"]}]

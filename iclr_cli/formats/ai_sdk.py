@@ -283,7 +283,7 @@ class _Reader:
                 raise self.where.error("not a ModelMessage: expected an object with a string 'role' and a 'content'", p)
             role, content = msg["role"], msg["content"]
             if role == "assistant":
-                self.steps.append(pending + self.model_assistant(content, (*p, "content")))
+                self.steps.append(pending + self.openrouter_copies(self.model_assistant(content, (*p, "content")), msg, p))
                 pending = []
             elif isinstance(content, str):
                 self.add(content, role)
@@ -305,6 +305,32 @@ class _Reader:
                 ref = TextRef((Site((*full, "summary", j, "text")),), drop=(full,))
                 out.append(Part("reasoning", entry["text"], label="reasoning", ref=ref, write_back=WriteBack.OPAQUE))
         self.provider = self.provider or "openai"
+        return out
+
+    def openrouter_copies(self, parts: list[Part], msg: dict, at: Path) -> list[Part]:
+        """``parts`` with each ``reasoning.text`` entry of the message's
+        ``providerOptions.openrouter.reasoning_details`` (Roo Code keeps OpenRouter's details
+        there) that holds a reasoning part's text joined to that part as a second site, its
+        ``signature`` removed by an edit as the part's own; encrypted entries stay as they are
+        (OpenRouter: pass them back unmodified)."""
+        details = dig(msg, "providerOptions", "openrouter", "reasoning_details")
+        if not isinstance(details, list):
+            return parts
+        out, used = list(parts), set()
+        for i, part in enumerate(out):
+            ref = part.ref
+            if part.kind != "reasoning" or not isinstance(ref, TextRef):
+                continue
+            j = next((j for j, d in enumerate(details) if j not in used and isinstance(d, dict) and d.get("type") == "reasoning.text" and d.get("text") == part.text), None)
+            if j is None:
+                continue
+            used.add(j)
+            entry = (self.where.rec, *at, "providerOptions", "openrouter", "reasoning_details", j)
+            signed = isinstance(details[j].get("signature"), str) and bool(details[j]["signature"])
+            mode = WriteBack.SIGNED if signed and part.write_back is WriteBack.IN_PLACE else part.write_back
+            strip = (*ref.strip_keys, (entry, "signature")) if signed else ref.strip_keys
+            out[i] = Part("reasoning", part.text, label="reasoning", write_back=mode,
+                          ref=TextRef((*ref.sites, Site((*entry, "text"))), drop=ref.drop, strip_keys=strip, remove_when_empty=ref.remove_when_empty, model=ref.model))
         return out
 
     def model_assistant(self, content: object, at: Path) -> list[Part]:
