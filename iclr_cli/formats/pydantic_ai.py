@@ -106,8 +106,8 @@ def _usage(obj: object) -> Usage | None:
 class _Reader:
     """Builds one trajectory from a message list (module docstring)."""
 
-    def __init__(self, where: Where, root: Path):
-        self.where, self.root = where, root
+    def __init__(self, where: Where):
+        self.where = where
         self.prompt: list[Part] = []
         self.steps: list[list[Part]] = []
         self.requests: list[Request] = []
@@ -204,7 +204,7 @@ def _read(value: object, where: Where) -> list[Trajectory] | None:
     """The trajectory of one Pydantic AI message list, or None when ``value`` is none."""
     if not isinstance(value, list) or not value or not _is_message(value[0]):
         return None
-    reader = _Reader(where, ())
+    reader = _Reader(where)
     for i, msg in enumerate(value):
         if not _is_message(msg):
             raise where.error("not a Pydantic AI message: expected an object with 'kind' ('request' or 'response') and a 'parts' list", (i,))
