@@ -39,6 +39,8 @@ _ADAPTER_MODULES: list[str] = [
     "swe_agent",
     "openhands",
     "gemini_cli",
+    "pydantic_ai",
+    "ai_sdk",
     "litellm_spend",
     "sharegpt",
     "langchain",
