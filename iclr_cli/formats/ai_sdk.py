@@ -422,7 +422,7 @@ class AiSdkAdapter(WriteBackAdapter):
     the one engine's."""
 
     name = "ai-sdk"
-    description = "Vercel AI SDK message history: UIMessage[] (useChat) or ModelMessage[] (also Roo Code's {version: 2, messages})"
+    description = "Vercel AI SDK history: UIMessage[] (useChat) or ModelMessage[] (Roo Code's {version: 2, messages} too)"
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for UIMessages (``id``, ``role``, ``parts`` whose types are the AI SDK's) or

@@ -319,7 +319,7 @@ class AnthropicAdapter(WriteBackAdapter):
     """Anthropic Messages transcripts in a JSON file or JSONL (see module docstring)."""
 
     name = "anthropic"
-    description = "Anthropic Messages (JSON list, {system, messages}, JSONL) with thinking / tool_use / tool_result blocks; Cline, Roo Code and Kilo Code task histories"
+    description = "Anthropic Messages (JSON list, {system, messages}, JSONL); Cline, Roo Code and Kilo Code task histories"
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for message lists (a list, or ``messages``) whose content holds
