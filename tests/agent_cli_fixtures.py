@@ -17,7 +17,9 @@ so a test can read the session files the CLI left there:
   Config in ``XDG_CONFIG_HOME/opencode/opencode.json`` (``kilo/kilo.json``): one provider
   (``@ai-sdk/openai-compatible`` at the proxy's chat URL, or ``@ai-sdk/anthropic`` at its
   Messages URL), ``permission.bash = allow`` (``run`` has no one to ask).
-  ``OPENCODE_DISABLE_MODELS_FETCH`` keeps it off models.dev.
+  ``OPENCODE_DISABLE_MODELS_FETCH`` keeps it off models.dev; ``npm_config_offline`` keeps the
+  background ``npm install @opencode-ai/plugin`` it starts in its config folder off the npm
+  registry (it fails, logs a warning and the run goes on, as on a machine offline).
 - Qwen Code: ``~/.qwen/projects/<project>/chats/<session>.jsonl``; telemetry off and the
   interactive (pty) shell off in ``~/.qwen/settings.json`` (with the pty the command's output
   is sometimes empty in a headless run).
@@ -127,7 +129,7 @@ def run_opencode(cli: str, url: str, home: Path, prompt: str, *, wire: str = "ch
     (config / f"{cli}.json").write_text(json.dumps(opencode_config(url, wire, model), indent=1))
     prefix = cli.upper()
     env = _env(home, **{f"{prefix}_DISABLE_MODELS_FETCH": "1", f"{prefix}_DISABLE_AUTOUPDATE": "1", f"{prefix}_DISABLE_LSP_DOWNLOAD": "1",
-                        f"{prefix}_DISABLE_SHARE": "1", "KILO_TELEMETRY_LEVEL": "off"})
+                        f"{prefix}_DISABLE_SHARE": "1", "KILO_TELEMETRY_LEVEL": "off", "npm_config_offline": "true"})
     process = subprocess.run([str(agent_bin(cli)), "run", "--format", "json", prompt], cwd=work, env=env,
                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     return Run(process, home, home / ".local" / "share", work)
