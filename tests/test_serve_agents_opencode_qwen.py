@@ -19,6 +19,15 @@ scoring per step; tool calls are what the upstream sent (id, name, arguments) an
 results what the CLI ran. On a sealed upstream (``--upstream-kind anthropic``) the signed
 thinking goes back untouched.
 
+The session files each chat run leaves are then read back with the fake proxy model: ``score``
+on the OpenCode / Kilo database (as the CLI left it, most of it in the WAL), on its ``export``
+JSON and on Qwen Code's chat JSONL gives the 15 blocks of the three steps' reasoning as streamed
+(the client stores it uncompressed; only the requests were compressed), 4 of each step's 5
+selected; ``prune`` writes the export / JSONL back with exactly those blocks ``[SKIP]`` and
+nothing else changed; ``savings`` over the CLI's data folder counts one session of
+``STEPS + 1`` requests with the 100 input tokens each that the upstream's usage reported. The
+Messages run's file keeps Anthropic signatures, so there the thinking is read back sealed.
+
 The CLIs are found in ``$ICLR_AGENT_CLIS`` or ``~/.cache/iclr/agent-clis`` (see
 :mod:`agent_cli_fixtures`; skipped with the install line when missing). With
 ``$ICLR_AGENT_SESSIONS`` set, each run's session files are copied there
@@ -28,11 +37,13 @@ The CLIs are found in ``$ICLR_AGENT_CLIS`` or ``~/.cache/iclr/agent-clis`` (see
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
 
-from agent_cli_fixtures import chat_stream, keep_sessions, missing, run_opencode, run_qwen
+from agent_cli_fixtures import Run, chat_stream, export_session, keep_sessions, missing, run_opencode, run_qwen, session_ids
+from format_helpers import run_cli
 from serve_fixtures import proxy, scripted_upstream
 from test_serve_agents import STEPS, _assert_prefixes, _kept, _strip_markers, reasoning
 from wire_fixtures import SIGNATURE, anthropic_reply, text, thinking, tool_use
@@ -103,7 +114,7 @@ def _assert_chat(bodies: list[dict], shell: str, stats: dict) -> None:
 
 
 @pytest.mark.parametrize("cli", ["opencode", "kilo"])
-def test_opencode_and_kilo_through_serve_chat_completions(tmp_path, cli):
+def test_opencode_and_kilo_through_serve_chat_completions(tmp_path, capsys, cli):
     _need(cli)
     with scripted_upstream(_chat_script("bash")) as up, proxy(up.url) as (url, _):
         run = run_opencode(cli, url, tmp_path, PROMPT)
@@ -115,9 +126,10 @@ def test_opencode_and_kilo_through_serve_chat_completions(tmp_path, cli):
         assert len(up.raw) == STEPS + 2 and "tools" not in json.loads(up.raw[0])
     _assert_chat(bodies, "bash", stats)
     assert "All three steps are done." in run.process.stdout
+    _read_back_opencode(capsys, cli, run, tmp_path / "out")
 
 
-def test_qwen_code_through_serve_chat_completions(tmp_path):
+def test_qwen_code_through_serve_chat_completions(tmp_path, capsys):
     _need("node", "qwen")
     with scripted_upstream(_chat_script("run_shell_command")) as up, proxy(up.url) as (url, _):
         run = run_qwen(url, tmp_path, PROMPT)
@@ -130,6 +142,72 @@ def test_qwen_code_through_serve_chat_completions(tmp_path):
     # stream-json: the answer is the last assistant event
     events = [json.loads(line) for line in run.process.stdout.splitlines() if line.startswith("{")]
     assert events[-1]["type"] == "result" and events[-1]["result"] == "All three steps are done."
+    _read_back_qwen(capsys, run, tmp_path / "out")
+
+
+# -- the session files the chat runs leave, read back -----------------------------------------
+
+def _score(capsys, path: Path, trajectory: str) -> list[dict]:
+    """``iclr score`` records for ``path``, checked to be the three steps' reasoning as streamed."""
+    code, out, err = run_cli(capsys, "score", str(path), "--model", "fake")
+    assert code == 0, err
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [(r["trajectory"], r["step"], r["block"], r["n_blocks"]) for r in records] == [(trajectory, s, b, 5) for s in range(STEPS) for b in range(5)]
+    assert ["\n\n".join(r["text"] for r in records if r["step"] == s) for s in range(STEPS)] == [reasoning(s) for s in range(STEPS)]
+    assert [sum(r["selected"] for r in records if r["step"] == s) for s in range(STEPS)] == [4] * STEPS  # BottomK, rho 0.8
+    return records
+
+
+def _pruned(records: list[dict]) -> list[str]:
+    """Each step's reasoning as prune writes it: the selected blocks ``[SKIP]``."""
+    return ["\n\n".join("[SKIP]" if r["selected"] else r["text"] for r in records if r["step"] == s) for s in range(STEPS)]
+
+
+def _savings(capsys, folder: Path, fmt: str) -> None:
+    code, out, err = run_cli(capsys, "savings", str(folder), "--model", "fake", "--no-cache", "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)["data"]
+    assert (row["format"], row["requests"], row["recorded_requests"], row["input_tokens"]) == (fmt, STEPS + 1, STEPS + 1, 100 * (STEPS + 1))
+    assert 0 < row["input_tokens_with_writeback"] < row["input_tokens"] and row["reasoning_tokens_resent"] > 0 and row["sealed_tokens"] == 0
+
+
+def _read_back_opencode(capsys, cli: str, run: Run, out: Path) -> None:
+    (sid,) = session_ids(run.process.stdout)
+    db = run.data / cli / f"{cli}.db"
+    records = _score(capsys, db, sid)
+    exported = export_session(cli, run, sid)
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    out.mkdir()
+    export = out / "export.json"
+    export.write_text(exported.stdout)
+    assert [(r["entropy_bits"], r["selected"]) for r in _score(capsys, export, sid)] == [(r["entropy_bits"], r["selected"]) for r in records]
+    code, _, err = run_cli(capsys, "prune", str(export), "--model", "fake", "-o", str(out / "pruned.json"))
+    assert code == 0, err
+    before, after = json.loads(exported.stdout), json.loads((out / "pruned.json").read_text())
+    parts = [p for m in after["messages"] for p in m["parts"] if p["type"] == "reasoning"]
+    assert [p["text"] for p in parts] == _pruned(records)
+    for p in parts:  # nothing else changed
+        p["text"] = None
+    for p in (p for m in before["messages"] for p in m["parts"] if p["type"] == "reasoning"):
+        p["text"] = None
+    assert after == before
+    _savings(capsys, db.parent, cli)
+
+
+def _read_back_qwen(capsys, run: Run, out: Path) -> None:
+    (chat,) = (run.home / ".qwen" / "projects").glob("*/chats/*.jsonl")
+    records = _score(capsys, chat, chat.stem)
+    out.mkdir()
+    code, _, err = run_cli(capsys, "prune", str(chat), "--model", "fake", "-o", str(out / "pruned.jsonl"))
+    assert code == 0, err
+    before = [json.loads(line) for line in chat.read_text().splitlines()]
+    after = [json.loads(line) for line in (out / "pruned.jsonl").read_text().splitlines()]
+    thoughts = [p for r in after if r["type"] == "assistant" for p in r["message"]["parts"] if p.get("thought")]
+    assert [p["text"] for p in thoughts] == _pruned(records)
+    for p in thoughts + [p for r in before if r["type"] == "assistant" for p in r["message"]["parts"] if p.get("thought")]:
+        p["text"] = None
+    assert after == before
+    _savings(capsys, run.home / ".qwen" / "projects", "qwen_code")
 
 
 # -- Anthropic Messages (OpenCode with @ai-sdk/anthropic) ------------------------------------
@@ -152,7 +230,7 @@ def _messages_main(up) -> list[dict]:
     return [b for b in (json.loads(raw) for raw in up.raw) if b.get("tools")]
 
 
-def test_opencode_through_serve_messages_plain_upstream(tmp_path):
+def test_opencode_through_serve_messages_plain_upstream(tmp_path, capsys):
     _need("opencode")
     with scripted_upstream(_messages_script()) as up, proxy(up.url) as (url, _):
         run = run_opencode("opencode", url, tmp_path, PROMPT, wire="messages", model="claude-sonnet-4-5")
@@ -177,6 +255,18 @@ def test_opencode_through_serve_messages_plain_upstream(tmp_path):
     assert [r["tool_use_id"] for r in results] == [f"toolu_{i}" for i in range(STEPS)]
     assert all(f"step {i}" in json.dumps(r["content"]) for i, r in enumerate(results))
     assert stats["total"]["steps_compressed"] == STEPS and stats["total"]["reasoning_tokens_removed"] > 0
+    # the session file keeps each step's thinking with its Anthropic signature: read back,
+    # the provider rule seals it (docs/FORMAT.md); prune writes the export back byte for byte
+    (sid,) = session_ids(run.process.stdout)
+    exported = export_session("opencode", run, sid)
+    export = tmp_path / "export.json"
+    export.write_text(exported.stdout)
+    code, _, err = run_cli(capsys, "prune", str(export), "--model", "fake", "-o", str(tmp_path / "pruned.json"))
+    assert code == 0 and (tmp_path / "pruned.json").read_bytes() == export.read_bytes()
+    assert f"{export}: 3 reasoning parts signed for anthropic left sealed" in err
+    code, out, err = run_cli(capsys, "savings", str(run.data / "opencode"), "--model", "fake", "--no-cache", "--json")
+    (row,) = json.loads(out)["data"]
+    assert (row["requests"], row["sealed"], row["input_tokens_with_writeback"]) == (STEPS + 1, ["anthropic"], row["input_tokens"]) and row["sealed_tokens"] > 0
 
 
 def test_opencode_through_serve_messages_sealed_upstream(tmp_path):
