@@ -114,7 +114,7 @@ def opencode_config(url: str, wire: str, model: str) -> dict:
         spec["interleaved"] = {"field": "reasoning_content"}
     return {
         "$schema": "https://opencode.ai/config.json", "model": f"iclr/{model}", "small_model": f"iclr/{model}",
-        "autoupdate": False, "share": "disabled", "permission": {"bash": "allow", "edit": "allow"},
+        "autoupdate": False, "share": "disabled", "enabled_providers": ["iclr"], "permission": {"bash": "allow", "edit": "allow"},
         "provider": {"iclr": {"npm": npm, "name": "iclr serve", "options": {"baseURL": url, "apiKey": "sk-e2e-test"}, "models": {model: spec}}},
     }
 
