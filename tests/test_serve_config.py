@@ -58,7 +58,7 @@ def test_without_a_config_nothing_comes_from_a_file():
 @pytest.mark.parametrize("text, line, message", [
     ('upstream = "http://x/v1"\n# max body\nmax_body_mb = 3\n', 3, "unknown key 'max_body_mb' (did you mean max-body-mb?)"),
     ('no-eager-scoring = true\n', 1, "unknown key 'no-eager-scoring' (write eager-scoring = false)"),
-    ('bogus = 1\n', 1, "unknown key 'bogus' (the keys are iclr serve's flags without the dashes: api-key-env, "),
+    ('bogus = 1\n', 1, "unknown key 'bogus' (the keys are iclr serve's flags without the dashes: allow-anyone, api-key-env, "),
     ('config = "other.toml"\n', 1, "unknown key 'config' (a config file cannot name another one)"),
     ('upstream = "http://x/v1"\n[serve]\nport = 1\n', 2, "table [serve]: iclr serve reads only top-level keys"),
     ('host = ["a", "b"]\n', 1, "key 'host': a list is not a value of --host"),

@@ -22,7 +22,7 @@ def serve(
     upstream: Annotated[str, typer.Option("--upstream", help="The upstream's base URL, where /v1 would end: https://api.deepseek.com, http://127.0.0.1:8000/v1, https://api.anthropic.com/v1, https://api.deepseek.com/anthropic/v1.", show_default=False)],
     upstream_kind: Annotated[Optional[UpstreamKind], typer.Option("--upstream-kind", help="Which reasoning rule the upstream follows (docs/serve.md, 'Each provider's reasoning rules'); default: guessed from the URL (loopback or private address: local, plain text).", show_default=False)] = None,
     sealed: Annotated[Sealed, typer.Option("--sealed", help="Signed or encrypted reasoning of a sealed upstream: keep it all (default), or drop-previous-turns: leave out what the provider documents as legal (earlier turns' thinking / reasoning items).")] = Sealed("keep"),
-    host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback exposes the proxy (and your upstream key) to the network.")] = "127.0.0.1",
+    host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback exposes the proxy to the network: with --api-key-env it then needs client keys (or --allow-anyone).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8788,
     variant: Annotated[str, typer.Option("--variant", "-v", help="none, iclr, iclr-ext, step-only, delete-all, random-R (e.g. random-10). iclr-ext is this project's hypothesis from the paper's externalization finding, not the paper's method: BottomK as iclr, but a block whose derived state (identifiers, paths, numbers, quoted text, code it introduced) has not yet reached an action, a written file or a tool result is never removed.")] = "iclr",
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
@@ -43,6 +43,9 @@ def serve(
     max_wait: Annotated[float, typer.Option("--max-wait", min=0, help="Seconds a request may wait for its steps' scores; a step not scored by then goes upstream as generated (late). inf: wait for every step (the paper's online rule).")] = DEFAULT_MAX_WAIT,
     late: Annotated[Late, typer.Option("--late", help="A step sent late: compress-later (compressed at the first later request that finds its scores ready: one prompt-cache rewrite from that step) or as-sent (left as generated for good: the cached prefix never changes).")] = Late(DEFAULT_LATE),
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the upstream key; it replaces the client's Authorization header (default: the client's header is forwarded).")] = None,
+    client_key_env: Annotated[Optional[str], typer.Option("--client-key-env", help="Environment variable holding the keys clients must send as their API key (Authorization: Bearer KEY or x-api-key: KEY): one, or several separated by commas or newlines. Every route but the health probes answers 401 without one; the client's key is never forwarded upstream.", show_default=False)] = None,
+    client_keys_file: Annotated[Optional[Path], typer.Option("--client-keys-file", dir_okay=False, help="A file of client keys, one a line (# starts a comment); with --client-key-env, both count.", show_default=False)] = None,
+    allow_anyone: Annotated[bool, typer.Option("--allow-anyone", help="Listen beyond loopback with --api-key-env and no client keys: anyone who reaches the port spends your upstream key. Without it that refuses to start.")] = False,
     state_dir: Annotated[Optional[str], typer.Option("--state-dir", help="Keep conversation state in DIR/serve.sqlite3 so a restart sends the same bytes (default: memory only).")] = None,
     max_conversations: Annotated[int, typer.Option("--max-conversations", min=1, help="Conversations kept (least recently used evicted).")] = 1000,
     restore_reasoning: Annotated[bool, typer.Option("--restore-reasoning", help="Re-insert the reasoning the upstream returned into assistant turns with tool calls that arrive without it, then compress it as usual: chat reasoning fields, reasoning_details and Gemini thought signatures; Anthropic thinking blocks (Claude Code drops those Anthropic did not sign) and their signatures (a client that ignores signature_delta sends an empty signature); Responses reasoning items. DeepSeek and Gemini answer 400 otherwise.")] = False,
@@ -75,6 +78,15 @@ def serve(
         api_key = os.environ.get(api_key_env)
         if not api_key:
             raise UsageError(f"--api-key-env {api_key_env}: the environment variable is not set")
+    from iclr_cli.serve import auth
+
+    keys = []
+    if client_key_env is not None:
+        keys += auth.from_env(client_key_env, os.environ.get(client_key_env))
+    if client_keys_file is not None:
+        keys += auth.from_file(client_keys_file)
+    client_keys = auth.ClientKeys(keys) if keys else None
+    auth.check_exposure(host, api_key is not None, client_keys, allow_anyone)
     try:
         import httpx_sse  # noqa: F401
         import prometheus_client  # noqa: F401
@@ -101,6 +113,7 @@ def serve(
         device=device,
         batch_size=batch_size,
         api_key=api_key,
+        client_keys=client_keys,
         state_dir=state_dir,
         max_conversations=max_conversations,
         restore_reasoning=restore_reasoning,
@@ -132,14 +145,16 @@ def serve(
 
             used, overridden = from_file(ctx)
             output.info(f"iclr serve: settings from {config}: {', '.join(used) or 'none'}" + (f" (the command line wins for {', '.join(overridden)})" if overridden else ""))
-        loopback = host in ("127.0.0.1", "localhost", "::1")
+        loopback = auth.is_loopback(host)
         if loopback:
             output.info(f"iclr serve: listening on {shown} port {port}, this machine only (--host to listen elsewhere)")
         output.info(f"iclr serve: point agents at http://{shown}:{port}/v1 (upstream {redact(upstream)}, variant {variant}, proxy {state.tokenizer.name}); stats at /stats, readiness at /health/readiness")
         handled = "compressed in place" if not kind.sealed else "signed and encrypted reasoning left sealed" + (", earlier turns' dropped" if options.sealed != "keep" else "")
         output.info(f"iclr serve: upstream kind {kind.name} ({why}): {kind.reasoning} reasoning, {handled}; --upstream-kind to change")
-        if not loopback:
-            output.warn(f"--host {host}: the proxy is reachable from the network; anyone who reaches it uses your upstream{' key' if api_key else ''}")
+        if client_keys is not None:
+            output.info(f"iclr serve: clients must send one of {len(client_keys)} client key{'s' if len(client_keys) > 1 else ''} as their API key (health probes need none); their keys are not forwarded upstream")
+        elif not loopback:
+            output.warn(f"--host {host}: the proxy is reachable from the network; anyone who reaches it uses your upstream{' key (--allow-anyone)' if api_key else ''}")
         server = make_server(uvicorn_config(app, host, port, log_level.value), state.stop)
         server.run(sockets=[sock])
     finally:

@@ -18,6 +18,9 @@
   (Prometheus text).
 - Any other ``/v1/...`` path (``/v1/models``, ``/v1/messages/count_tokens`` among them) is
   passed through untouched.
+- With client keys (``AppConfig.client_keys``), every route but the health probes first
+  checks the client's key (:mod:`iclr_cli.serve.auth`): 401 in the path's API error shape
+  without one of them.
 
 While a request waits for scoring (at most the latency budget, :mod:`iclr_cli.serve.budget`),
 the proxy watches its client and the shutdown: a client that has gone (Claude Code gives up
@@ -45,12 +48,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
 from iclr_cli.scoring.base import ScoringCancelled
 from iclr_cli.serve.along import Feeder, forget as forget_fed
+from iclr_cli.serve.auth import ClientKeys, RequireClientKey
 from iclr_cli.serve.budget import WAIT_LOG_S, Waiting, describe
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect
@@ -79,6 +83,8 @@ class AppConfig:
         describe: settings shown in ``/stats`` (variant, ratio, proxy model...).
         shutdown_grace_s: seconds the server gives requests in flight once it stops; a
             request still waiting for the upstream's answer is answered 503 a second before.
+        client_keys: the keys a client must present (:mod:`iclr_cli.serve.auth`); ``None``:
+            anyone who reaches the port is served.
     """
 
     upstream: UpstreamConfig
@@ -87,6 +93,7 @@ class AppConfig:
     worker_threads: int = 64
     describe: tuple[tuple[str, object], ...] = ()
     shutdown_grace_s: float = 5.0
+    client_keys: ClientKeys | None = field(default=None, repr=False)
 
 
 class _TooLarge(Exception):
@@ -427,6 +434,8 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
             **dict(config.describe),
             "conversations_held": len(convs),
             "keepalives_sent": state.stats.keepalives,
+            "client_keys": len(config.client_keys) if config.client_keys is not None else 0,
+            "unauthorized_requests": state.stats.unauthorized,
             "scorer_batches": getattr(scorer, "batches", None),
             "largest_scorer_batch": getattr(scorer, "largest_batch", None),
             "scorer_state": scorer.cache_info() if hasattr(scorer, "cache_info") else None,
@@ -451,4 +460,12 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/{path:path}", passthrough, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    middleware = []
+    if config.client_keys is not None:
+        from starlette.middleware import Middleware
+
+        def refusal(path: str, message: str) -> bytes:
+            return dialect_of(path.removeprefix("/v1/")).error_body(401, message, "invalid_request_error", "invalid_api_key")
+
+        middleware.append(Middleware(RequireClientKey, keys=config.client_keys, error_body=refusal, refused=state.stats.refused))
+    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from iclr_cli.errors import IclrError, UsageError
 from iclr_cli.policies import DEFAULT_RATIO, parse_variant
+from iclr_cli.serve.auth import ClientKeys
 from iclr_cli.serve.budget import DEFAULT_LATE, DEFAULT_MAX_WAIT, LATE_POLICIES, Budget
 
 
@@ -22,6 +23,9 @@ class ServeOptions:
     """Everything ``iclr serve`` is configured with (CLI options of the same names).
 
     ``api_key`` is the value of ``--api-key-env`` (never shown: ``repr`` leaves it out).
+    ``client_keys``: the keys clients must present (``--client-key-env``,
+    ``--client-keys-file``; :mod:`iclr_cli.serve.auth`), never forwarded upstream; ``None``:
+    no check, and the client's key goes upstream unless ``api_key`` replaces it.
     ``batch_wait_ms`` is how long the scorer thread waits for more steps once one is queued.
     ``keepalive_s``: seconds of silence on a relayed stream before the client gets its API's
     keep-alive (:mod:`iclr_cli.serve.keepalive`); 0 turns them off.
@@ -57,6 +61,7 @@ class ServeOptions:
     device: str | None = None
     batch_size: int = 8
     api_key: str | None = field(default=None, repr=False)
+    client_keys: ClientKeys | None = field(default=None, repr=False)
     state_dir: str | None = None
     max_conversations: int = 1000
     restore_reasoning: bool = False
@@ -211,8 +216,9 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         ("late", options.late),
     )
     app_config = AppConfig(
-        UpstreamConfig(options.upstream, options.api_key, options.request_timeout),
+        UpstreamConfig(options.upstream, options.api_key, options.request_timeout, forward_client_key=options.client_keys is None),
         max_body_bytes=options.max_body_bytes,
+        client_keys=options.client_keys,
         keepalive_s=options.keepalive_s,
         describe=describe,
         shutdown_grace_s=SHUTDOWN_GRACE_S,

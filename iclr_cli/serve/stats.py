@@ -223,6 +223,7 @@ class Metrics:
         self.waiting = Gauge("iclr_serve_requests_waiting_for_scores", "Requests waiting for their steps' scores now (each at most --max-wait)", registry=r)
         self.eager = Counter("iclr_serve_eager_scoring", "Steps scored ahead, once the reply was relayed, by outcome", ["outcome"], registry=r)
         self.keepalives = Counter("iclr_serve_keepalives", "Keep-alives sent on relayed streams while the upstream was silent", registry=r)
+        self.unauthorized = Counter("iclr_serve_unauthorized_requests", "Requests answered 401: no client key, or one that is not a client key", registry=r)
 
     def watch_scorer(self, info) -> None:
         """Export ``info()`` (a scorer's ``cache_info``: a dict, or ``None``) at each scrape."""
@@ -249,6 +250,7 @@ class Stats:
         self.metrics = Metrics()
         self.lock = threading.Lock()
         self.keepalives = 0  # in total only: keep-alives sent on silent relayed streams
+        self.unauthorized = 0  # in total only: requests refused for their client key
 
     def eager_event(self, outcome: str, n: int = 1) -> None:
         """Count ``n`` of one :class:`EagerCounts` outcome."""
@@ -328,6 +330,13 @@ class Stats:
         with self.lock:
             self.keepalives += 1
         self.metrics.keepalives.inc()
+
+    def refused(self) -> None:
+        """Count one request answered 401 for its client key (:mod:`iclr_cli.serve.auth`;
+        ``unauthorized_requests`` in ``/stats``)."""
+        with self.lock:
+            self.unauthorized += 1
+        self.metrics.unauthorized.inc()
 
     def request(self, conv: Counts | None, added_s: float, usage: Usage | None, outcome: str) -> None:
         """Record one finished request. ``outcome``: ``ok``, ``upstream_error`` (an error

@@ -7,7 +7,8 @@ upstream URL is the base URL an OpenAI client would use, ending where ``/v1`` wo
 hop-by-hop ones, ``Host``, ``Content-Length``, ``Accept-Encoding`` (the proxy asks for identity
 so it can read usage from what it relays) and the proxy's own ``X-Iclr-*``. ``Authorization``
 and ``x-api-key`` (Anthropic's API) are the client's unless ``--api-key-env`` named a key,
-which then replaces them; ``anthropic-version`` and ``anthropic-beta`` pass through. The answer's
+which then replaces them; with client keys (:mod:`iclr_cli.serve.auth`) the client's are
+dropped in any case, so only the ``--api-key-env`` key (or none) goes upstream; ``anthropic-version`` and ``anthropic-beta`` pass through. The answer's
 status, body and headers come back unchanged (minus hop-by-hop and length/encoding headers,
 which the ASGI server sets), so upstream errors reach the client as the upstream sent them.
 """
@@ -45,12 +46,15 @@ class UpstreamConfig:
             from ``--api-key-env``; never printed (``repr`` leaves it out).
         timeout_s: seconds to wait for the upstream to connect, or between two chunks.
         max_connections: connection pool size.
+        forward_client_key: send the client's ``Authorization`` / ``x-api-key`` on when no
+            ``api_key`` replaces them; ``False`` when they hold the proxy's client keys.
     """
 
     base_url: str
     api_key: str | None = field(default=None, repr=False)
     timeout_s: float = 600.0
     max_connections: int = 256
+    forward_client_key: bool = True
 
 
 class Upstream:
@@ -73,14 +77,16 @@ class Upstream:
         """Request headers for the upstream (see module docstring). With ``--api-key-env``
         the key replaces the value of each key header the client sent (``Authorization:
         Bearer KEY``, ``x-api-key: KEY``); a client that sent neither gets ``key_header``
-        (``x-api-key`` for Anthropic's API, ``authorization`` otherwise)."""
+        (``x-api-key`` for Anthropic's API, ``authorization`` otherwise). Without
+        ``forward_client_key`` the client's key headers never go upstream."""
         key = self.config.api_key
+        drop = bool(key) or not self.config.forward_client_key
         items = list(incoming.items())  # type: ignore[attr-defined]
         out = [
             (k, v)
             for k, v in items
             if k.lower() not in _HOP and not k.lower().startswith("x-iclr-")
-            and not (key and k.lower() in _KEY_HEADERS)
+            and not (drop and k.lower() in _KEY_HEADERS)
         ]
         if key:
             sent = [h for h in _KEY_HEADERS if any(k.lower() == h for k, _ in items)] or [key_header]
