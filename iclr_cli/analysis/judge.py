@@ -81,6 +81,8 @@ class AnswerCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path))
+        # WAL: an open connection then holds a lock `iclr cache rm` finds (iclr_cli.cache_dir.in_use)
+        self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, model TEXT, answer TEXT, at REAL)")
         self._db.commit()
 

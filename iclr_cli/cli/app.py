@@ -29,6 +29,7 @@ _COMMANDS: list[tuple[str, str, str]] = [
     ("analyze", "iclr_cli.cli.analyze", "app"),
     ("formats", "iclr_cli.cli.formats_cmd", "formats"),
     ("model", "iclr_cli.cli.model", "app"),
+    ("cache", "iclr_cli.cli.cache", "app"),
 ]
 
 

@@ -190,7 +190,11 @@ def ensure_folder(source: ModelSource) -> Path:
     Raises:
         IclrError: when the GGUF cannot be read or converted, or the cache cannot be written.
     """
-    if source.gguf is None or _cache_complete(source.folder):
+    if source.gguf is None:
+        return source.folder
+    if _cache_complete(source.folder):
+        with contextlib.suppress(OSError):  # a read-only cache (a container image) stays as it is
+            os.utime(source.folder)  # the last use, which `iclr cache` shows and `--older-than` reads
         return source.folder
     dest = source.folder
     dest.parent.mkdir(parents=True, exist_ok=True)
