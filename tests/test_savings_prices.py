@@ -3,6 +3,7 @@ each provider bills them, pi's recorded usage, Claude Code sub-agents counted wi
 session, recorded thinking tokens, and a run without the price package."""
 
 import json
+from datetime import datetime, timezone
 import os
 import sys
 
@@ -176,7 +177,11 @@ def test_pi_session_reads_the_usage_it_records_and_prices_it(tmp_path, capsys):
     assert s["input_tokens"] == sum(u["input"] + u["cacheRead"] for u in usages)  # not the proxy count
     assert s["cache_read_tokens"] == sum(u["cacheRead"] for u in usages)  # the cache column is filled
     assert s["input_tokens_with_writeback"] < s["input_tokens"]
-    rates = genai_prices.calc_price(genai_prices.Usage(input_tokens=1), "deepseek-reasoner", provider_id="deepseek").model_price
+    # at the session's own time: DeepSeek's price depends on the hour (off-peak discount), so
+    # rates "now" made this test pass or fail by the time of day it ran
+    when = datetime(2026, 3, 2, 9, 1, tzinfo=timezone.utc)
+    rates = genai_prices.calc_price(genai_prices.Usage(input_tokens=1), "deepseek-reasoner", provider_id="deepseek",
+                                    genai_request_timestamp=when).model_price
     by_hand = sum(u["input"] * float(rates.input_mtok) + u["cacheRead"] * float(rates.cache_read_mtok) + u["output"] * float(rates.output_mtok)
                   for u in usages) / 1e6
     assert s["cost_usd"] == pytest.approx(by_hand, abs=1e-6) and s["priced_requests"] == 6 and s["price_models"] == ["deepseek-reasoner"]
