@@ -52,7 +52,7 @@ def test_score_records_carry_row_and_id_and_match_the_file(tmp_path, pq_dir, row
     code, file_out, _ = run_cli(["score", str(OPENAI / "taubench_airline_gpt5_wiki_random.json"), "--model", "fake", "-q"], capsys)
     strip = lambda r: {k: v for k, v in r.items() if k not in ("trajectory", "row", "source")}
     assert [strip(r) for r in got if r["row"] == 0] == [strip(r) for r in records(file_out)]
-    assert len([r for r in got if r["row"] == 0]) == 24
+    assert len([r for r in got if r["row"] == 0]) == 17  # GPT-5 summary titles joined to their paragraphs (METHOD.md, "Blocks")
 
 
 def test_parquet_and_jsonl_sources_give_the_same_records(tmp_path, pq_dir, rows, capsys):
@@ -62,7 +62,7 @@ def test_parquet_and_jsonl_sources_give_the_same_records(tmp_path, pq_dir, rows,
         code, out, _ = run_cli(["score", "--dataset", str(src), "--model", "fake", "--shard-rows", "3", "-q"], capsys)
         assert code == 0
         outs.append([{k: v for k, v in r.items() if k != "source"} for r in records(out)])
-    assert outs[0] == outs[1] and len(outs[0]) == 299
+    assert outs[0] == outs[1] and len(outs[0]) == 292
 
 
 def test_score_parquet_output_equals_jsonl(tmp_path, pq_dir, capsys):
@@ -96,7 +96,7 @@ def test_prune_writes_same_rows_in_order_with_nulls_kept(tmp_path, pq_dir, rows,
             if changed:
                 edited += 1
                 assert mo["role"] == "assistant" and all("[SKIP]" in mn[k] for k in changed)
-    assert edited == 13  # 7 tau-bench turns, 3 reasoning_content and 3 <think> replies
+    assert edited == 10  # 4 tau-bench turns (the others hold one block once titles join their paragraphs), 3 reasoning_content and 3 <think> replies
     # tau-bench's first user message had no tool_calls: null in the dataset, null after pruning
     assert new[0]["messages"][1]["tool_calls"] is None and new[0]["messages"][1]["reasoning_content"] is None
 
@@ -303,7 +303,7 @@ def test_split_chooses_the_dataset_split_and_block_split_the_splitter(tmp_path, 
     code, out, _ = run_cli(["score", "--dataset", str(folder), "--model", "fake", "-q"], capsys)
     assert code == 0 and {r["trajectory"] for r in records(out)} == {with_steps[0]["id"]}
     by_sentence = run_cli(["score", "--dataset", str(folder), "--block-split", "sentence", "--model", "fake", "-q"], capsys)
-    assert by_sentence[0] == 0 and len(records(by_sentence[1])) == 72 > len(records(out)) == 24
+    assert by_sentence[0] == 0 and len(records(by_sentence[1])) == 65 > len(records(out)) == 17
     # --split was the block splitter before: such a value without --dataset is refused, not ignored.
     code, _, err = run_cli(["score", str(OPENAI / "taubench_airline_gpt5_wiki_random.json"), "--split", "line", "--model", "fake"], capsys)
     assert code == 2 and "--block-split" in err and "no --dataset" in err

@@ -396,8 +396,11 @@ def _read(value: object, where: Where) -> list[Trajectory] | None:
     return [Trajectory(traj_id, tuple(reader.prompt), steps, meta=meta)]
 
 
-def _evidence(messages: list) -> tuple[int, str] | None:
-    """How specific the AI SDK evidence in ``messages`` is (sniff)."""
+def _evidence(messages: list, envelope: bool = False) -> tuple[int, str] | None:
+    """How specific the AI SDK evidence in ``messages`` is (sniff). Reasoning parts with
+    ``text`` alone are weak evidence: Roo Code's Anthropic-shaped history (messages stamped with
+    ``ts``) holds the same blocks, so outside the ``{version: 2, messages}`` envelope such a
+    history is left to the ``anthropic`` adapter."""
     ui = [m for m in messages if _is_ui(m) and isinstance(m.get("id"), str)]
     ui_types = {p["type"] for m in ui for p in m["parts"] if isinstance(p, dict) and isinstance(p.get("type"), str)
                 and not ({"sessionID", "messageID"} & set(p))}  # opencode's parts carry their session and message ids
@@ -411,7 +414,8 @@ def _evidence(messages: list) -> tuple[int, str] | None:
         seen.append("providerOptions")
     if seen:
         return MARKER, f"AI SDK ModelMessages ({', '.join(seen)})"
-    if types <= _MODEL_CONTENT and any(isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("content"), list)
+    roo = not envelope and any(isinstance(m, dict) and "ts" in m for m in messages)
+    if types <= _MODEL_CONTENT and not roo and any(isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("content"), list)
            and any(isinstance(p, dict) and p.get("type") == "reasoning" and isinstance(p.get("text"), str) for p in m["content"]) for m in messages):
         return STRUCTURE + 3, "AI SDK ModelMessages (reasoning parts with 'text')"
     return None
@@ -433,7 +437,7 @@ class AiSdkAdapter(WriteBackAdapter):
             found = _messages(rec)
             if found is None:
                 continue
-            got = _evidence(found[0])
+            got = _evidence(found[0], envelope=isinstance(rec, dict) and rec.get("version") == 2)
             if got is not None and (best is None or got[0] > best[0]):
                 best = got
         return Match(*best) if best else None
