@@ -449,10 +449,10 @@ def test_prune_summary_names_sealed_reasoning(tmp_path, capsys):
     assert summary_value(err, "input tokens re-sent, static").endswith("(0%)")
     assert summary_value(err, "reasoning parts left sealed (provider rule)") == "3 (anthropic signed 3)"
     code, _, err = run_cli(capsys, "prune", str(path), "--variant", "delete-all", "--model", "fake", "--signed-thinking", "edit", "-o", str(tmp_path / "out.jsonl"))
-    # edited on request: the static estimate still names Anthropic-signed thinking as sealed
-    # (what the provider keeps re-reading), as 'iclr savings' does
+    # edited on request: the file now holds the emptied thinking, so the static estimate takes
+    # it off (nothing is left sealed to count apart)
     row = summary_value(err, "input tokens re-sent, static")
-    assert code == 0 and "sealed reasoning not counted" in row
+    assert code == 0 and row == "3,812 -> 3,767 (-1.2%)"
 
 
 def test_report_html_for_a_file_plots_input_per_request_recorded_and_with_writeback(tmp_path, capsys):

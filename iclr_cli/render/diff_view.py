@@ -163,9 +163,9 @@ def render_summary(diff: Diff) -> Group:
         ("trajectories", str(s.trajectories)),
         ("steps", str(s.steps)),
         ("steps changed", str(s.steps_changed)),
-        ("reasoning blocks", blocks_cell(s.blocks, s.sealed)),
+        ("reasoning blocks", blocks_cell(s.blocks, s.sealed_blocks)),
         ("blocks kept", str(s.kept)),
-        ("blocks removed", blocks_removed_cell(s.removed, s.whole_items, s.whole_blocks)),
+        ("blocks removed", blocks_removed_cell(s.removed, s.dropped_whole, s.dropped_whole_blocks)),
     ]
     if s.changed or s.added:
         rows += [("blocks changed", str(s.changed)), ("blocks added", str(s.added))]

@@ -156,7 +156,10 @@ class TrajectoryDiff:
 class DiffSummary(TokenViews):
     """Totals over the whole diff (not only the steps shown). ``tokens``: the reasoning-token
     accounting by :attr:`Diff.tokenizer`, the same definition as ``prune``'s summary;
-    ``entropy_min``/``entropy_max`` (bits) span the known block entropies (the heat scale)."""
+    ``entropy_min``/``entropy_max`` (bits) span the known block entropies (the heat scale).
+    ``blocks`` counts candidates; ``sealed_blocks`` the blocks of sealed reasoning apart (as
+    ``score`` and ``prune`` count them); ``dropped_whole`` encrypted items the writer dropped
+    whole, holding ``dropped_whole_blocks`` of the removed blocks."""
 
     trajectories: int
     steps: int
@@ -169,9 +172,9 @@ class DiffSummary(TokenViews):
     tokens: ReasoningTokens
     entropy_min: float | None
     entropy_max: float | None
-    sealed: int = 0
-    whole_items: int = 0
-    whole_blocks: int = 0
+    sealed_blocks: int = 0
+    dropped_whole: int = 0
+    dropped_whole_blocks: int = 0
 
 
 @dataclass(frozen=True)
@@ -400,9 +403,9 @@ def summarize(trajectories: Sequence[TrajectoryDiff]) -> DiffSummary:
         tokens=sum((s.tokens for s in steps), ReasoningTokens()),
         entropy_min=min(entropies) if entropies else None,
         entropy_max=max(entropies) if entropies else None,
-        sealed=sum(len(s.sealed_blocks) for s in steps),
-        whole_items=sum(s.whole for s in steps),
-        whole_blocks=sum(s.whole_blocks for s in steps),
+        sealed_blocks=sum(len(s.sealed_blocks) for s in steps),
+        dropped_whole=sum(s.whole for s in steps),
+        dropped_whole_blocks=sum(s.whole_blocks for s in steps),
     )
 
 
