@@ -437,17 +437,27 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
 @dataclass
 class NotAsAsked:
     """Reasoning parts whose write-back differs from what the variant asked (docs/method.md, "Token counts"):
-    ``dropped`` went out whole with their item (written ``""``, asked something else),
+    ``dropped`` went out whole with their item (written ``""``, asked something else: an
+    encrypted item under ``--encrypted-reasoning drop``, docs/FORMAT.md), holding
+    ``dropped_blocks`` blocks of which the variant had asked to remove ``dropped_asked``;
     ``kept`` were left unedited (written as generated, asked an edit)."""
 
     dropped: int = 0
     kept: int = 0
+    dropped_blocks: int = 0
+    dropped_asked: int = 0
 
-    def add(self, asked: Step, generated: Step, written: Step) -> None:
-        for a, g, w in zip(asked.reasoning, generated.reasoning, written.reasoning):
+    def add(self, asked: Step, generated: Step, written: Step, report: StepReport | None = None) -> None:
+        """Count the parts of one step; ``report`` (the step's blocks as the variant selected
+        them) adds the blocks of the parts dropped whole."""
+        for i, (a, g, w) in enumerate(zip(asked.reasoning, generated.reasoning, written.reasoning)):
             if w.text != a.text:
                 self.dropped += w.text == ""
                 self.kept += w.text == g.text and w.text != ""
+                if w.text == "" and report is not None:
+                    mine = [b for b in report.blocks if b.part == i]
+                    self.dropped_blocks += len(mine)
+                    self.dropped_asked += sum(b.selected for b in mine)
 
 
 def as_written(results: Sequence[CompressionResult], written: Sequence[Trajectory], tokenizer: Tokenizer, not_as_asked: NotAsAsked | None = None) -> list[CompressionResult]:
@@ -469,7 +479,7 @@ def as_written(results: Sequence[CompressionResult], written: Sequence[Trajector
         reports = []
         for report, generated, asked, wrote in zip(result.steps, result.original.steps, result.compressed.steps, traj.steps):
             if not_as_asked is not None:
-                not_as_asked.add(asked, generated, wrote)
+                not_as_asked.add(asked, generated, wrote, report)
             report = _as_written_step(report, generated, asked, wrote, count)
             # reasoning the provider rule left sealed was generated and is written as it was
             sealed = [p.text for p in generated.parts if isinstance(p.ref, Sealed)]
@@ -512,17 +522,20 @@ class Summary(TokenViews):
     compressed: int = 0  # steps whose reasoning already holds [SKIP] blocks (a pruned file)
     resent: Totals = field(default_factory=Totals)  # prune: the static estimate of the input re-sent (iclr savings)
     sealed: Counter = field(default_factory=Counter)  # reasoning parts left sealed by the provider rule, by (kind, what)
+    sealed_blocks: int = 0  # blocks of those parts, split as the candidates are (never candidates themselves)
+    splitter: str = "paragraph"  # the --block-split the sealed blocks are counted with
 
     def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
         """Add the reports of ``results`` (and the unrecognised count of ``doc``), and the
         reasoning parts the provider rule left sealed (:mod:`iclr_cli.formats.sealing`)."""
-        from iclr_cli.formats.sealing import sealed_parts
+        from iclr_cli.formats.sealing import sealed_block_count, sealed_parts
 
         if doc is not None:
             self.unrecognised += len(doc.unrecognised)
         for result in results:
             self.trajectories += 1
             self.sealed.update((s.kind, s.what) for s in sealed_parts(result.original))
+            self.sealed_blocks += sealed_block_count(result.original, self.splitter)
             self.compressed += sum(_holds_skip(step) for step in result.original.steps)
             for report in result.steps:
                 self._add_step(report)

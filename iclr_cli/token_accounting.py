@@ -135,3 +135,29 @@ def summary_rows(tokens: ReasoningTokens, tokenizer: str) -> list[tuple[str, obj
         ("reasoning tokens written", tokens.written),
         ("deletion ratio (deleted / generated)", "-" if ratio is None else f"{ratio:.3f}"),
     ]
+
+
+WHOLE_ITEM_WHY = "encrypted reasoning can't be edited"
+"""Why a reasoning item went out whole: its text sits beside ``encrypted_content`` (OpenAI
+Responses / Codex), which the provider decrypts and re-reads in place of the text, so an edited
+text would change nothing; ``--encrypted-reasoning drop`` removes the item instead
+(docs/FORMAT.md, "Provider rules"; :class:`iclr_cli.formats.base.OpaqueEdits`)."""
+
+
+def blocks_removed_cell(removed: int, whole_items: int, whole_blocks: int) -> str:
+    """The "blocks removed" cell of ``prune``'s and ``diff``'s summaries, alike: ``removed``,
+    and when ``whole_items`` encrypted items went whole, how many of the removed blocks they
+    held and why: ``5 (5 in 2 items dropped whole: encrypted reasoning can't be edited)``."""
+    if not whole_items:
+        return str(removed)
+    return f"{removed} ({whole_blocks} in {whole_items} item{'s' if whole_items != 1 else ''} dropped whole: {WHOLE_ITEM_WHY})"
+
+
+def blocks_cell(candidates: int, sealed: int) -> str:
+    """The "reasoning blocks" cell of ``score``'s, ``prune``'s and ``diff``'s summaries, alike:
+    the blocks a variant may select, and apart the blocks of reasoning the provider rule left
+    sealed (:mod:`iclr_cli.formats.sealing`: read as context, never a candidate), which
+    ``floor(rho * N)`` does not count: ``0 (+17 sealed by the provider rule, not candidates)``."""
+    if not sealed:
+        return str(candidates)
+    return f"{candidates} (+{sealed} sealed by the provider rule, not candidates)"

@@ -145,7 +145,7 @@ def test_cli_writes_records_table_and_html(tiny_dir, tmp_path, capsys):  # noqa:
     assert {r["layer"] for r in records} == {0, 1} and all(r["source"] == str(src) for r in records)
     assert "mean repair" in err and "2 patched" in err
     html = page.read_text()
-    assert 'id="plot-repair"' in html and 'id="plot-top1"' in html and "<script" in html
+    assert 'id="plot-repair"' in html and 'id="plot-top1"' in html and html.count("<svg") == 2 and "<script" not in html
 
 
 def test_cli_refuses_the_fake_model_and_bad_layers(tiny_dir, tmp_path, capsys):  # noqa: F811

@@ -1,6 +1,7 @@
 """``iclr savings`` as users run it: token sources, folders, the cache, Ctrl-C, --since, JSON."""
 
 import json
+import re
 
 import orjson
 import pytest
@@ -449,10 +450,29 @@ def test_prune_summary_names_sealed_reasoning(tmp_path, capsys):
     assert summary_value(err, "input tokens re-sent, static").endswith("(0%)")
     assert summary_value(err, "reasoning parts left sealed (provider rule)") == "3 (anthropic signed 3)"
     code, _, err = run_cli(capsys, "prune", str(path), "--variant", "delete-all", "--model", "fake", "--signed-thinking", "edit", "-o", str(tmp_path / "out.jsonl"))
-    # edited on request: the static estimate still names Anthropic-signed thinking as sealed
-    # (what the provider keeps re-reading), as 'iclr savings' does
+    # edited on request: the file now holds the emptied thinking, so the static estimate takes
+    # it off (nothing is left sealed to count apart)
     row = summary_value(err, "input tokens re-sent, static")
-    assert code == 0 and "sealed reasoning not counted" in row
+    assert code == 0 and row == "3,812 -> 3,767 (-1.2%)"
+
+
+def test_report_html_of_a_tiny_session_is_small_self_contained_and_holds_its_content(tmp_path, capsys):
+    # plotly.js inlined made this page 4.8 MB; drawn as inline SVG its size follows the content
+    pytest.importorskip("plotly")
+    path = write(tmp_path / "chat3.json", CHAT3)
+    page = tmp_path / "report.html"
+    code, _, err = run_cli(capsys, "report", str(path), "--variant", "delete-all", "--model", "fake", "--html", str(page))
+    assert code == 0, err
+    text = page.read_text()
+    assert page.stat().st_size < 30_000
+    # opens offline: nothing to run, nothing fetched (no src/href, no url() in styles)
+    assert "<script" not in text and not re.search(r"\b(src|href)\s*=|url\(|@import", text)
+    # the content: the savings row, and one point per request for both lines with its value
+    assert "<tr><td>chat3.json</td><td>3</td><td>98</td><td>11</td><td>87 (-11.2%)</td>" in text
+    svg = re.search(r'<div id="plot-savings" class="plot">(<svg.*?</svg>)</div>', text).group(1)
+    tips = re.findall(r"<title>([^<]+)</title></circle>", svg)
+    assert [t.split(" ", 1)[1].split(")")[0] + ")" for t in tips] == ["as recorded: (1, 12)", "as recorded: (2, 32)", "as recorded: (3, 54)",
+                                                                      "with write-back: (1, 12)", "with write-back: (2, 29)", "with write-back: (3, 46)"]
 
 
 def test_report_html_for_a_file_plots_input_per_request_recorded_and_with_writeback(tmp_path, capsys):

@@ -10,7 +10,7 @@ from iclr_cli.formats.base import Document
 from iclr_cli.pipeline import ScorerConfig, Summary
 from iclr_cli.savings.estimate import Totals
 from iclr_cli.render.output import Output
-from iclr_cli.token_accounting import summary_rows
+from iclr_cli.token_accounting import WHOLE_ITEM_WHY, blocks_cell, blocks_removed_cell, summary_rows
 
 
 def scorer_config(model: str, max_tokens: int | None, overflow: str, dtype: str, no_prefix_cache: bool, batch_size: int | None,
@@ -131,9 +131,14 @@ def sealed_row(sealed) -> tuple[str, str]:
 
 def _removed_value(summary: Summary, variant: str) -> str | int:
     """The blocks-removed cell: random-R deletes tokens anywhere in a step's reasoning (METHOD.md,
-    "Variants"), not whole blocks, so its cell says how many tokens went beside the whole blocks."""
+    "Variants"), not whole blocks, so its cell says how many tokens went beside the whole blocks.
+    Blocks that went with an encrypted item dropped whole are named with the reason, as
+    ``iclr diff`` of the output names them (:func:`~iclr_cli.token_accounting.blocks_removed_cell`),
+    and with how many of them the variant chose."""
+    missed = summary.not_as_asked
     if not variant.startswith("random-"):
-        return summary.removed
+        cell = blocks_removed_cell(summary.removed, missed.dropped, missed.dropped_blocks)
+        return cell if not missed.dropped else f"{cell[:-1]}; --variant {variant} chose {missed.dropped_asked} of them)"
     return f"{summary.removed} whole; {variant} deletes tokens, not blocks: {summary.tokens.deleted:,} tokens deleted"
 
 
@@ -152,7 +157,7 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
         ("steps", summary.steps),
         ("steps with reasoning", summary.steps_with_reasoning),
         ("steps with one block (N = 1)", summary.one_block),
-        ("reasoning blocks", summary.blocks),
+        ("reasoning blocks", blocks_cell(summary.blocks, summary.sealed_blocks)),
         (selected, _removed_value(summary, variant)),
         *summary_rows(summary.tokens, tokenizer_name),
         *([resent_row(summary.resent)] if summary.resent.requests else []),
@@ -174,8 +179,8 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
     missed = summary.not_as_asked
     if missed.dropped:
         out.warn(
-            f"--variant {variant} could not be applied as asked to {missed.dropped} reasoning part(s) with encrypted_content: "
-            "--encrypted-reasoning drop removed their items whole; the summary counts them as fully deleted"
+            f"--variant {variant} could not be applied as asked to {missed.dropped} reasoning part(s) with encrypted_content "
+            f"({WHOLE_ITEM_WHY}): --encrypted-reasoning drop removed their items whole; the summary counts them as fully deleted"
         )
     if missed.kept:
         out.warn(

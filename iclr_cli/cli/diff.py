@@ -62,6 +62,7 @@ def diff(
 
 def _build(original: str, pruned: str, *, score: bool, scores_file: str | None, model: str, variant: str, ratio: float, max_tokens: int, split: str, fmt):
     from iclr_cli.errors import UsageError
+    from iclr_cli.formats.sealing import default_sealed  # sealed reasoning counted apart, as score counts it
     from iclr_cli.jsonio import read_input
     from iclr_cli.render import diffdata, diffinput
     from iclr_cli.token_accounting import token_counter
@@ -74,11 +75,14 @@ def _build(original: str, pruned: str, *, score: bool, scores_file: str | None, 
     count = token_counter(tokenizer)
     if score_a or score_b:
         (scores_name, scores_data), input_name = ((original, data_a), pruned) if score_a else ((pruned, data_b), original)
-        trajectories = _load(input_name, fmt)
+        doc = _load_doc(input_name, fmt)
+        trajectories = doc.trajectories
         scores = diffinput.read_scores(scores_data, scores_name)
         diffinput.check_ids(scores, [t.id for t in trajectories], scores_name, input_name)
-        return diffdata.diff_scores(trajectories, scores, original_name=input_name, scores_name=scores_name, count_tokens=count, tokenizer=tokenizer.name, splitter=split)
-    before, after = _load(original, fmt), _load(pruned, fmt)
+        return diffdata.diff_scores(trajectories, scores, original_name=input_name, scores_name=scores_name, count_tokens=count, tokenizer=tokenizer.name,
+                                    splitter=split, sealed=default_sealed(doc))
+    doc = _load_doc(original, fmt)
+    before, after = doc.trajectories, _load(pruned, fmt)
     scores, source = None, None
     if score and scores_file:
         raise UsageError("give --score (compute entropies) or --scores FILE (read them), not both")
@@ -89,14 +93,18 @@ def _build(original: str, pruned: str, *, score: bool, scores_file: str | None, 
         scores, source = _compute_scores(original, before, model, variant, ratio, max_tokens, split)
     return diffdata.diff_files(
         before, after, original_name=original, pruned_name=pruned, count_tokens=count, tokenizer=tokenizer.name,
-        scores=scores, scores_from=source, splitter=split,
+        scores=scores, scores_from=source, splitter=split, sealed=default_sealed(doc),
     )
 
 
-def _load(path: str, fmt):
+def _load_doc(path: str, fmt):
     from iclr_cli.formats import registry
 
-    return registry.load(path, fmt)[1].trajectories
+    return registry.load(path, fmt)[1]
+
+
+def _load(path: str, fmt):
+    return _load_doc(path, fmt).trajectories
 
 
 def _tokenizer(model: str):

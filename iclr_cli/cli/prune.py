@@ -90,7 +90,7 @@ def prune(
         raise UsageError("give a trajectory file ('-' for stdin) or --dataset")
     output = in_place_target(input, output) if in_place else output
     out = Output(output, quiet=quiet, force=force, inputs=() if in_place else [input], in_place="--in-place")
-    summary = Summary()
+    summary = Summary(splitter=splitter)
     sealer = Sealer(signed.value, edits)  # the provider rule table, as iclr serve applies it
     warned = False
 
@@ -126,7 +126,8 @@ def prune(
                 # Count what was written, not what compression asked for (Codex items dropped
                 # whole or kept unedited).
                 summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
-                # ...but the input re-sent as 'iclr savings' estimates it: sealed reasoning apart
-                summary.resent = summary.resent + static_totals(results, token_counter(tokenizer), edits)
+                # ...and the input re-sent as 'iclr savings' estimates it, of what was written:
+                # reasoning counted apart as sealed only where an asked edit was left out
+                summary.resent = summary.resent + static_totals(results, token_counter(tokenizer), edits, wrote.written)
     print_summary(out, summary, tokenizer.name, parsed.name, splitter=splitter if parsed.needs_scores else None,
                   scorer=config.describe(getattr(scorer, "max_tokens", None)) if parsed.needs_scores else None)

@@ -77,7 +77,7 @@ def score(
         return run_dataset_command("score", args, inputs, config.settings(parsed, ratio=ratio, splitter=splitter), config, out, target=output, fmt=fmt, skip_bad_rows=skip_bad_lines, strict=strict, opaque=opaque.value, signed=signed.value)
     if not inputs:
         raise UsageError("give trajectory files ('-' for stdin) or --dataset")
-    summary, ids = Summary(), IdRegistry()
+    summary, ids = Summary(splitter=splitter), IdRegistry()
     records = 0
     warned = False
 
@@ -120,6 +120,10 @@ def score(
                     wrote = write_document(item.adapter, doc, [r.compressed for r in results], opaque=OpaqueEdits(opaque.value))
                     summary.add(as_written(results, wrote.written, tokenizer, summary.not_as_asked), doc)
     if records == 0:  # an empty output must not look like a failed or cut run
-        out.info("no reasoning blocks in the input: nothing to score (0 records written)")
+        if summary.sealed_blocks:
+            out.info(f"no reasoning block a variant may edit: all {summary.sealed_blocks} are sealed by the provider rule "
+                     "(see the warning above; --signed-thinking / --encrypted-reasoning choose otherwise), so nothing to score (0 records written)")
+        else:
+            out.info("no reasoning blocks in the input: nothing to score (0 records written)")
     print_summary(out, summary, tokenizer.name, parsed.name, command="score", splitter=splitter if parsed.needs_scores else None,
                   scorer=config.describe(getattr(scorer, "max_tokens", None)) if parsed.needs_scores else None)

@@ -91,6 +91,8 @@ def merge_summary(into: Summary, other: Summary) -> None:
     """Add ``other``'s totals to ``into`` (counts add, lists extend)."""
     for f in dataclasses.fields(Summary):
         mine, theirs = getattr(into, f.name), getattr(other, f.name)
+        if isinstance(mine, str):
+            continue  # a setting (the splitter), not a count
         if isinstance(mine, list):
             mine.extend(theirs)
         elif dataclasses.is_dataclass(mine) and not hasattr(mine, "__add__"):

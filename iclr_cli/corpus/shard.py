@@ -130,7 +130,7 @@ class ShardProcessor:
 
         records, stats, new_cells = [], [], []
         for row, value, cell, row_names, row_results, error in zip(rows, stored, cells, names, per_row, errors):
-            summary = Summary()
+            summary = Summary(splitter=job.settings.splitter)
             warnings = [str(row_error(error))] if error else []
             if cell is not None:
                 warnings += cell.doc.warnings + _unrecognised(spec, row, cell)

@@ -67,6 +67,31 @@ def sealed_parts(traj: Trajectory) -> list[Sealed]:
     return [p.ref for step in traj.steps for p in step.parts if p.kind == "reasoning" and isinstance(p.ref, Sealed)]
 
 
+def sealed_block_count(traj: Trajectory, splitter: str) -> int:
+    """Candidate blocks (:func:`iclr_cli.blocks.is_candidate`) of ``traj``'s sealed reasoning,
+    split with ``splitter`` as scorable reasoning is: what ``score``, ``prune`` and ``diff``
+    report beside the candidates as sealed."""
+    from iclr_cli.blocks import is_candidate, split_blocks
+
+    return sum(is_candidate(b) for step in traj.steps for p in step.parts if p.kind == "reasoning" and isinstance(p.ref, Sealed)
+               for b in split_blocks(p.text, splitter).blocks)
+
+
+def default_sealed(doc: Document) -> dict[tuple[str, int], dict[int, str]]:
+    """Which reasoning of ``doc`` the default rule (:class:`Sealer` with ``seal`` for both)
+    seals, for ``iclr diff``, which reads files as they are: by ``(trajectory id, step index)``
+    the positions among the step's scorable reasoning parts (``Step.reasoning`` of ``doc``),
+    each with what sealed it (:data:`SIGNED` or :data:`ENCRYPTED`)."""
+    out: dict[tuple[str, int], dict[int, str]] = {}
+    for before, after in zip(doc.trajectories, Sealer().apply(doc).trajectories):
+        for s0, s1 in zip(before.steps, after.steps):
+            scorable = [p1 for p0, p1 in zip(s0.parts, s1.parts) if p0.is_scorable_reasoning]
+            found = {i: p.ref.what for i, p in enumerate(scorable) if isinstance(p.ref, Sealed)}
+            if found:
+                out[(before.id, s0.index)] = found
+    return out
+
+
 @dataclass
 class Sealer:
     """Applies the provider rule to the documents of one input (see module docstring).

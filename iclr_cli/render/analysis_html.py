@@ -3,8 +3,8 @@
 The page holds the summary table (mean repair per layer with its bootstrap 95% interval and
 n, top-1 agreement) and two plots: mean repair against the patched layer with the interval
 as a band (the paper's Figure/Table 13 curve), with the per-boundary curves faint behind it;
-and top-1 agreement against the layer. plotly.js is inlined once, so the file opens with no
-network, as ``iclr report --html`` does (:mod:`iclr_cli.render.report_html`).
+and top-1 agreement against the layer. The figures are drawn as inline SVG, so the file opens
+with no network, as ``iclr report --html`` does (:mod:`iclr_cli.render.report_html`).
 """
 
 from __future__ import annotations

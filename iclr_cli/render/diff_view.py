@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from iclr_cli.render.diffdata import BlockDiff, Diff, Folded, Gap, StepDiff, TrajectoryDiff
-from iclr_cli.token_accounting import summary_rows
+from iclr_cli.token_accounting import WHOLE_ITEM_WHY, blocks_cell, blocks_removed_cell, summary_rows
 
 # Sequential cold-to-hot scale (ColorBrewer RdYlBu, reversed): low entropy = blue.
 HEAT = ("#4575b4", "#74add1", "#abd9e9", "#e0f3f8", "#fee090", "#fdae61", "#f46d43", "#d73027")
@@ -65,6 +65,8 @@ def _styled(text: str, style: str = "") -> Text:
 
 def _block_rows(block: BlockDiff, diff: Diff) -> list[tuple[Text, Text, Text]]:
     mark = _MARK[block.status]
+    if block.sealed:  # as generated, never a candidate: read as context only
+        return [(Text(mark), _tag(block, diff), _styled(block.text, "dim"))]
     if block.status == "kept":
         return [(Text(mark), _tag(block, diff), _styled(block.text))]
     if block.status == "removed":
@@ -95,8 +97,14 @@ def step_title(step: StepDiff) -> str:
     removed = sum(b.status == "removed" for b in blocks)
     changed = sum(b.status == "changed" for b in blocks)
     parts = [f"step {step.step}"]
-    if blocks:
-        parts.append(f"{removed}/{sum(b.status != 'added' for b in blocks)} blocks removed" + (f", {changed} changed" if changed else ""))
+    sealed = len(step.sealed_blocks)
+    if blocks or sealed:
+        head = f"{removed}/{sum(b.status != 'added' for b in blocks)} blocks removed" + (f", {changed} changed" if changed else "")
+        if step.whole:
+            head += f" ({'item' if step.whole == 1 else f'{step.whole} items'} dropped whole: {WHOLE_ITEM_WHY})"
+        if sealed:
+            head += f" (+{sealed} sealed by the provider rule, not candidates)"
+        parts.append(head)
         t = step.tokens
         marks = f" incl. {t.markers} [SKIP]" if t.markers else ""
         parts.append(f"reasoning {t.generated} -> {t.written} tokens{marks}, {t.deleted} deleted")
@@ -155,9 +163,9 @@ def render_summary(diff: Diff) -> Group:
         ("trajectories", str(s.trajectories)),
         ("steps", str(s.steps)),
         ("steps changed", str(s.steps_changed)),
-        ("reasoning blocks", str(s.blocks)),
+        ("reasoning blocks", blocks_cell(s.blocks, s.sealed_blocks)),
         ("blocks kept", str(s.kept)),
-        ("blocks removed", str(s.removed)),
+        ("blocks removed", blocks_removed_cell(s.removed, s.dropped_whole, s.dropped_whole_blocks)),
     ]
     if s.changed or s.added:
         rows += [("blocks changed", str(s.changed)), ("blocks added", str(s.added))]

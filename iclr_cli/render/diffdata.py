@@ -75,6 +75,9 @@ class BlockDiff:
         new_text: the pruned text for ``changed`` and ``added``, else ``None``.
         entropy_bits: mean token entropy in bits, when known.
         n_tokens: proxy tokens the entropy is a mean over, when known.
+        sealed: the block lies in reasoning the provider rule left sealed
+            (:func:`iclr_cli.formats.sealing.default_sealed`, unchanged in the pruned copy):
+            shown as kept, never a candidate, counted apart as ``score`` counts it.
     """
 
     part: int
@@ -84,6 +87,7 @@ class BlockDiff:
     new_text: str | None = None
     entropy_bits: float | None = None
     n_tokens: int | None = None
+    sealed: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,17 +109,27 @@ Item = BlockDiff | Folded
 class StepDiff(TokenViews):
     """One assistant turn: its items in causal order, its reasoning-token accounting (the one
     definition of :mod:`iclr_cli.token_accounting`, counted by :attr:`Diff.tokenizer`), and
-    why the scorer skipped it, if it did."""
+    why the scorer skipped it, if it did. ``whole``: encrypted reasoning items (text beside
+    ``encrypted_content``) the writer dropped whole, holding ``whole_blocks`` blocks
+    (:data:`iclr_cli.token_accounting.WHOLE_ITEM_WHY`)."""
 
     trajectory: str
     step: int
     items: tuple[Item, ...]
     tokens: ReasoningTokens
     skipped: str | None = None
+    whole: int = 0
+    whole_blocks: int = 0
 
     @property
     def blocks(self) -> tuple[BlockDiff, ...]:
-        return tuple(i for i in self.items if isinstance(i, BlockDiff))
+        """The candidate blocks (sealed ones left out, see :attr:`sealed_blocks`)."""
+        return tuple(i for i in self.items if isinstance(i, BlockDiff) and not i.sealed)
+
+    @property
+    def sealed_blocks(self) -> tuple[BlockDiff, ...]:
+        """Blocks of reasoning the provider rule left sealed."""
+        return tuple(i for i in self.items if isinstance(i, BlockDiff) and i.sealed)
 
     @property
     def changed(self) -> bool:
@@ -142,7 +156,10 @@ class TrajectoryDiff:
 class DiffSummary(TokenViews):
     """Totals over the whole diff (not only the steps shown). ``tokens``: the reasoning-token
     accounting by :attr:`Diff.tokenizer`, the same definition as ``prune``'s summary;
-    ``entropy_min``/``entropy_max`` (bits) span the known block entropies (the heat scale)."""
+    ``entropy_min``/``entropy_max`` (bits) span the known block entropies (the heat scale).
+    ``blocks`` counts candidates; ``sealed_blocks`` the blocks of sealed reasoning apart (as
+    ``score`` and ``prune`` count them); ``dropped_whole`` encrypted items the writer dropped
+    whole, holding ``dropped_whole_blocks`` of the removed blocks."""
 
     trajectories: int
     steps: int
@@ -155,6 +172,9 @@ class DiffSummary(TokenViews):
     tokens: ReasoningTokens
     entropy_min: float | None
     entropy_max: float | None
+    sealed_blocks: int = 0
+    dropped_whole: int = 0
+    dropped_whole_blocks: int = 0
 
 
 @dataclass(frozen=True)
@@ -181,12 +201,18 @@ def _step_diff(
     scores: StepScores | None,
     count: CountTokens,
     splitter: str,
+    sealed: frozenset[int] = frozenset(),
 ) -> StepDiff:
+    """``sealed``: positions of the reasoning parts the provider rule left sealed; their blocks
+    take no candidate number (as in ``iclr score``'s numbering)."""
+    from iclr_cli.trajectory import WriteBack
+
     items: list[Item] = []
     reasoning = old.reasoning
     candidate = 0
     part_no = 0
     other_no = 0
+    whole = whole_blocks = 0
     for part in old.parts:
         if part.kind in ("action", "observation"):
             changed = new_other[other_no] if new_other is not None and new_other[other_no] != part.text else None
@@ -198,12 +224,16 @@ def _step_diff(
         pi = part_no
         part_no += 1
         blocks = split_blocks(part.text, splitter).blocks
+        target = new_reasoning[pi]
+        is_sealed = pi in sealed and target == part.text
         numbers: list[int | None] = []
         for text in blocks:
-            numbers.append(candidate if is_candidate(text) else None)
-            candidate += is_candidate(text)
-        target = new_reasoning[pi]
+            numbers.append(candidate if is_candidate(text) and not is_sealed else None)
+            candidate += is_candidate(text) and not is_sealed
         aligned = align_blocks(part.text, target if target is not None else "", splitter)
+        if target is None and part.write_back is WriteBack.OPAQUE:  # the writer dropped the item whole
+            whole += 1
+            whole_blocks += sum(status == "removed" for status, _, _ in aligned)
         for status, bi, new_text in aligned:
             number = numbers[bi] if bi is not None else None
             info = scores.blocks.get(number) if scores is not None and number is not None else None
@@ -216,10 +246,11 @@ def _step_diff(
                     new_text=new_text,
                     entropy_bits=info.entropy_bits if info else None,
                     n_tokens=info.n_tokens if info else None,
+                    sealed=is_sealed,
                 )
             )
     tokens = account(count, [(p.text, new_reasoning[i] or "") for i, p in enumerate(reasoning)])
-    return StepDiff(traj_id, old.index, tuple(items), tokens, scores.skipped if scores else None)
+    return StepDiff(traj_id, old.index, tuple(items), tokens, scores.skipped if scores else None, whole, whole_blocks)
 
 
 def diff_files(
@@ -233,10 +264,16 @@ def diff_files(
     scores: ScoreMap | None = None,
     scores_from: str | None = None,
     splitter: str = "paragraph",
+    sealed: Mapping[tuple[str, int], Mapping[int, str]] | None = None,
 ) -> Diff:
     """Diff trajectories against pruned copies of them (paired in file order).
 
     ``count_tokens`` counts reasoning tokens with the tokenizer named ``tokenizer``.
+    ``sealed``: the reasoning parts the default provider rule seals, with what sealed them
+    (:func:`iclr_cli.formats.sealing.default_sealed`). They are counted apart as sealed
+    unless the pruned copy changed a part sealed for the same reason anywhere in the files:
+    then ``prune`` ran with that kind edited on request (``--signed-thinking edit``,
+    ``--encrypted-reasoning drop``) and every such part was a candidate.
 
     Raises:
         InputError: naming ``pruned_name`` when the two files do not hold the same
@@ -246,6 +283,7 @@ def diff_files(
     if len(original) != len(pruned):
         raise InputError(pruned_name, f"holds {len(pruned)} trajectories, {original_name} holds {len(original)}: not a pruned copy of it")
     out: list[TrajectoryDiff] = []
+    pairs: list[list[list[str | None]]] = []  # per trajectory, per step: the pruned text of each reasoning part
     for old_t, new_t in zip(original, pruned):
         if len(old_t.steps) != len(new_t.steps):
             raise InputError(
@@ -253,7 +291,7 @@ def diff_files(
                 f"trajectory {new_t.id} has {len(new_t.steps)} steps, {old_t.id} in {original_name} has {len(old_t.steps)}: "
                 "pruning never adds or removes steps (to compare two replays, give two run records)",
             )
-        steps = []
+        pairs.append([])
         for old_s, new_s in zip(old_t.steps, new_t.steps):
             old_other = [p for p in old_s.parts if p.kind in ("action", "observation")]
             new_other = [p.text for p in new_s.parts if p.kind in ("action", "observation")]
@@ -262,9 +300,22 @@ def diff_files(
             old_r, new_r = [p.text for p in old_s.reasoning], [p.text for p in new_s.reasoning]
             if len(new_r) > len(old_r):
                 raise InputError(pruned_name, f"trajectory {new_t.id} step {new_s.index}: {len(new_r)} reasoning parts, the original has {len(old_r)}")
-            paired = pair_parts(old_r, new_r, splitter)
+            pairs[-1].append(pair_parts(old_r, new_r, splitter))
+    sealed = sealed or {}
+    edited = {  # kinds of sealing the pruned copy edited somewhere: prune ran with them edited on request
+        what
+        for old_t, t_pairs in zip(original, pairs)
+        for old_s, paired in zip(old_t.steps, t_pairs)
+        for i, what in sealed.get((old_t.id, old_s.index), {}).items()
+        if paired[i] != old_s.reasoning[i].text
+    }
+    for old_t, new_t, t_pairs in zip(original, pruned, pairs):
+        steps = []
+        for old_s, new_s, paired in zip(old_t.steps, new_t.steps, t_pairs):
+            new_other = [p.text for p in new_s.parts if p.kind in ("action", "observation")]
             step_scores = scores.get((old_t.id, old_s.index)) if scores is not None else None
-            steps.append(_step_diff(old_t.id, old_s, paired, new_other, step_scores, count_tokens, splitter))
+            mine = frozenset(i for i, what in sealed.get((old_t.id, old_s.index), {}).items() if what not in edited)
+            steps.append(_step_diff(old_t.id, old_s, paired, new_other, step_scores, count_tokens, splitter, mine))
         out.append(TrajectoryDiff(old_t.id, tuple(steps)))
     return Diff(original_name, pruned_name, tokenizer, scores_from, tuple(out), summarize(out))
 
@@ -278,8 +329,13 @@ def diff_scores(
     count_tokens: CountTokens,
     tokenizer: str,
     splitter: str = "paragraph",
+    sealed: Mapping[tuple[str, int], Mapping[int, str]] | None = None,
 ) -> Diff:
     """Diff an input against what ``iclr score`` selected on it (selected = removed).
+
+    ``sealed`` as for :func:`diff_files`: a step's sealed parts stay sealed unless its score
+    records number more blocks than the other parts hold (scored with ``--signed-thinking
+    edit`` / ``--encrypted-reasoning drop``).
 
     Raises:
         InputError: naming ``scores_name``, the record's line and field ``text`` when a score
@@ -291,14 +347,15 @@ def diff_scores(
         steps = []
         for step in traj.steps:
             step_scores = scores.get((traj.id, step.index))
+            mine = _sealed_in_scores(step, frozenset((sealed or {}).get((traj.id, step.index), {})), step_scores, splitter)
             new_texts = []
             candidate = 0
-            for part in step.reasoning:
+            for pi, part in enumerate(step.reasoning):
                 split = split_blocks(part.text, splitter)
                 new_blocks = []
                 for text in split.blocks:
                     info = None
-                    if is_candidate(text):
+                    if is_candidate(text) and pi not in mine:
                         info = step_scores.blocks.get(candidate) if step_scores else None
                         if info is not None and info.text is not None and info.text != text:
                             raise InputError(
@@ -311,15 +368,24 @@ def diff_scores(
                         candidate += 1
                     new_blocks.append(SKIP if info is not None and info.selected else text)
                 new_texts.append(split.join(new_blocks))
-            steps.append(_step_diff(traj.id, step, new_texts, None, step_scores, count_tokens, splitter))
+            steps.append(_step_diff(traj.id, step, new_texts, None, step_scores, count_tokens, splitter, mine))
         out.append(TrajectoryDiff(traj.id, tuple(steps)))
     return Diff(original_name, f"{scores_name} (selected blocks)", tokenizer, scores_name, tuple(out), summarize(out))
+
+
+def _sealed_in_scores(step: Step, sealed: frozenset[int], scores: StepScores | None, splitter: str) -> frozenset[int]:
+    """``sealed`` unless the step's score records reach past the unsealed parts' candidates
+    (then ``score`` ran with the sealed reasoning edited on request, and numbered it)."""
+    if not sealed or scores is None or not scores.blocks:
+        return sealed
+    free = sum(is_candidate(b) for i, p in enumerate(step.reasoning) if i not in sealed for b in split_blocks(p.text, splitter).blocks)
+    return frozenset() if max(scores.blocks) >= free else sealed
 
 
 def summarize(trajectories: Sequence[TrajectoryDiff]) -> DiffSummary:
     """Totals over every step of ``trajectories``."""
     steps = [s for t in trajectories for s in t.steps]
-    blocks = [b for s in steps for b in s.blocks]
+    blocks = [b for s in steps for b in s.blocks]  # candidates; sealed blocks are counted apart
     entropies = [b.entropy_bits for b in blocks if b.entropy_bits is not None]
 
     def count(status: str) -> int:
@@ -337,6 +403,9 @@ def summarize(trajectories: Sequence[TrajectoryDiff]) -> DiffSummary:
         tokens=sum((s.tokens for s in steps), ReasoningTokens()),
         entropy_min=min(entropies) if entropies else None,
         entropy_max=max(entropies) if entropies else None,
+        sealed_blocks=sum(len(s.sealed_blocks) for s in steps),
+        dropped_whole=sum(s.whole for s in steps),
+        dropped_whole_blocks=sum(s.whole_blocks for s in steps),
     )
 
 
@@ -406,18 +475,21 @@ def _step_json(step: StepDiff) -> dict:
         "tokens_after": step.tokens_after,
         **step.tokens.to_record(),
         "skipped": step.skipped,
+        "dropped_whole": step.whole,
+        "dropped_whole_blocks": step.whole_blocks,
         "blocks": [
             {
                 "part": b.part,
                 "block": b.block,
                 "status": b.status,
                 "removed": b.status == "removed",
+                "sealed": b.sealed,
                 "entropy_bits": b.entropy_bits,
                 "n_tokens": b.n_tokens,
                 "text": b.text,
                 "new_text": b.new_text,
             }
-            for b in step.blocks
+            for b in step.items if isinstance(b, BlockDiff)
         ],
         "folded": [{"kind": f.kind, "label": f.label, "text": f.text, "new_text": f.new_text} for f in step.items if isinstance(f, Folded)],
     }

@@ -1,7 +1,8 @@
-"""``iclr report --html``: one self-contained HTML file of a replay run, drawn with plotly.
+"""``iclr report --html``: one self-contained HTML file of a replay run.
 
-The plotly.js bundle is inlined once (``include_plotlyjs=True`` on the first plot), so the
-file opens with no network. Sections, each left out with a note when the run lacks its data:
+The figures are built with plotly's graph objects and drawn as inline SVG
+(:mod:`iclr_cli.render.svgplot`), not with the 4.6 MB plotly.js bundle: the file opens with
+no network and its size follows its content (tens of kilobytes for a small run). Sections, each left out with a note when the run lacks its data:
 
 1. ``plot-tokens``: input tokens of every agent request over the steps, one line per replay,
    coloured by variant (needs request logs);
@@ -196,17 +197,18 @@ def savings_figures(sessions: Sequence[SessionResult]) -> list[tuple[str, str, o
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
 table.summary{border-collapse:collapse;font-size:14px}table.summary td,table.summary th{border:1px solid #ccc;padding:4px 8px;text-align:right}
-table.summary td:first-child,table.summary th:first-child{text-align:left}section{margin-top:2em}p.note{color:#777;font-style:italic}"""
+table.summary td:first-child,table.summary th:first-child{text-align:left}section{margin-top:2em}p.note{color:#777;font-style:italic}
+div.plot svg{max-width:100%;height:auto}"""
 
 
 def render_html(title: str, rows: Sequence[VariantSummary], figures: Sequence[tuple[str, str, object | str]]) -> str:
-    """The whole page: title, summary table, one section per figure (plotly.js inlined once)."""
+    """The whole page: title, summary table, one section per figure (inline SVG)."""
     return render_page(title, "Summary per variant", summary_table(rows), figures)
 
 
 def render_page(title: str, heading: str, table: str, figures: Sequence[tuple[str, str, object | str]], notes: Sequence[str] = ()) -> str:
     """A page: title, a summary section (``heading``, the HTML ``table`` and ``notes`` under
-    it), then one section per figure (plotly.js inlined once)."""
+    it), then one section per figure (inline SVG)."""
     parts = [
         "<!DOCTYPE html>",
         f"<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
@@ -222,16 +224,17 @@ def render_page(title: str, heading: str, table: str, figures: Sequence[tuple[st
 
 
 def figure_sections(figures: Sequence[tuple[str, str, object | str]]) -> list[str]:
-    """One ``<section>`` per ``(div_id, heading, figure)``: a plotly figure (plotly.js inlined
-    in the first one only, so the page works offline) or, for a string, a note in its place."""
+    """One ``<section>`` per ``(div_id, heading, figure)``: a plotly figure drawn as inline SVG
+    (:mod:`iclr_cli.render.svgplot`: no script, so the page opens offline and its size follows
+    its content) or, for a string, a note in its place."""
+    from iclr_cli.render import svgplot
+
     parts: list[str] = []
-    js_included = False
     for div_id, heading, fig in figures:
         parts.append(f"<section id=\"section-{div_id}\"><h2>{html.escape(heading)}</h2>")
         if isinstance(fig, str):
             parts.append(f"<p class=\"note\">{html.escape(fig)}</p>")
         else:
-            parts.append(fig.to_html(full_html=False, include_plotlyjs=not js_included, div_id=div_id, config={"displaylogo": False}))  # type: ignore[attr-defined]
-            js_included = True
+            parts.append(svgplot.render(fig.to_plotly_json(), div_id))  # type: ignore[attr-defined]
         parts.append("</section>")
     return parts

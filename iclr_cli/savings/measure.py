@@ -15,7 +15,7 @@ from iclr_cli.context import render_part
 from iclr_cli.formats.base import OpaqueEdits
 from iclr_cli.savings.estimate import StepTokens, Totals, estimate_session
 from iclr_cli.token_accounting import CountTokens, account
-from iclr_cli.trajectory import Part, WriteBack
+from iclr_cli.trajectory import Part, Trajectory, WriteBack
 
 PLAIN_WIRE_FORMATS = frozenset({"openai", "litellm-spend"})
 """Formats whose reasoning went over the chat-completions wire, where every upstream that
@@ -93,18 +93,34 @@ class Measured:
         return sum(s.generated for s in self.steps)
 
 
-def measure(result: CompressionResult, count: CountTokens, opaque: OpaqueEdits = OpaqueEdits.DROP) -> Measured:
+def measure(result: CompressionResult, count: CountTokens, opaque: OpaqueEdits = OpaqueEdits.DROP, written: Trajectory | None = None) -> Measured:
     """Count ``result`` (a trajectory as recorded and as the variant compressed it); its
-    reasoning is sealed as :func:`sealed_kind` says, with the write-back's ``opaque`` mode."""
+    reasoning is sealed as :func:`sealed_kind` says, with the write-back's ``opaque`` mode.
+
+    With ``written`` (the trajectory the write-back wrote, :func:`iclr_cli.pipeline.as_written`)
+    the count is of what the output holds, as ``prune``'s summary counts it: a part whose
+    written text differs from the generated one was edited (``--signed-thinking edit``) or
+    dropped whole with its item (``--encrypted-reasoning drop``: the encrypted copy went with
+    it, so its every token is off the input), and counts as deleted; a part the variant asked
+    to edit but the write-back left as generated (``--encrypted-reasoning keep``) is counted
+    apart as sealed, by :func:`sealed_kind`'s provider.
+    """
     plain = plain_upstream(result.original.meta)
     kinds: set[str] = set()
     steps = []
-    for original, compressed in zip(result.original.steps, result.compressed.steps, strict=True):
+    wrote_steps = written.steps if written is not None else (None,) * len(result.original.steps)
+    for original, compressed, wrote in zip(result.original.steps, result.compressed.steps, wrote_steps, strict=True):
         in_place: list[tuple[str, str]] = []
         sealed: list[tuple[str, str]] = []
-        for before, after in zip(original.reasoning, compressed.reasoning, strict=True):
+        outs = wrote.reasoning if wrote is not None else (None,) * len(original.reasoning)
+        for before, after, out in zip(original.reasoning, compressed.reasoning, outs, strict=True):
+            if out is not None and out.text != before.text:
+                in_place.append((before.text, out.text))  # what the file now holds
+                continue
             kind = sealed_kind(before, plain, opaque)
-            (sealed if kind else in_place).append((before.text, after.text))
+            if out is not None and after.text == before.text:
+                kind = None  # nothing asked, nothing to count apart
+            (sealed if kind else in_place).append((before.text, after.text if kind or out is None else out.text))
             if kind:
                 kinds.add(kind)
         free, locked = account(count, in_place), account(count, sealed)
@@ -118,11 +134,15 @@ def _rendered(parts: Sequence[Part], count: CountTokens) -> int:
     return sum(count(render_part(p)) for p in parts)
 
 
-def static_totals(results: Sequence[CompressionResult], count: CountTokens, opaque: OpaqueEdits = OpaqueEdits.DROP) -> Totals:
+def static_totals(results: Sequence[CompressionResult], count: CountTokens, opaque: OpaqueEdits = OpaqueEdits.DROP,
+                  written: Sequence[Trajectory] | None = None) -> Totals:
     """The static estimate of ``results`` summed over their sessions (``prune``'s summary row
-    "input tokens re-sent, static"), each session with the requests its source recorded."""
+    "input tokens re-sent, static"), each session with the requests its source recorded.
+    ``written``: the trajectories as the write-back wrote them, one per result (see
+    :func:`measure`); without it, as the variant asked (``iclr savings``)."""
     total = Totals()
-    for result in results:
-        measured = measure(result, count, opaque)
+    wrote = list(written) if written is not None else [None] * len(results)
+    for result, traj in zip(results, wrote, strict=True):
+        measured = measure(result, count, opaque, traj)
         total = total + Totals.of(estimate_session(measured.prompt, measured.steps, result.original.requests).requests)
     return total

@@ -4,8 +4,8 @@ Regenerate every golden after an intended change of the output with::
 
     UPDATE_GOLDENS=1 python -m pytest -q tests/test_diff*.py tests/test_report*.py
 
-then review ``git diff tests/goldens``. Volatile parts (temporary paths, the inlined plotly.js
-bundle) are normalised by the tests before comparing.
+then review ``git diff tests/goldens``. Volatile parts (temporary paths) are normalised by
+the tests before comparing.
 """
 
 from __future__ import annotations
