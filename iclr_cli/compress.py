@@ -126,13 +126,28 @@ def count_tokens(tokenizer: Tokenizer, parts: Sequence[Part]) -> int:
     return sum(len(tokenizer.token_spans(p.text)) for p in parts if p.text)
 
 
+def will_score(step: Step, settings: Settings) -> bool:
+    """True when the online loop hands ``step`` to the scorer: the variant ranks by scores,
+    the step has candidate blocks, and (unless ``score_all``) BottomK's selection depends on
+    the scores. Known before anything is scored: a step is scored as recorded (only the
+    history before it is compressed), so a caller can count the work up front. Reasoning the
+    provider rule left sealed (``WriteBack.READ_ONLY``, :mod:`iclr_cli.formats.sealing`) holds
+    no candidates: a step whose reasoning is all sealed is never scored, and the sealed text
+    is still rendered into the history later steps are scored against."""
+    return _scores(candidates([split_blocks(p.text, settings.splitter) for p in step.reasoning]), settings)
+
+
+def _scores(cands: Sequence[tuple[int, int]], settings: Settings) -> bool:
+    # bottom_k of equal scores is empty exactly when floor(rho*N) = 0: nothing to rank.
+    matters = settings.score_all or bool(bottom_k([0.0] * len(cands), settings.ratio))
+    return settings.variant.needs_scores and bool(cands) and matters
+
+
 def _prepare(traj_id: str, prompt: Sequence[str], history: Sequence[str], step: Step, settings: Settings) -> _Pending:
     splits = [split_blocks(p.text, settings.splitter) for p in step.reasoning]
     cands = candidates(splits)
     request = None
-    # bottom_k of equal scores is empty exactly when floor(rho*N) = 0: nothing to rank.
-    matters = settings.score_all or bool(bottom_k([0.0] * len(cands), settings.ratio))
-    if settings.variant.needs_scores and cands and matters:
+    if _scores(cands, settings):
         step_only = settings.variant.kind == "step-only"
         rendered = render_for_scoring(step, splits, step_only=step_only, elide=settings.elide)
         offsets = {}

@@ -351,10 +351,15 @@ def test_second_run_takes_every_session_from_the_cache(tmp_path, capsys, monkeyp
     second, _ = savings_json(capsys, str(tmp_path / "f"))
     assert (second["files"]["read"], second["files"]["cached"]) == (0, 2)
     assert second["data"] == first["data"] and second["summary"] == first["summary"]
+    # the first run estimated the upper bound (delete-all) as well: served, the same figures
+    third, _ = savings_json(capsys, str(tmp_path / "f"), "--variant", "delete-all")
+    assert (third["files"]["read"], third["files"]["cached"]) == (0, 2)
+    assert {k: third["summary"][k] for k in ("input_tokens", "input_tokens_with_writeback", "sealed_tokens")} == \
+        {k: first["upper_bound"][k] for k in ("input_tokens", "input_tokens_with_writeback", "sealed_tokens")}
     # another variant is another key: it is estimated, not served
     monkeypatch.undo()
     monkeypatch.setenv("ICLR_CACHE_DIR", str(tmp_path / "cache"))
-    third, _ = savings_json(capsys, str(tmp_path / "f"), "--variant", "delete-all")
+    third, _ = savings_json(capsys, str(tmp_path / "f"), "--variant", "random-10")
     assert (third["files"]["read"], third["files"]["cached"]) == (2, 0)
     fourth, _ = savings_json(capsys, str(tmp_path / "f"), "--no-cache")
     assert (fourth["files"]["read"], fourth["files"]["cached"]) == (2, 0)
@@ -374,6 +379,7 @@ def test_ctrl_c_prints_the_table_so_far_and_exits_130(tmp_path, capsys, monkeypa
     for i in range(3):
         chat = [dict(m) for m in CHAT3]
         chat[1]["content"] = f"Task {i}"
+        chat[2]["reasoning_content"] = "alpha\n\nbeta"  # two blocks: step 0 is scored
         write(tmp_path / "f" / f"chat{i}.json", chat)
     monkeypatch.setattr(run, "BATCH_TRAJECTORIES", 1)  # one file per batch
     real = run.compress_trajectories
@@ -403,7 +409,7 @@ def test_json_schema(tmp_path, capsys):
     write_lines(tmp_path / "f" / "session.jsonl", claude_session())
     report, _ = savings_json(capsys, str(tmp_path / "f"), "--variant", "delete-all")
     assert set(report) == {"type", "estimate", "variant", "ratio", "complete", "data", "summary", "files", "skipped", "sealed_rules",
-                           "price_source", "prices_unavailable"}
+                           "price_source", "prices_unavailable", "reasoning"}
     assert (report["type"], report["estimate"], report["variant"], report["complete"]) == ("savings", "static", "delete-all", True)
     ints = {"requests", "recorded_requests", "input_tokens", "reasoning_tokens_resent", "input_tokens_with_writeback", "sealed_tokens"}
     maybe_int = {"cache_read_tokens", "cache_read_tokens_with_writeback"}
@@ -446,8 +452,13 @@ def test_prune_summary_names_sealed_reasoning(tmp_path, capsys):
     code, _, err = run_cli(capsys, "prune", str(path), "--variant", "delete-all", "--model", "fake", "-o", str(tmp_path / "out.jsonl"))
     assert code == 0
     # signed thinking is left sealed before any variant runs (formats/sealing.py): nothing of it is
-    # re-sent less, and the summary says how many parts were left sealed
-    assert summary_value(err, "input tokens re-sent, static").endswith("(0%)")
+    # re-sent less, all of it is sealed as 'iclr savings' counts it, and the summary says how
+    # many parts were left sealed
+    report, _ = savings_json(capsys, str(path), "--variant", "delete-all")
+    [s] = report["data"]
+    assert s["sealed_tokens"] == s["reasoning_tokens_resent"] > 0
+    assert summary_value(err, "input tokens re-sent, static") == \
+        f"{s['input_tokens']:,} -> {s['input_tokens']:,} (0%); sealed reasoning not counted: {s['sealed_tokens']:,}"
     assert summary_value(err, "reasoning parts left sealed (provider rule)") == "3 (anthropic signed 3)"
     code, _, err = run_cli(capsys, "prune", str(path), "--variant", "delete-all", "--model", "fake", "--signed-thinking", "edit", "-o", str(tmp_path / "out.jsonl"))
     # edited on request: the file now holds the emptied thinking, so the static estimate takes
@@ -509,6 +520,7 @@ def test_files_are_batched_as_wide_as_the_scorer_forwards(tmp_path, capsys, monk
     for i in range(3):
         chat = [dict(m) for m in CHAT3]
         chat[1]["content"] = f"Task {i}"
+        chat[2]["reasoning_content"] = "alpha\n\nbeta"  # two blocks: step 0 is scored
         write(tmp_path / "f" / f"chat{i}.json", chat)
 
     def engines(variant, config):
@@ -520,9 +532,10 @@ def test_files_are_batched_as_wide_as_the_scorer_forwards(tmp_path, capsys, monk
     seen = []
     real = run.compress_trajectories
 
-    def spy(trajectories, *args, **kwargs):
-        seen.append(len(trajectories))
-        return real(trajectories, *args, **kwargs)
+    def spy(trajectories, settings, *args, **kwargs):
+        if settings.variant.needs_scores:  # not the upper bound's (delete-all, no scorer)
+            seen.append(len(trajectories))
+        return real(trajectories, settings, *args, **kwargs)
 
     monkeypatch.setattr(run, "build_engines", engines)
     monkeypatch.setattr(run, "compress_trajectories", spy)
@@ -607,7 +620,8 @@ def test_openrouter_signed_entry_of_a_claude_model_is_sealed_alike_in_savings_an
     assert s["input_tokens"] == s["input_tokens_with_writeback"]
     code, _, err = run_cli(capsys, "prune", str(path), "--variant", "delete-all", "--model", "fake", "-o", str(tmp_path / "out.json"))
     assert code == 0
-    assert summary_value(err, "input tokens re-sent, static") == f"{s['input_tokens']:,} -> {s['input_tokens_with_writeback']:,} (0%)"
+    assert summary_value(err, "input tokens re-sent, static") == \
+        f"{s['input_tokens']:,} -> {s['input_tokens_with_writeback']:,} (0%); sealed reasoning not counted: {s['sealed_tokens']:,}"
     assert summary_value(err, "reasoning parts left sealed (provider rule)") == "2 (anthropic encrypted 1, anthropic signed 1)"
     assert (tmp_path / "out.json").read_bytes() == path.read_bytes()
     code, _, err = run_cli(capsys, "prune", str(path), "--variant", "delete-all", "--model", "fake", "--signed-thinking", "edit", "-o", str(tmp_path / "out.json"))

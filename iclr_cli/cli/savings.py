@@ -44,7 +44,13 @@ def savings(
     compressed, and never changes, so the recorded cache hits carry over. Token counts are
     the provider's recorded usage where the log holds it (deleted text converted by the
     session's own ratio), else the proxy tokenizer's; each row says which. Reasoning that is
-    signed or encrypted cannot be edited on its provider: it is counted apart ('sealed').
+    signed or encrypted cannot be edited on its provider: it is counted apart ('sealed'),
+    and never scored.
+
+    Every file is read first; the first lines say how much of the reasoning is sealed, the
+    upper bound (delete-all, tokenizer only) and how many steps the proxy will score (steps
+    whose reasoning is all sealed, or is one block, are not scored); then the progress counts
+    those steps to a fixed total, with the time left.
 
     Dollars: each recorded request at its provider's list price, as recorded and with
     write-back (cache reads and writes at their own rates), from the genai-prices package
@@ -80,9 +86,18 @@ def savings(
     try:
         warn_precision(out, config)
         candidates = run.discover(paths)
-        with out.tracker(f"savings ({parsed.name}, {len(candidates)} files)") as progress:
-            run.progress = progress
-            run.run(candidates)
+        # every file first: the sealed share, the upper bound and the steps to score are said
+        # before the long part, and the progress's total is final from its first line
+        with out.progress(f"savings: reading {len(candidates):,} files", total=len(candidates), unit="files") as advance:
+            run.prepare(candidates, advance)
+        for line in savings_view.header(run):
+            out.info(line)
+        if run.plan.scored:
+            with out.tracker(f"savings ({parsed.name}): scoring") as progress:
+                run.progress = progress
+                run.score()
+        else:
+            run.score()
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -12,6 +12,9 @@ numbers (negative: fewer tokens), ``null`` where the figure is unknown. Dollars
 ``genai-prices`` (:mod:`iclr_cli.savings.prices`; ``price_source`` names it), ``null`` where
 no request was priced; ``prices_unavailable`` says why there are none at all. A session's
 Claude Code sub-agent transcripts are counted in its record (``subagents`` lists each).
+``reasoning`` gives the reasoning tokens and the sealed ones by kind (:func:`header`'s first
+line); a scoring variant adds ``upper_bound`` (``delete-all``'s summary, with the seconds the
+reading took) and ``scoring`` (:class:`~iclr_cli.savings.plan.Plan`, with ``files_cached``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from iclr_cli.render.progress import duration
 from iclr_cli.savings import prices
 from iclr_cli.savings.estimate import RATIO_BOUNDS, Totals, change_percent
 from iclr_cli.savings.measure import sealed_rule
@@ -41,6 +45,62 @@ def title(run: SavingsRun, *, interrupted: bool = False) -> str:
     variant = run.options.settings.variant.name
     done = f" (interrupted: {run.files_read + run.files_cached} of {run.candidates} files)" if interrupted else ""
     return f"iclr savings --variant {variant}: static estimate of online write-back{done}"
+
+
+SEALED_WHAT = {"anthropic": "signed thinking", "openai": "encrypted reasoning"}
+"""What the provider rule seals, by kind (:func:`iclr_cli.savings.measure.sealed_kind`)."""
+
+
+def _share_sessions(run: SavingsRun) -> list[SessionResult]:
+    """The sessions whose reasoning the header counts: the upper bound's when the variant
+    scores (known before scoring; the same reasoning), else the run's."""
+    return run.bound if run.bounded else run.sessions
+
+
+def sealed_share(run: SavingsRun) -> tuple[int, dict[str, int]]:
+    """``(reasoning tokens as generated, {kind: of which sealed})`` over the run's sessions, in
+    proxy tokens."""
+    sessions = _share_sessions(run)
+    by: Counter = Counter()
+    for s in sessions:
+        by.update(s.sealed_reasoning)
+    return sum(s.reasoning for s in sessions), dict(sorted(by.items()))
+
+
+def header(run: SavingsRun) -> list[str]:
+    """The first lines of a run, printed once every file is read and before anything is
+    scored: how much of the reasoning is sealed and why, the upper bound (``delete-all``,
+    tokenizer only) when the variant scores, and the steps the scorer will be handed."""
+    total, by = sealed_share(run)
+    sessions = len(_share_sessions(run))
+    sealed = sum(by.values())
+    line = f"reasoning: {total:,} proxy tokens in {sessions:,} session{'s' if sessions != 1 else ''}"
+    if total:
+        line += f", sealed by the provider rule: {sealed:,} ({100.0 * sealed / total:.1f}%)"
+    if by:
+        line += (" (" + ", ".join(f"{k} {SEALED_WHAT.get(k, 'reasoning')} {n:,}" for k, n in by.items()) + "): its provider "
+                 "takes it back only as generated (signature / encrypted_content), so no variant may edit it; it is not "
+                 "scored, only read as context, and the notes give each provider's rule")
+    lines = [line]
+    if run.bounded:
+        t = run.bound_totals
+        line = (f"upper bound (--variant delete-all: every editable reasoning block removed; tokenizer only, "
+                f"{f'{run.prepare_s:.1f} s' if run.prepare_s < 1 else duration(run.prepare_s)} to read and count every file): input {_n(t.input)} -> {_after(t.input, t.saved)} tokens")
+        book = run.prices
+        cost = prices.total(s.cost(book) for s in run.bound)
+        if not book.problem and cost.priced:
+            line += f", saved {_dollars(cost.saved)} of {_dollars(cost.before)} at list price"
+        lines.append(line)
+        p = run.plan
+        cached = f"; {run.files_cached:,} file{'s' if run.files_cached != 1 else ''} from the cache" if run.files_cached else ""
+        skipped = (f"not scored: {p.sealed:,} whose reasoning is all sealed, {p.one_block:,} whose selection cannot depend "
+                   "on the scores (one block: BottomK removes none)")
+        if p.scored:
+            lines.append(f"scoring {p.scored:,} of {p.steps:,} steps in {p.files:,} file{'s' if p.files != 1 else ''} "
+                         f"({p.tokens:,} proxy tokens to read); {skipped}{cached}")
+        else:
+            lines.append(f"nothing to score in {p.files:,} file{'s' if p.files != 1 else ''} ({p.steps:,} steps); {skipped}{cached}")
+    return lines
 
 
 def _n(value: float | None) -> str:
@@ -207,7 +267,8 @@ def notes(run: SavingsRun) -> list[str]:
     low, high = RATIO_BOUNDS
     kinds = sorted({k for s in run.sessions for k in s.sealed})
     for kind in kinds:
-        lines.append(f"sealed ({kind}), not taken off the input. {sealed_rule(kind)}")
+        lines.append(f"sealed ({kind}): its reasoning re-sent, all of it whatever the variant (no variant may edit it, so it "
+                     f"is not scored), not taken off the input. {sealed_rule(kind)}")
     tokenizers = sorted({s.tokenizer for s in run.sessions})
     if tokenizers:
         lines.append(
@@ -356,4 +417,21 @@ def to_json(run: SavingsRun, *, complete: bool = True) -> dict:
                   "filtered": run.filtered, "skipped": len(run.skipped)},
         "skipped": [{"file": k.path, "reason": k.reason} for k in run.skipped],
         "sealed_rules": {k: sealed_rule(k) for k in sorted({k for s in run.sessions for k in s.sealed})},
+        "reasoning": _reasoning_record(run),
+        **({"upper_bound": _bound_record(run, book), "scoring": vars(run.plan) | {"files_cached": run.files_cached}}
+           if run.bounded else {}),
     }
+
+
+def _reasoning_record(run: SavingsRun) -> dict:
+    """The header's first line as data: reasoning tokens and the sealed ones by kind."""
+    total, by = sealed_share(run)
+    sealed = sum(by.values())
+    return {"reasoning_tokens": total, "sealed_tokens": sealed, "sealed_by_kind": by,
+            "sealed_percent": 100.0 * sealed / total if total else None}
+
+
+def _bound_record(run: SavingsRun, book: PriceBook) -> dict:
+    """The upper bound (``delete-all``) summed over the run's sessions."""
+    return {"variant": "delete-all", **_totals_record(run.bound_totals),
+            **_cost_record(prices.total(s.cost(book) for s in run.bound), book), "seconds": round(run.prepare_s, 3)}

@@ -28,7 +28,8 @@ Definitions (docs/FORMAT.md, "Recorded usage", says what a request is in each fo
   prompt and the ratio is 1. A request the file records without usage, after a recorded one,
   is that recorded input plus the converted proxy tokens of the steps added since.
 - **Sealed** reasoning (signed or encrypted, :mod:`iclr_cli.savings.measure`) cannot be edited
-  on its provider: its deletions are counted apart and never taken off the input.
+  on its provider: it is counted apart (all of it, whatever the variant: no variant may edit
+  it, so none is scored) and never taken off the input.
 """
 
 from __future__ import annotations
@@ -46,9 +47,11 @@ class StepTokens:
     """Proxy-tokenizer counts of one step.
 
     ``rendered``: the whole step as it stands in the history (every part, with its label);
-    ``generated``: its reasoning as generated (read-only reasoning excluded); ``deleted``: what
-    the variant deletes from reasoning written back in place; ``sealed``: what it would delete
-    from signed or encrypted reasoning.
+    ``generated``: its reasoning as generated (sealed reasoning included, redacted reasoning
+    with no text excluded); ``deleted``: what the variant deletes from reasoning written back
+    in place; ``sealed``: signed or encrypted reasoning write-back cannot take off: all of a
+    part the provider rule sealed before the variant ran (:mod:`iclr_cli.savings.measure`),
+    what the variant deleted from one it edited anyway.
     """
 
     rendered: int
@@ -64,7 +67,7 @@ class RequestEstimate:
     ``input``: the prompt as recorded (or estimated); ``reasoning``: of which reasoning of
     earlier steps; ``saved``: what write-back takes off it; ``cache_read`` / ``cache_saved``:
     the recorded cache read and what write-back takes off that (``None``: not recorded);
-    ``sealed``: deletions in sealed reasoning, not taken off; ``recorded``: the input is the
+    ``sealed``: sealed reasoning of earlier steps, not taken off; ``recorded``: the input is the
     provider's count. What the provider recorded besides, for pricing
     (:mod:`iclr_cli.savings.prices`; ``None``: not recorded): ``cache_write`` /
     ``cache_write_1h`` (of which written for an hour), ``output`` and ``thinking`` (the part

@@ -7,15 +7,17 @@ the proxy's tokenizer.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from iclr_cli.compress import CompressionResult
 from iclr_cli.context import render_part
 from iclr_cli.formats.base import OpaqueEdits
+from iclr_cli.formats.sealing import ENCRYPTED, SIGNED, Sealed
 from iclr_cli.savings.estimate import StepTokens, Totals, estimate_session
 from iclr_cli.token_accounting import CountTokens, account
-from iclr_cli.trajectory import Part, Trajectory, WriteBack
+from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
 
 PLAIN_WIRE_FORMATS = frozenset({"openai", "litellm-spend"})
 """Formats whose reasoning went over the chat-completions wire, where every upstream that
@@ -79,13 +81,40 @@ def sealed_rule(kind: str) -> str:
     return text
 
 
+def seal_for_estimate(traj: Trajectory, opaque: OpaqueEdits = OpaqueEdits.DROP) -> Trajectory:
+    """``traj`` with every reasoning part that :func:`sealed_kind` seals turned into a sealed
+    part (``WriteBack.READ_ONLY`` with a :class:`~iclr_cli.formats.sealing.Sealed` ref), as
+    the provider rule of :mod:`iclr_cli.formats.sealing` leaves it for ``prune``: no variant
+    selects it, so it is never handed to the scorer, while the scorer still reads it as
+    context of the later steps it scores (:func:`iclr_cli.compress.will_score`), and
+    :func:`measure` counts it whole as sealed. Parts already sealed stay as they are."""
+    plain = plain_upstream(traj.meta)
+    steps = []
+    for step in traj.steps:
+        parts = tuple(_sealed_part(p, plain, opaque) for p in step.parts)
+        steps.append(step if all(a is b for a, b in zip(parts, step.parts)) else Step(step.index, parts))
+    return traj.with_steps(steps)
+
+
+def _sealed_part(part: Part, plain: bool, opaque: OpaqueEdits) -> Part:
+    kind = sealed_kind(part, plain, opaque) if part.is_scorable_reasoning else None
+    if kind is None:
+        return part
+    what = SIGNED if part.write_back is WriteBack.SIGNED else ENCRYPTED
+    return replace(part, ref=Sealed(kind, what, part.write_back), write_back=WriteBack.READ_ONLY)
+
+
 @dataclass(frozen=True)
 class Measured:
-    """One compressed session in proxy tokens: P, each step, and the sealed kinds it holds."""
+    """One compressed session in proxy tokens: P, each step, and the sealed kinds it holds.
+
+    ``sealed_reasoning``: proxy tokens of the reasoning the provider rule left sealed, by kind
+    (each part counted once, as generated)."""
 
     prompt: int
     steps: tuple[StepTokens, ...]
     sealed: tuple[str, ...]
+    sealed_reasoning: tuple[tuple[str, int], ...] = ()
 
     @property
     def reasoning(self) -> int:
@@ -94,8 +123,14 @@ class Measured:
 
 
 def measure(result: CompressionResult, count: CountTokens, opaque: OpaqueEdits = OpaqueEdits.DROP, written: Trajectory | None = None) -> Measured:
-    """Count ``result`` (a trajectory as recorded and as the variant compressed it); its
-    reasoning is sealed as :func:`sealed_kind` says, with the write-back's ``opaque`` mode.
+    """Count ``result`` (a trajectory as recorded and as the variant compressed it).
+
+    Reasoning the provider rule left sealed before the variant ran (a
+    :class:`~iclr_cli.formats.sealing.Sealed` part: :func:`seal_for_estimate`, or ``prune``'s
+    :class:`~iclr_cli.formats.sealing.Sealer`) is generated and sealed in whole: it is what
+    write-back can never take off, whatever the variant. Reasoning still editable here that
+    :func:`sealed_kind` says the provider keeps counts what the variant deleted from it as
+    sealed, with the write-back's ``opaque`` mode.
 
     With ``written`` (the trajectory the write-back wrote, :func:`iclr_cli.pipeline.as_written`)
     the count is of what the output holds, as ``prune``'s summary counts it: a part whose
@@ -107,11 +142,19 @@ def measure(result: CompressionResult, count: CountTokens, opaque: OpaqueEdits =
     """
     plain = plain_upstream(result.original.meta)
     kinds: set[str] = set()
+    held: Counter = Counter()
     steps = []
     wrote_steps = written.steps if written is not None else (None,) * len(result.original.steps)
     for original, compressed, wrote in zip(result.original.steps, result.compressed.steps, wrote_steps, strict=True):
         in_place: list[tuple[str, str]] = []
         sealed: list[tuple[str, str]] = []
+        whole = 0
+        for before in original.parts:
+            if before.kind == "reasoning" and isinstance(before.ref, Sealed):
+                n = count(before.text) if before.text else 0
+                whole += n
+                held[before.ref.kind] += n
+                kinds.add(before.ref.kind)
         outs = wrote.reasoning if wrote is not None else (None,) * len(original.reasoning)
         for before, after, out in zip(original.reasoning, compressed.reasoning, outs, strict=True):
             if out is not None and out.text != before.text:
@@ -124,8 +167,9 @@ def measure(result: CompressionResult, count: CountTokens, opaque: OpaqueEdits =
             if kind:
                 kinds.add(kind)
         free, locked = account(count, in_place), account(count, sealed)
-        steps.append(StepTokens(_rendered(original.parts, count), free.generated + locked.generated, free.deleted, locked.deleted))
-    return Measured(_rendered(result.original.prompt, count), tuple(steps), tuple(sorted(kinds)))
+        steps.append(StepTokens(_rendered(original.parts, count), free.generated + locked.generated + whole, free.deleted,
+                                locked.deleted + whole))
+    return Measured(_rendered(result.original.prompt, count), tuple(steps), tuple(sorted(kinds)), tuple(sorted(held.items())))
 
 
 def _rendered(parts: Sequence[Part], count: CountTokens) -> int:

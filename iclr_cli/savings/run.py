@@ -1,5 +1,11 @@
 """Files -> trajectories -> batched online compression -> one estimate per session.
 
+Every file is read first (:meth:`SavingsRun.prepare`): the provider rule seals the reasoning no
+variant may edit (:func:`~iclr_cli.savings.measure.seal_for_estimate`), the upper bound
+(``delete-all``) is estimated with the tokenizer alone, and the steps the scorer will be
+handed are counted (:mod:`iclr_cli.savings.plan`), so the run says all that before the long
+part and its progress has a total. Then the files left are scored (:meth:`SavingsRun.score`).
+
 The trajectories of several files go through :func:`iclr_cli.compress.compress_trajectories`
 together (step t of all of them in one scorer call), in batches of as many trajectories as the
 scorer forwards at once (its ``batch_size``: 64 rows on a GPU; 1 on a CPU, where wider batches
@@ -13,7 +19,8 @@ interrupted run keeps what it finished and the next run starts from there.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -22,10 +29,11 @@ import orjson
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.pipeline import Input, ScorerConfig, build_engines, track_steps
+from iclr_cli.pipeline import Input, ScorerConfig, build_engines
 from iclr_cli.savings.cache import SavingsCache, cache_key
 from iclr_cli.savings.estimate import RequestEstimate, SessionEstimate, Totals, estimate_session
-from iclr_cli.savings.measure import measure
+from iclr_cli.savings.measure import measure, seal_for_estimate
+from iclr_cli.savings.plan import Plan, plan_file
 from iclr_cli.savings.prices import Cost, PriceBook, session_provider
 from iclr_cli.savings.sources import Activity, Candidate, Skipped, activity, discover
 from iclr_cli.token_accounting import token_counter
@@ -42,7 +50,8 @@ _FIELDS = ("step", "input", "reasoning", "saved", "cache_read", "cache_saved", "
 class SessionResult:
     """One session's estimate, with what the table and the JSON show of it.
 
-    ``reasoning``: reasoning tokens as generated (proxy tokens);
+    ``reasoning``: reasoning tokens as generated (proxy tokens); ``sealed_reasoning``: of
+    which sealed by the provider rule, by kind (``anthropic``, ``openai``);
     ``tokenizer``: the proxy whose tokens were counted; ``note``: why the recorded usage was
     not used, if it was not; ``activity``: the file's dates (never cached: an mtime may change
     while the content does not); ``provider``: the price table's provider of requests that
@@ -62,6 +71,7 @@ class SessionResult:
     activity: Activity | None = None
     provider: str | None = None
     parent: str | None = None
+    sealed_reasoning: dict[str, int] = field(default_factory=dict)
 
     def cost(self, book: PriceBook) -> Cost:
         """This session's dollars at list price (:mod:`iclr_cli.savings.prices`)."""
@@ -96,7 +106,7 @@ class SessionResult:
             "id": self.id, "format": self.format, "model": self.model, "sealed": list(self.sealed),
             "reasoning": self.reasoning, "tokenizer": self.tokenizer, "note": self.note,
             "ratio": self.estimate.ratio, "basis": self.estimate.basis, "rejected": self.estimate.rejected,
-            "provider": self.provider,
+            "provider": self.provider, "sealed_reasoning": self.sealed_reasoning,
             "requests": [[getattr(r, f) for f in _FIELDS] for r in self.estimate.requests],
         }
 
@@ -104,7 +114,8 @@ class SessionResult:
     def from_cache(cls, value: dict, file: str, when: Activity | None, parent: str | None = None) -> SessionResult:
         requests = tuple(RequestEstimate(**dict(zip(_FIELDS, row))) for row in value["requests"])
         return cls(file, value["id"], value["format"], value["model"], SessionEstimate(requests, value["ratio"], value["basis"], value["rejected"]),
-                   tuple(value["sealed"]), value["reasoning"], value["tokenizer"], value["note"], when, value.get("provider"), parent)
+                   tuple(value["sealed"]), value["reasoning"], value["tokenizer"], value["note"], when, value.get("provider"), parent,
+                   dict(value.get("sealed_reasoning") or {}))
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,13 @@ class Options:
                        profile=c.profile, elide=s.elide)
         return key
 
+    def bound(self) -> Options:
+        """These options with the upper bound's variant, ``delete-all`` (every editable
+        reasoning block removed; the tokenizer alone, no model)."""
+        from iclr_cli.policies import parse_variant
+
+        return dataclasses.replace(self, settings=dataclasses.replace(self.settings, variant=parse_variant("delete-all")))
+
 
 @dataclass
 class _Loaded:
@@ -142,6 +160,7 @@ class _Loaded:
     trajectories: list[Trajectory]
     size: int
     note: str | None = None
+    weights: dict[tuple[str, int], int] = field(default_factory=dict)  # steps to score (iclr_cli.savings.plan)
 
 
 @dataclass
@@ -149,17 +168,27 @@ class SavingsRun:
     """One ``iclr savings`` run; the fields fill up as files are done, so an interrupted run
     still says what it finished.
 
+    A run is :meth:`prepare` then :meth:`score` (:meth:`run` does both). :meth:`prepare` reads
+    every file, applies the provider rule (:func:`~iclr_cli.savings.measure.seal_for_estimate`),
+    estimates the upper bound (``bound``: the sessions under ``delete-all``, tokenizer only) and
+    counts the steps the scorer will be handed (``plan``, :mod:`iclr_cli.savings.plan`); a
+    variant that scores nothing is estimated there too. :meth:`score` then scores the files
+    that need it, with the progress's total known from the start.
+
     ``files_read``: files estimated now; ``files_cached``: files whose sessions came from the
     cache; ``filtered``: files outside ``--since`` / ``--until``; ``unrecognised`` /
     ``warnings``: what the adapters reported, counted (``iclr score FILE`` shows them).
     ``progress``: a :class:`~iclr_cli.render.progress.Tracker` (or anything with its ``plan``,
-    ``step`` and ``growing``) that each batch's steps and tokens are reported to, or ``None``.
+    ``step`` and ``growing``) that the scored steps and their tokens are reported to, or
+    ``None``. ``prepare_s``: seconds :meth:`prepare` took.
     """
 
     options: Options
     cache: SavingsCache
     progress: object | None = None
     sessions: list[SessionResult] = field(default_factory=list)
+    bound: list[SessionResult] = field(default_factory=list)
+    plan: Plan = field(default_factory=Plan)
     skipped: list[Skipped] = field(default_factory=list)
     files_read: int = 0
     files_cached: int = 0
@@ -167,8 +196,12 @@ class SavingsRun:
     unrecognised: int = 0
     warnings: int = 0
     candidates: int = 0
+    prepare_s: float = 0.0
     _engines: tuple | None = None
+    _tokenizer: object | None = None
     _prices: PriceBook | None = None
+    _pending: list[_Loaded] = field(default_factory=list)
+    _order: dict[str, int] = field(default_factory=dict)
 
     @property
     def prices(self) -> PriceBook:
@@ -176,6 +209,11 @@ class SavingsRun:
         if self._prices is None:
             self._prices = PriceBook.load()
         return self._prices
+
+    @property
+    def bounded(self) -> bool:
+        """True when the variant scores, so ``delete-all`` is estimated besides as its upper bound."""
+        return self.options.settings.variant.needs_scores
 
     def discover(self, paths: Sequence[str]) -> list[Candidate]:
         """The files under ``paths`` to read (:func:`~iclr_cli.savings.sources.discover`);
@@ -190,29 +228,55 @@ class SavingsRun:
         return candidates
 
     def run(self, candidates: Sequence[Candidate]) -> None:
-        """Estimate every session of ``candidates`` (from :meth:`discover`).
+        """Estimate every session of ``candidates`` (from :meth:`discover`): :meth:`prepare`,
+        then :meth:`score`.
 
         Raises:
             InputError: for a file named on the command line that cannot be read as a
                 trajectory format.
         """
-        batch: list[_Loaded] = []
-        self._growing(True)
-        for cand in candidates:
-            loaded = self._load(cand)
-            if loaded is None:
-                continue
-            if batch and not _fits(batch, loaded, self._batch_limit()):
-                self._finish(batch)
-                batch = []
-            batch.append(loaded)
-        self._growing(False)  # the last batch's work is all there is left
-        if batch:
-            self._finish(batch)
+        self.prepare(candidates)
+        self.score()
 
-    def _growing(self, value: bool) -> None:
+    def prepare(self, candidates: Sequence[Candidate], advance: Callable[[int], None] | None = None) -> None:
+        """Read every file of ``candidates``: sessions in the cache are taken from it, the
+        upper bound is estimated, and the files left to score are counted into ``plan``.
+        ``advance(1)`` is called after each file (a progress of files read).
+
+        Raises:
+            InputError: for a file named on the command line that cannot be read as a
+                trajectory format.
+        """
+        began = time.monotonic()
+        for cand in candidates:
+            self._order.setdefault(cand.path, len(self._order))
+            loaded = self._load(cand)
+            if loaded is not None:
+                self._pending.append(loaded)
+            if advance is not None:
+                advance(1)
+        self.prepare_s = time.monotonic() - began
+
+    def score(self) -> None:
+        """Score the files :meth:`prepare` left, in batches (module docstring); the progress
+        is told the whole plan first. Files with no step to score go first and load no model."""
+        pending, self._pending = self._pending, []
         if self.progress is not None:
-            self.progress.growing(value)  # type: ignore[attr-defined]
+            self.progress.growing(False)  # type: ignore[attr-defined]
+            self.progress.plan(self.plan.scored, self.plan.tokens)  # type: ignore[attr-defined]
+        pending.sort(key=lambda item: bool(item.weights))  # stable: discovery order within each kind
+        try:
+            batch: list[_Loaded] = []
+            for item in pending:
+                limit = self._batch_limit() if item.weights else BATCH_TRAJECTORIES
+                if batch and (bool(batch[0].weights) != bool(item.weights) or not _fits(batch, item, limit)):
+                    self._finish(batch)
+                    batch = []
+                batch.append(item)
+            if batch:
+                self._finish(batch)
+        finally:
+            self.sessions.sort(key=lambda s: self._order.get(s.file, len(self._order)))
 
     def _skip(self, cand: Candidate, error: InputError) -> None:
         if cand.explicit:
@@ -236,11 +300,12 @@ class SavingsRun:
             self.filtered += 1
             return None
         key = cache_key(data, log, self.options.key())
+        bound_key = cache_key(data, log, self.options.bound().key()) if self.bounded else None
         stored = self.cache.get(key)
-        if stored is not None:
-            found = [SessionResult.from_cache(v, cand.path, when, cand.parent) for v in stored]
-            self.sessions.extend(found)
-            self.files_cached += 1
+        bound = self.cache.get(bound_key) if bound_key is not None else None
+        if stored is not None and (bound_key is None or bound is not None):
+            self._cached(stored, cand, when)
+            self._bound(bound, cand, when)
             return None
         try:
             adapter = registry.get(self.options.fmt) if self.options.fmt else registry.detect(data, cand.path)
@@ -255,27 +320,60 @@ class SavingsRun:
         except InputError as exc:
             self._skip(cand, exc)
             return None
-        return _Loaded(cand, when, key, adapter.name, trajectories, len(data), note)
+        # the provider rule first: sealed reasoning is never a candidate, so never scored
+        trajectories = [seal_for_estimate(t) for t in trajectories]
+        item = _Loaded(cand, when, key, adapter.name, trajectories, len(data), note)
+        if bound_key is not None and bound is None:  # the upper bound: the tokenizer alone, seconds
+            found = self._estimate([item], self.options.bound().settings, None)[0]
+            self.cache.put(bound_key, [s.to_cache() for s in found])
+            self.bound.extend(found)
+        else:
+            self._bound(bound, cand, when)
+        if stored is not None:
+            self._cached(stored, cand, when)
+            return None
+        if not self.options.settings.variant.needs_scores:  # estimated now, with the tokenizer alone
+            self._store(item, self._estimate([item], self.options.settings, None)[0])
+            return None
+        plan, item.weights = plan_file(trajectories, self.options.settings, self.tokenizer(), self.options.config.max_tokens)
+        self.plan.add(plan)
+        return item
+
+    def _cached(self, stored: list[dict], cand: Candidate, when: Activity) -> None:
+        self.sessions.extend(SessionResult.from_cache(v, cand.path, when, cand.parent) for v in stored)
+        self.files_cached += 1
+
+    def _bound(self, bound: list[dict] | None, cand: Candidate, when: Activity) -> None:
+        if bound is not None:
+            self.bound.extend(SessionResult.from_cache(v, cand.path, when, cand.parent) for v in bound)
 
     def _batch_limit(self) -> int:
         """Most trajectories per batch: the scorer's rows per forward, else :data:`BATCH_TRAJECTORIES`."""
-        scorer, _ = self.engines()
-        rows = getattr(scorer, "batch_size", None)
+        rows = getattr(self.scorer(), "batch_size", None)
         return min(rows, BATCH_TRAJECTORIES) if isinstance(rows, int) and rows > 0 else BATCH_TRAJECTORIES
 
-    def engines(self):
-        """``(scorer or None, tokenizer)``, built on first use (a run served from the cache
-        loads no model)."""
+    def tokenizer(self):
+        """The proxy's tokenizer, which counts every token of the estimate (loaded on first
+        use, without the model)."""
+        if self._tokenizer is None:
+            from iclr_cli.scoring.factory import load_tokenizer
+
+            self._tokenizer = load_tokenizer(self.options.config.model)
+        return self._tokenizer
+
+    def scorer(self):
+        """The proxy scorer, built on first use: a run with nothing to score loads no model."""
         if self._engines is None:
             self._engines = build_engines(self.options.settings.variant, self.options.config)
-        return self._engines
+        return self._engines[0]
 
-    def _finish(self, batch: list[_Loaded]) -> None:
-        scorer, tokenizer = self.engines()
+    def _estimate(self, batch: Sequence[_Loaded], settings: Settings, scorer, on_step=None) -> list[list[SessionResult]]:
+        """Each file's sessions of ``batch`` under ``settings``, compressed together online."""
+        tokenizer = self.tokenizer()
         trajectories = [t for item in batch for t in item.trajectories]
-        on_step = track_steps(self.progress, trajectories, tokenizer, limit=getattr(scorer, "max_tokens", None)) if self.progress is not None else None
-        results = iter(compress_trajectories(trajectories, self.options.settings, scorer, tokenizer, on_step=on_step))
+        results = iter(compress_trajectories(trajectories, settings, scorer, tokenizer, on_step=on_step))
         count = token_counter(tokenizer)
+        out = []
         for item in batch:
             found = []
             for traj in item.trajectories:
@@ -284,10 +382,29 @@ class SavingsRun:
                 model = traj.meta.get("model")
                 found.append(SessionResult(item.candidate.path, traj.id, item.format, model if isinstance(model, str) else None,
                                            estimate, measured.sealed, measured.reasoning, tokenizer.name, item.note, item.when,
-                                           session_provider(item.format, traj.meta.get("provider")), item.candidate.parent))
-            self.cache.put(item.key, [s.to_cache() for s in found])
-            self.sessions.extend(found)
-            self.files_read += 1
+                                           session_provider(item.format, traj.meta.get("provider")), item.candidate.parent,
+                                           dict(measured.sealed_reasoning)))
+            out.append(found)
+        return out
+
+    def _store(self, item: _Loaded, found: list[SessionResult]) -> None:
+        self.cache.put(item.key, [s.to_cache() for s in found])
+        self.sessions.extend(found)
+        self.files_read += 1
+
+    def _finish(self, batch: list[_Loaded]) -> None:
+        weights = {key: w for item in batch for key, w in item.weights.items()}  # ids are unique in a batch (_fits)
+        scorer = self.scorer() if weights else _Unscored()
+        on_step = None
+        if self.progress is not None and weights:
+            progress = self.progress
+
+            def on_step(report) -> None:
+                key = (report.trajectory, report.step)
+                if key in weights:  # only steps the scorer was handed count
+                    progress.step(weights[key])  # type: ignore[attr-defined]
+        for item, found in zip(batch, self._estimate(batch, self.options.settings, scorer, on_step)):
+            self._store(item, found)
         reset = getattr(scorer, "reset", None)
         if reset is not None:
             reset()  # a finished batch's trajectories never come back: free their caches
@@ -298,6 +415,22 @@ class SavingsRun:
         for s in self.sessions:
             total = total + s.totals
         return total
+
+    @property
+    def bound_totals(self) -> Totals:
+        """The upper bound's totals (``delete-all``; empty when the variant does not score)."""
+        total = Totals()
+        for s in self.bound:
+            total = total + s.totals
+        return total
+
+
+class _Unscored:
+    """The scorer of a batch with no step to hand it (every step sealed or of one block): the
+    online loop sends it nothing, so no model is loaded for it."""
+
+    def score(self, requests):
+        raise AssertionError(f"{len(requests)} scorer requests from a batch planned to score none")
 
 
 def _fits(batch: Sequence[_Loaded], item: _Loaded, limit: int) -> bool:
