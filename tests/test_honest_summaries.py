@@ -92,7 +92,8 @@ def test_codex_sealed_blocks_are_counted_alike_by_score_prune_and_diff(tmp_path,
 def test_claude_code_signed_edit_is_taken_off_the_static_estimate(tmp_path, capsys):
     path = needs(CLAUDE)
     err = prune(capsys, path, tmp_path / "sealed.jsonl")
-    assert value(err, "input tokens re-sent, static") == "12,187,060 -> 12,187,060 (0%)"  # all 14 thinking parts sealed
+    # all 14 thinking parts sealed: nothing off, and the sealed reasoning re-sent is named apart
+    assert value(err, "input tokens re-sent, static") == "12,187,060 -> 12,187,060 (0%); sealed reasoning not counted: 120,982"
     assert value(err, "reasoning blocks") == "0 (+26 sealed by the provider rule, not candidates)"
     assert value(diff_text(capsys, path, tmp_path / "sealed.jsonl"), "reasoning blocks") == "0 (+26 sealed by the provider rule, not candidates)"
 
