@@ -1,7 +1,7 @@
 """Many inputs at once: which files ``prune`` and ``score`` read, and where each one's output goes.
 
 ``iclr prune DIR_OR_FILES... -o OUTDIR`` and ``iclr score DIR_OR_FILES... [-o FILE | -o DIR/]``
-(docs/FORMAT.md, "Many files at once"):
+(docs/scoring.md, "Many files at once"):
 
 - Folders are walked as ``iclr savings`` walks them (:func:`iclr_cli.savings.sources.discover`):
   every file in name order; a replay run's logs and copies and a session database's

@@ -1,7 +1,7 @@
 """``iclr prune DIR_OR_FILES... -o OUTDIR`` and ``iclr score DIR_OR_FILES... [-o FILE | -o DIR/]``:
 each file on its own, its output at its input's relative path and byte for byte what a run on
 that file alone writes, one table row per file and a total, a bad file named and skipped with
-exit 1 at the end, Ctrl-C keeping the finished files (docs/FORMAT.md, "Many files at once")."""
+exit 1 at the end, Ctrl-C keeping the finished files (docs/scoring.md, "Many files at once")."""
 
 import json
 import shutil
