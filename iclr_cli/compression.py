@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import io
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
