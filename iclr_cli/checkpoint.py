@@ -205,12 +205,16 @@ def settings_of(command: str, settings, config, fmt: str | None, skip_bad_lines:
 
 @contextlib.contextmanager
 def resumable(command: str, inputs: Sequence[str], output: str | None, items, settings, config, fmt: str | None,
-              skip_bad_lines: bool, out, **extra: object) -> Iterator[Checkpoint | None]:
+              skip_bad_lines: bool, out, *, finished: list[Path] | None = None, **extra: object) -> Iterator[Checkpoint | None]:
     """The run's checkpoint while the block runs (``None`` for variants that score nothing:
     there is nothing to keep). Says on ``out`` when it resumes or starts over; removes the
     checkpoint when the block ends normally, keeps it when it is interrupted or fails.
 
     ``items``: the opened inputs (:class:`iclr_cli.pipeline.Input`, their bytes are keyed).
+    ``finished``: a run over many files keeps each file's checkpoint until the whole run
+    ends, so an interrupted run resumes the files it finished without scoring them again:
+    a block that ends normally adds its checkpoint's path there instead of removing it
+    (:func:`discard` removes them).
     """
     if not settings.variant.needs_scores:
         yield None
@@ -227,7 +231,16 @@ def resumable(command: str, inputs: Sequence[str], output: str | None, items, se
     except BaseException:
         checkpoint.close(finished=False)
         raise
-    checkpoint.close(finished=True)
+    checkpoint.close(finished=finished is None)
+    if finished is not None:
+        finished.append(checkpoint.path)
+
+
+def discard(paths: Sequence[Path]) -> None:
+    """Remove the checkpoints at ``paths`` (with their SQLite side files): their run finished."""
+    for path in paths:
+        for suffix in ("", "-wal", "-shm"):
+            _unlink(Path(str(path) + suffix))
 
 
 def kept_note(checkpoint: Checkpoint | None) -> str:

@@ -1,7 +1,7 @@
 """Bytes in, bytes out: JSON / JSONL parsing with located errors, and atomic writes.
 
 Format adapters parse through here so every input error names the file, the 1-based line and
-the problem, and every output is written with temp file + rename so an error mid-run never
+the problem (a gzip or zstd file is read decompressed: :mod:`iclr_cli.compression`), and every output is written with temp file + rename so an error mid-run never
 leaves a partial file (and never touches the input).
 """
 
@@ -24,18 +24,20 @@ from typing import BinaryIO
 
 import orjson
 
+from iclr_cli.compression import Compression, decompress
 from iclr_cli.errors import InputError, UsageError
 
 BOM = b"\xef\xbb\xbf"
 
 
 def read_input(path: str) -> bytes:
-    """Read a whole input file, or standard input for ``-``, as UTF-8 bytes: a UTF-16 or
-    UTF-32 file with a byte order mark is decoded (:func:`read_input_encoded`).
+    """Read a whole input file, or standard input for ``-``, as UTF-8 bytes: a gzip or zstd
+    file is decompressed and a UTF-16 or UTF-32 file with a byte order mark is decoded
+    (:func:`read_input_stored`).
 
     Raises:
-        InputError: when the file does not exist, cannot be read, or is not valid text in
-        the encoding its byte order mark names.
+        InputError: when the file does not exist, cannot be read, is cut or corrupt
+        compressed data, or is not valid text in the encoding its byte order mark names.
     """
     return read_input_encoded(path)[0]
 
@@ -43,10 +45,41 @@ def read_input(path: str) -> bytes:
 def read_input_encoded(path: str) -> tuple[bytes, TextEncoding | None]:
     """The input as UTF-8 bytes, and the encoding it was stored in when that is UTF-16 or
     UTF-32 with a byte order mark (None for UTF-8), so outputs can be written the same way.
+    A gzip or zstd file is decompressed first (:func:`read_input_stored`).
 
     Raises:
         InputError: as :func:`read_input`.
     """
+    stored = read_input_stored(path)
+    return stored.data, stored.encoding
+
+
+@dataclass(frozen=True)
+class StoredInput:
+    """An input as read: ``data`` (UTF-8 text bytes, decompressed and decoded), the text
+    ``encoding`` it was stored in (``None``: UTF-8) and its ``compression``
+    (:mod:`iclr_cli.compression`; ``None``: not compressed)."""
+
+    data: bytes
+    encoding: TextEncoding | None
+    compression: Compression | None
+
+
+def read_input_stored(path: str) -> StoredInput:
+    """Read ``path`` (``-``: standard input) as :func:`read_input` does, and say how it was
+    stored: a gzip or zstd file (found by its magic bytes, not its name) is decompressed,
+    then a UTF-16 or UTF-32 text is decoded, so outputs can be written back the same way.
+
+    Raises:
+        InputError: as :func:`read_input`, and for compressed data that is cut or corrupt
+        or in a compression iclr does not read (:func:`iclr_cli.compression.decompress`).
+    """
+    data, compression = decompress(_read_raw(path), path)
+    text, encoding = decode_input(data, path)
+    return StoredInput(text, encoding, compression)
+
+
+def _read_raw(path: str) -> bytes:
     if path == "-":
         data = _read_all(sys.stdin.buffer)
     else:
@@ -59,7 +92,7 @@ def read_input_encoded(path: str) -> tuple[bytes, TextEncoding | None]:
             raise InputError(path, "is a directory, not a trajectory file") from None
         except OSError as exc:
             raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    return decode_input(data, path)
+    return data
 
 
 def _read_all(fh: BinaryIO) -> bytes:

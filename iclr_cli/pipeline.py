@@ -16,7 +16,8 @@ from iclr_cli.blocks import SPLITTERS
 from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories
 from iclr_cli.errors import InputError, UsageError
 from iclr_cli.formats import registry
-from iclr_cli.jsonio import TextEncoding, output_encoder, read_input_encoded
+from iclr_cli.compression import Compression
+from iclr_cli.jsonio import StoredInput, TextEncoding, output_encoder, read_input_stored
 from iclr_cli.formats.base import Document, FormatAdapter
 from iclr_cli.policies import Variant
 from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, Overflow, Scorer, Tokenizer
@@ -130,8 +131,9 @@ def check_splitter(split: str) -> str:
 
 @dataclass
 class Input:
-    """One input file: its bytes (UTF-8), the adapter that reads them, and the encoding the
-    file was stored in when it is UTF-16 or UTF-32 with a byte order mark. ``chosen`` says
+    """One input file: its bytes (UTF-8), the adapter that reads them, the encoding the
+    file was stored in when it is UTF-16 or UTF-32 with a byte order mark, and its
+    ``compression`` when it was gzip or zstd (:mod:`iclr_cli.compression`). ``chosen`` says
     why that adapter was chosen when another one could read the file too (``None``
     otherwise, and with ``--format``): the command prints it with the summary (docs/FORMAT.md,
     "How a file's format is chosen")."""
@@ -142,11 +144,20 @@ class Input:
     chosen: str | None = None
     encoding: TextEncoding | None = None
     forced: bool = False  # the adapter was named with --format (registry.forced_error)
+    compression: Compression | None = None
 
     def output_encoder(self):
         """``chunk -> bytes`` for outputs written in this file's format: the file's own
         encoding and byte order mark (:func:`iclr_cli.jsonio.output_encoder`)."""
         return output_encoder(self.encoding)
+
+    def output_stream(self, fh):
+        """Context manager: a binary file writing into ``fh`` compressed as this input was
+        (``fh`` itself when it was not; :func:`iclr_cli.compression.writer`), for outputs
+        written in this file's format (``prune``)."""
+        from iclr_cli.compression import writer
+
+        return writer(fh, self.compression)
 
     def require_writable(self, command: str) -> None:
         """Refuse, before any work, to write ``command``'s output in the format of a session
@@ -227,7 +238,8 @@ def with_last(items: Iterable[T]) -> Iterator[tuple[T, bool]]:
 
 
 def open_inputs(paths: Sequence[str], fmt: str | None) -> list[Input]:
-    """Read every input (``-`` is stdin, at most once) and pick its adapter.
+    """Read every input (``-`` is stdin, at most once; gzip and zstd files decompressed,
+    :func:`iclr_cli.jsonio.read_input_stored`) and pick its adapter.
 
     Raises:
         InputError: for a file that cannot be read or is not a known format.
@@ -235,15 +247,21 @@ def open_inputs(paths: Sequence[str], fmt: str | None) -> list[Input]:
     """
     if sum(p == "-" for p in paths) > 1:
         raise UsageError("standard input ('-') can be read only once")
-    inputs = []
-    for path in paths:
-        data, encoding = read_input_encoded(path)
-        if fmt:
-            inputs.append(Input(path, registry.get(fmt), data, encoding=encoding, forced=True))
-        else:
-            found = registry.detect_why(data, path)
-            inputs.append(Input(path, found.adapter, data, found.note(path), encoding))
-    return inputs
+    return [input_of(path, read_input_stored(path), fmt) for path in paths]
+
+
+def input_of(path: str, stored: StoredInput, fmt: str | None) -> Input:
+    """The :class:`Input` of a file already read (:func:`iclr_cli.jsonio.read_input_stored`):
+    the adapter ``fmt`` names, else the one that recognises it.
+
+    Raises:
+        InputError: when no adapter recognises it (:func:`iclr_cli.formats.registry.detect_why`).
+        UsageError: for an unknown ``fmt``.
+    """
+    if fmt:
+        return Input(path, registry.get(fmt), stored.data, encoding=stored.encoding, forced=True, compression=stored.compression)
+    found = registry.detect_why(stored.data, path)
+    return Input(path, found.adapter, stored.data, found.note(path), stored.encoding, compression=stored.compression)
 
 
 def build_engines(variant: Variant, config: ScorerConfig) -> tuple[Scorer | None, Tokenizer]:

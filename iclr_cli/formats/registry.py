@@ -115,7 +115,7 @@ def detect_why(data: bytes, source: str) -> Detection:
         if wide is not None:
             raise InputError(source, f"looks like {wide} text without a byte order mark; save it as UTF-8, or with a byte order mark (iclr reads UTF-16 and UTF-32 with one)")
         at = data.find(NUL)
-        raise InputError(source, f"not a text file (byte {at} is NUL: binary data, or compressed); iclr reads trajectories as JSON or JSONL text")
+        raise InputError(source, f"not a text file (byte {at} is NUL: binary data, or compressed other than with gzip or zstd, which iclr reads); iclr reads trajectories as JSON or JSONL text")
     if (problem := _not_json(head)) is not None:
         raise InputError(source, f"not JSON or JSONL: {problem}; iclr reads trajectories as JSON or JSONL text")
     parsed = Head.of(head)
