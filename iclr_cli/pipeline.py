@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar, get_args
 
 from iclr_cli.blocks import SPLITTERS
+from iclr_cli.block_notes import holds_skip
 from iclr_cli.compress import CompressionResult, Settings, StepReport, compress_trajectories
 from iclr_cli.errors import InputError, UsageError
 from iclr_cli.formats import registry
@@ -309,51 +310,6 @@ def compress_document(doc: Document, settings: Settings, scorer: Scorer | None, 
     return compress_trajectories(doc.trajectories, settings, scorer, tokenizer, on_step=on_step, done=done)
 
 
-def block_counts(trajectories: Sequence[Trajectory], splitter: str) -> tuple[int, int, int]:
-    """``(steps with reasoning, those whose reasoning is one candidate block, those that
-    already hold a [SKIP] block)`` as ``splitter`` cuts it, before anything is scored (for
-    :func:`one_block_note`)."""
-    from iclr_cli.blocks import candidates, is_skip, split_blocks
-
-    with_reasoning = one = compressed = 0
-    for traj in trajectories:
-        for step in traj.steps:
-            if any(p.text.strip() for p in step.reasoning):
-                with_reasoning += 1
-                splits = [split_blocks(p.text, splitter) for p in step.reasoning]
-                one += len(candidates(splits)) == 1
-                compressed += any(is_skip(b) for sp in splits for b in sp.blocks)
-    return with_reasoning, one, compressed
-
-
-FINER = {"paragraph": "--block-split line or --block-split sentence", "line": "--block-split sentence"}
-
-
-def _holds_skip(step) -> bool:
-    """Whether a step's reasoning already holds a ``[SKIP]`` block (an earlier compression)."""
-    from iclr_cli.blocks import SKIP, is_skip, split_blocks
-
-    return any(SKIP in p.text and any(is_skip(b) for b in split_blocks(p.text).blocks) for p in step.reasoning)
-
-
-def one_block_note(one_block: int, with_reasoning: int, splitter: str, compressed: int = 0) -> str | None:
-    """What to say when most steps with reasoning hold a single block (``N = 1``): BottomK
-    removes ``floor(rho * N)`` blocks (METHOD.md, "Select and replace"), none of one, so the
-    run scores and removes nothing there. When most of the steps already hold ``[SKIP]``
-    markers (``compressed``: a file pruned before), that is what it says instead of a finer
-    splitter. ``None`` when it is not most of them."""
-    if with_reasoning and 2 * compressed > with_reasoning:
-        left = f"; {one_block} keep a single block, which BottomK leaves (N = 1)" if one_block else ""
-        return (f"already compressed: {compressed} of {with_reasoning} steps with reasoning hold [SKIP] markers from an earlier "
-                f"prune{left}; prune the original file to compress it another way")
-    if not with_reasoning or 2 * one_block <= with_reasoning:
-        return None
-    finer = FINER.get(splitter)
-    advice = f"; {finer} cuts reasoning into more blocks" if finer else ""
-    return (f"{one_block} of {with_reasoning} steps with reasoning hold a single block (their reasoning is one {splitter}), "
-            f"and BottomK removes nothing from one block (N = 1){advice}")
-
-
 # A proxy token spans fewer characters than this (BPE vocabularies top out near 16 for prose
 # and code); a text longer than ``limit`` times it holds more than ``limit`` tokens.
 _MAX_CHARS_PER_TOKEN = 16
@@ -554,7 +510,7 @@ class Summary(TokenViews):
             self.trajectories += 1
             self.sealed.update((s.kind, s.what) for s in sealed_parts(result.original))
             self.sealed_blocks += sealed_block_count(result.original, self.splitter)
-            self.compressed += sum(_holds_skip(step) for step in result.original.steps)
+            self.compressed += sum(holds_skip(step) for step in result.original.steps)
             for report in result.steps:
                 self._add_step(report)
 

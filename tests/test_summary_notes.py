@@ -8,7 +8,7 @@ import pytest
 
 from iclr_cli.cli.app import main
 from format_helpers import SAMPLES
-from iclr_cli.pipeline import one_block_note
+from iclr_cli.block_notes import one_block_note
 
 ONE_PARAGRAPH = "First I read the failing test. Then I check the parser. It drops the last field, so I patch it."
 

@@ -81,8 +81,8 @@ def report_reading(out: Output, doc: Document, *, strict: bool) -> None:
 
 def warn_one_block(out: Output, trajectories, splitter: str) -> bool:
     """Before a long scoring run: warn when most steps with reasoning hold one block (see
-    :func:`iclr_cli.pipeline.one_block_note`). Returns whether it warned."""
-    from iclr_cli.pipeline import block_counts, one_block_note
+    :func:`iclr_cli.block_notes.one_block_note`). Returns whether it warned."""
+    from iclr_cli.block_notes import block_counts, one_block_note
 
     with_reasoning, one, compressed = block_counts(trajectories, splitter)
     note = one_block_note(one, with_reasoning, splitter, compressed)
@@ -149,7 +149,7 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
     ``--block-split`` of a variant that ranks blocks), a warning when most steps with reasoning
     hold one block names a finer one. ``scorer`` names the profile that scored
     (:meth:`~iclr_cli.pipeline.ScorerConfig.describe`), for variants that score."""
-    from iclr_cli.pipeline import one_block_note
+    from iclr_cli.block_notes import one_block_note
 
     selected = "blocks selected" if command == "score" else "blocks removed"  # score only reports what the variant would remove
     rows = [
