@@ -1,0 +1,89 @@
+"""The iclr guardrail inside the real LiteLLM proxy (docs/litellm.md): the anthropic and openai
+SDKs through LiteLLM to a scripted upstream, against the same session through ``iclr serve``.
+
+Each test starts ``litellm --config`` (:mod:`litellm_fixtures`; about 15 s) with the fake
+proxy model and no latency budget (every step waits for its scores), so the bytes sent never
+depend on this machine's speed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import orjson
+import pytest
+
+from litellm_fixtures import MASTER_KEY, config_yaml, litellm_proxy, proxy_python, require_litellm
+from replay_fixtures import call, completion
+from serve_fixtures import proxy, scripted_upstream, stream_of
+from wire_fixtures import SIGNATURE, anthropic_reply, function_call, output_message, reasoning_item, responses_reply, text, thinking, tool_use
+
+anthropic = pytest.importorskip("anthropic")
+openai = pytest.importorskip("openai")
+pytestmark = pytest.mark.slow
+
+REASONING = "Read the task.\n\nList the files.\n\nThe bug is in parse().\n\nRun the tests after."
+SYSTEM = [{"type": "text", "text": "You are an agent.", "cache_control": {"type": "ephemeral"}}]
+TOOLS = [{"name": "Bash", "description": "Run a command", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+USER = {"role": "user", "content": "Fix the bug."}
+# no latency budget and the fake scorer: what is sent never depends on how fast this machine is
+ENGINE = {"proxy_model": "fake", "max_wait": float("inf"), "upstream_kind": "local"}
+
+
+def _anthropic_script(streamed: bool) -> list:
+    steps = [anthropic_reply([thinking(REASONING), tool_use(f"toolu_{i}", "Bash", {"command": f"ls {i}"})], stream=streamed) for i in range(3)]
+    return steps + [anthropic_reply([thinking(REASONING), text("Fixed.")], stream=streamed)]
+
+
+def anthropic_session(base_url: str, key: str, streamed: bool) -> list[list[dict]]:
+    """Four turns of an agent through ``base_url`` (the anthropic SDK); the content blocks
+    the client got back each turn."""
+    client = anthropic.Anthropic(base_url=base_url, api_key=key, max_retries=0, timeout=60)
+    messages, got = [USER], []
+    for i in range(4):
+        kw = dict(model="claude-x", max_tokens=1000, system=SYSTEM, tools=TOOLS, messages=messages)
+        if streamed:
+            with client.messages.stream(**kw) as stream:
+                out = stream.get_final_message()
+        else:
+            out = client.messages.create(**kw)
+        blocks = [b.model_dump(exclude_none=True, exclude={"caller", "toolset_name"}) for b in out.content]
+        got.append(blocks)
+        messages = messages + [{"role": "assistant", "content": blocks},
+                               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": f"out {i}"}]}]
+    return got
+
+
+def _sent(up) -> list[dict]:
+    """The request bodies the upstream got, without ``stream: false`` (LiteLLM writes the
+    default the client left out; it changes nothing the upstream does)."""
+    bodies = []
+    for raw in up.raw:
+        body = orjson.loads(raw)
+        if body.get("stream") is False:
+            del body["stream"]
+        bodies.append(body)
+    return bodies
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_anthropic_sdk_through_litellm_sends_what_serve_sends(tmp_path, streamed):
+    require_litellm()
+    with scripted_upstream(_anthropic_script(streamed)) as up, litellm_proxy(config_yaml(up.url, options=ENGINE), tmp_path) as url:
+        got = anthropic_session(url, MASTER_KEY, streamed)
+    through_litellm = _sent(up)
+    with scripted_upstream(_anthropic_script(streamed)) as up, proxy(up.url, upstream_kind="local") as (url, _):
+        anthropic_session(url.removesuffix("/v1"), "sk-client", streamed)
+    through_serve = _sent(up)
+
+    assert all(blocks[0] == thinking(REASONING) for blocks in got)  # the client gets each reply unchanged
+    assert through_litellm == through_serve
+    for before, after in zip(through_litellm, through_litellm[1:]):  # each request extends the last one as sent
+        assert after["messages"][: len(before["messages"])] == before["messages"]
+        assert after["system"] == SYSTEM and after["tools"] == TOOLS
+    last = through_litellm[-1]["messages"]
+    sent = [m["content"][0] for m in last if m["role"] == "assistant"]
+    # a plain upstream (local): each completed step's thinking compressed once, its signature kept
+    assert [b["thinking"].count("[SKIP]") for b in sent] == [3, 3, 3]
+    assert all(b["signature"] == SIGNATURE for b in sent)
+    assert [m["content"][1] for m in last if m["role"] == "assistant"] == [tool_use(f"toolu_{i}", "Bash", {"command": f"ls {i}"}) for i in range(3)]
