@@ -87,3 +87,99 @@ def test_anthropic_sdk_through_litellm_sends_what_serve_sends(tmp_path, streamed
     assert [b["thinking"].count("[SKIP]") for b in sent] == [3, 3, 3]
     assert all(b["signature"] == SIGNATURE for b in sent)
     assert [m["content"][1] for m in last if m["role"] == "assistant"] == [tool_use(f"toolu_{i}", "Bash", {"command": f"ls {i}"}) for i in range(3)]
+
+
+CHAT_SYSTEM = {"role": "system", "content": "You are an agent."}
+CHAT_TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a command", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
+
+
+def _chat_script(streamed: bool) -> list:
+    if not streamed:
+        return [completion(None, [call("bash", {"command": f"ls {i}"}, call_id=f"call_{i}")], reasoning_content=REASONING) for i in range(3)] + [completion("done")]
+    return [stream_of(f"Step {i} done.", reasoning=REASONING) for i in range(3)] + [stream_of("done")]
+
+
+def chat_session(base_url: str, key: str, streamed: bool) -> list[str]:
+    """Four turns through ``base_url`` with the openai SDK's chat completions (a tool step
+    each, or a text step each when ``streamed``); the reasoning the client got each turn."""
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key=key, max_retries=0, timeout=60)
+    messages, got = [CHAT_SYSTEM, {"role": "user", "content": "Fix the bug."}], []
+    for i in range(4):
+        if streamed:
+            chunks = list(client.chat.completions.create(model="fake-model", messages=messages, tools=CHAT_TOOLS, stream=True))
+            deltas = [c.choices[0].delta for c in chunks if c.choices]
+            reasoning = "".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas)
+            message = {"role": "assistant", "content": "".join(d.content or "" for d in deltas), "reasoning_content": reasoning}
+            follow = {"role": "user", "content": f"Go on ({i})."}
+        else:
+            out = client.chat.completions.create(model="fake-model", messages=messages, tools=CHAT_TOOLS)
+            message = out.choices[0].message.model_dump(exclude_none=True)
+            reasoning = message.get("reasoning_content") or (out.choices[0].message.model_extra or {}).get("reasoning_content")
+            follow = {"role": "tool", "tool_call_id": f"call_{i}", "content": f"out {i}"}
+        got.append(reasoning)
+        messages = messages + [message, follow]
+    return got
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_openai_chat_through_litellm_sends_what_serve_sends(tmp_path, streamed):
+    require_litellm()
+    with scripted_upstream(_chat_script(streamed)) as up, litellm_proxy(config_yaml(up.url, options=ENGINE), tmp_path) as url:
+        got = chat_session(url, MASTER_KEY, streamed)
+    through_litellm = _sent(up)
+    with scripted_upstream(_chat_script(streamed)) as up, proxy(up.url, upstream_kind="local") as (url, _):
+        chat_session(url.removesuffix("/v1"), "sk-client", streamed)
+    through_serve = _sent(up)
+
+    assert got[:3] == [REASONING] * 3  # the client gets each reply unchanged
+    assert [b["messages"] for b in through_litellm] == [b["messages"] for b in through_serve]
+    for before, after in zip(through_litellm, through_litellm[1:]):
+        assert after["messages"][: len(before["messages"])] == before["messages"]
+    sent = [m for m in through_litellm[-1]["messages"] if m["role"] == "assistant"]
+    assert [m["reasoning_content"].count("[SKIP]") for m in sent] == [3, 3, 3]
+    if not streamed:
+        assert [m["tool_calls"][0]["id"] for m in sent] == ["call_0", "call_1", "call_2"]
+
+
+def _responses_script(streamed: bool) -> list:
+    steps = [responses_reply([reasoning_item(REASONING, f"rs_{i}"), function_call(f"call_{i}", "shell", {"cmd": f"ls {i}"})],
+                             stream=streamed, response_id=f"resp_{i}") for i in range(3)]
+    steps.append(responses_reply([output_message("Fixed.")], stream=streamed))
+    for reply in steps:  # OpenAI sends created_at, and LiteLLM requires it of a whole response
+        if not streamed:
+            reply.body["created_at"] = 1700000000
+    return steps
+
+
+def responses_session(base_url: str, key: str, streamed: bool) -> list[list[dict]]:
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key=key, max_retries=0, timeout=60)
+    items, got = [{"role": "user", "content": "Fix the bug."}], []
+    tools = [{"type": "function", "name": "shell", "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}]
+    for i in range(4):
+        kw = dict(model="fake-model", input=items, instructions="You are an agent.", tools=tools, store=False)
+        if streamed:
+            out = [e for e in client.responses.create(stream=True, **kw) if e.type == "response.completed"][0].response
+        else:
+            out = client.responses.create(**kw)
+        output = [o.model_dump(exclude_none=True) for o in out.output]
+        got.append(output)
+        items = items + output + [{"type": "function_call_output", "call_id": f"call_{i}", "output": f"out {i}"}]
+    return got
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_openai_responses_through_litellm_sends_what_serve_sends(tmp_path, streamed):
+    require_litellm()
+    with scripted_upstream(_responses_script(streamed)) as up, litellm_proxy(config_yaml(up.url, options=ENGINE), tmp_path) as url:
+        got = responses_session(url, MASTER_KEY, streamed)
+    through_litellm = _sent(up)
+    with scripted_upstream(_responses_script(streamed)) as up, proxy(up.url, upstream_kind="local") as (url, _):
+        responses_session(url.removesuffix("/v1"), "sk-client", streamed)
+    through_serve = _sent(up)
+
+    assert [out[0]["content"][0]["text"] for out in got[:3]] == [REASONING] * 3
+    assert [b["input"] for b in through_litellm] == [b["input"] for b in through_serve]
+    reasoning = [i for i in through_litellm[-1]["input"] if i.get("type") == "reasoning"]
+    assert [r["content"][0]["text"].count("[SKIP]") for r in reasoning] == [3, 3, 3]
+    calls = [i for i in through_litellm[-1]["input"] if i.get("type") == "function_call"]
+    assert [c["call_id"] for c in calls] == ["call_0", "call_1", "call_2"]
