@@ -8,12 +8,13 @@ depend on this machine's speed.
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import orjson
 import pytest
 
-from litellm_fixtures import MASTER_KEY, config_yaml, litellm_proxy, proxy_python, require_litellm
+from litellm_fixtures import MASTER_KEY, ROOT, config_yaml, litellm_proxy, proxy_python, require_litellm
 from replay_fixtures import call, completion
 from serve_fixtures import proxy, scripted_upstream, stream_of
 from wire_fixtures import SIGNATURE, anthropic_reply, function_call, output_message, reasoning_item, responses_reply, text, thinking, tool_use
@@ -183,3 +184,44 @@ def test_openai_responses_through_litellm_sends_what_serve_sends(tmp_path, strea
     assert [r["content"][0]["text"].count("[SKIP]") for r in reasoning] == [3, 3, 3]
     calls = [i for i in through_litellm[-1]["input"] if i.get("type") == "function_call"]
     assert [c["call_id"] for c in calls] == ["call_0", "call_1", "call_2"]
+
+
+def test_decisions_survive_a_litellm_restart(tmp_path):
+    """Steps decided before a restart come back from the state folder: the restarted proxy
+    waits for no scores at all (``max_wait: 0``: a step it had to score itself would go as
+    generated), yet sends the earlier steps compressed, as before the restart."""
+    require_litellm()
+    state_dir = tmp_path / "state"
+    script = _anthropic_script(False)
+    with scripted_upstream(script[:2]) as up:
+        with litellm_proxy(config_yaml(up.url, options={**ENGINE, "state_dir": state_dir}), tmp_path, name="first") as url:
+            client = anthropic.Anthropic(base_url=url, api_key=MASTER_KEY, max_retries=0, timeout=60)
+            messages = [USER]
+            for i in range(2):
+                out = client.messages.create(model="claude-x", max_tokens=1000, system=SYSTEM, tools=TOOLS, messages=messages)
+                blocks = [b.model_dump(exclude_none=True, exclude={"caller", "toolset_name"}) for b in out.content]
+                messages = messages + [{"role": "assistant", "content": blocks},
+                                       {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": f"out {i}"}]}]
+    before = _sent(up)
+    restarted = {**ENGINE, "state_dir": state_dir, "max_wait": 0, "late": "as-sent"}
+    with scripted_upstream(script[2:3]) as up, litellm_proxy(config_yaml(up.url, options=restarted), tmp_path, name="second") as url:
+        anthropic.Anthropic(base_url=url, api_key=MASTER_KEY, max_retries=0, timeout=60).messages.create(
+            model="claude-x", max_tokens=1000, system=SYSTEM, tools=TOOLS, messages=messages)
+    after = _sent(up)[0]["messages"]
+    # step 0 was decided before the restart, step 1 only by the restarted proxy (no scores: as generated)
+    assert after[: len(before[1]["messages"])] == before[1]["messages"]
+    assert after[1]["content"][0]["thinking"].count("[SKIP]") == 3
+    assert after[3]["content"][0]["thinking"] == REASONING
+
+
+def test_a_serve_option_of_the_http_side_is_refused_and_named():
+    code = ("from iclr_cli.serve.litellm_guardrail import options_from\n"
+            "print(options_from({'variant': 'iclr', 'ratio': 0.5, 'max-wait': 'inf', 'late': 'compress-later', 'mask': False}))\n"
+            "try:\n    options_from({'upstream': 'http://x'})\nexcept Exception as e:\n    print(type(e).__name__, e)\n")
+    out = subprocess.run([proxy_python(), "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, second = out.stdout.splitlines()[-2:]
+    assert "variant='iclr'" in first and "ratio=0.5" in first and "max_wait=inf" in first and "late='compress-later'" in first
+    assert "upstream_kind='unknown'" in first
+    assert second == "UsageError iclr guardrail: 'upstream' is not an option here: LiteLLM's model_list says where requests go and with which key"
