@@ -51,7 +51,25 @@ def proxy_python() -> str:
     return str(Path(require_litellm()).parent / "python")
 
 
-def config_yaml(upstream_url: str, *, options: dict | None = None, guardrail: bool = True) -> str:
+def docs_guardrail() -> tuple[list[str], dict]:
+    """The ``guardrails:`` section of docs/litellm.md's example config: (its lines up to the
+    options, the options it sets as text), so that a test runs LiteLLM with the lines the page
+    tells users to write."""
+    page = (ROOT / "docs" / "litellm.md").read_text()
+    block = page.split("```yaml\n", 1)[1].split("```", 1)[0]
+    section = block[block.index("guardrails:"):].splitlines()
+    head, options = [], {}
+    for line in section:
+        key, _, value = line.strip().partition(":")
+        value = value.split("#", 1)[0].strip()
+        if key in ("upstream_kind", "state_dir"):
+            options[key] = value
+        else:
+            head.append(line.split("#", 1)[0].rstrip())
+    return head, options
+
+
+def config_yaml(upstream_url: str, *, options: dict | None = None, guardrail: bool = True, from_docs: bool = False) -> str:
     """A LiteLLM config: three model names on the scripted upstream (``fake-model`` as an
     OpenAI deployment for chat completions and Responses, ``claude-x`` as an Anthropic one for
     /v1/messages) and, with ``guardrail``, the iclr guardrail with ``options``. Kept in the
@@ -72,7 +90,10 @@ def config_yaml(upstream_url: str, *, options: dict | None = None, guardrail: bo
         "general_settings:",
         f"  master_key: {MASTER_KEY}",
     ]
-    if guardrail:
+    if guardrail and from_docs:
+        head, documented = docs_guardrail()
+        lines += head + [f"      {k}: {_yaml(v)}" for k, v in {**documented, **(options or {})}.items()]
+    elif guardrail:
         lines += [
             "guardrails:",
             "  - guardrail_name: iclr",

@@ -225,3 +225,26 @@ def test_a_serve_option_of_the_http_side_is_refused_and_named():
     assert "variant='iclr'" in first and "ratio=0.5" in first and "max_wait=inf" in first and "late='compress-later'" in first
     assert "upstream_kind='unknown'" in first
     assert second == "UsageError iclr guardrail: 'upstream' is not an option here: LiteLLM's model_list says where requests go and with which key"
+
+
+def test_the_documented_config_keeps_claude_signed_thinking_as_generated(tmp_path):
+    """docs/litellm.md's guardrail lines as written (``upstream_kind: anthropic``; only the
+    state folder and the scorer are the test's): Claude's signed thinking is never edited, so
+    the upstream gets each request's history as the client sent it, and what serve sends."""
+    require_litellm()
+    from litellm_fixtures import docs_guardrail
+
+    head, documented = docs_guardrail()
+    assert head[:6] == ["guardrails:", "  - guardrail_name: iclr", "    litellm_params:",
+                        "      guardrail: iclr_cli.serve.litellm_guardrail.IclrGuardrail", "      mode: [pre_call, post_call]", "      default_on: true"]
+    assert documented["upstream_kind"] == "anthropic"
+    options = {"state_dir": tmp_path / "state", "proxy_model": "fake", "max_wait": float("inf")}
+    with scripted_upstream(_anthropic_script(True)) as up, litellm_proxy(config_yaml(up.url, options=options, from_docs=True), tmp_path) as url:
+        got = anthropic_session(url, MASTER_KEY, True)
+    through_litellm = _sent(up)
+    with scripted_upstream(_anthropic_script(True)) as up, proxy(up.url, upstream_kind="anthropic") as (url, _):
+        anthropic_session(url.removesuffix("/v1"), "sk-client", True)
+    assert through_litellm == _sent(up)
+    sent = [m["content"] for m in through_litellm[-1]["messages"] if m["role"] == "assistant"]
+    assert sent == got[:3]  # thinking and signature as generated, tool calls as the client sent them
+    assert (tmp_path / "state").is_dir()
