@@ -166,14 +166,17 @@ def main() -> None:
     guard = {"proxy_model": args.proxy_model, "upstream_kind": "local", "max_wait": args.max_wait}
     rows = [run(args, "direct", None, None, p), run(args, "litellm", exe, None, p), run(args, "litellm+iclr", exe, guard, p)]
     direct = rows[0]
-    print("| row | wall s | requests | added to first event ms p50 / p95 / max | added to end ms p50 / p95 | [SKIP] in last request |")
-    print("|---|---|---|---|---|---|")
+    # The first request of a fresh LiteLLM pays its own warm-up (routes, clients): shown apart.
+    print("| row | wall s | requests | first request: added ms | later requests: added to first event ms p50 / p95 / max | added to end ms p50 / p95 | [SKIP] in last request |")
+    print("|---|---|---|---|---|---|---|")
     for row in rows:
         added = [1000 * (a - b) for a, b in zip(row["first_s"], direct["first_s"])]
         added_end = [1000 * (a - b) for a, b in zip(row["whole_s"], direct["whole_s"])]
-        cell = "-" if row is direct else f"{statistics.median(added):.0f} / {_pct(added, 0.95):.0f} / {max(added):.0f}"
-        cell_end = "-" if row is direct else f"{statistics.median(added_end):.0f} / {_pct(added_end, 0.95):.0f}"
-        print(f"| {row['row']} | {row['wall_s']} | {row['requests']} | {cell} | {cell_end} | {row['skip_markers_last_request']} |", flush=True)
+        later, later_end = added[1:], added_end[1:]
+        cells = ["-", "-", "-"] if row is direct else [
+            f"{added[0]:.0f}", f"{statistics.median(later):.0f} / {_pct(later, 0.95):.0f} / {max(later):.0f}",
+            f"{statistics.median(later_end):.0f} / {_pct(later_end, 0.95):.0f}"]
+        print(f"| {row['row']} | {row['wall_s']} | {row['requests']} | {' | '.join(cells)} | {row['skip_markers_last_request']} |", flush=True)
     print(json.dumps({"load_after": os.getloadavg()}))
 
 
