@@ -37,7 +37,7 @@ want_chromium=0
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   want_chromium=1
 fi
-TOTAL=$((7 + WITH_LLAMA + want_chromium))
+TOTAL=$((8 + WITH_LLAMA + want_chromium))
 K=0
 
 elapsed() {  # "3 min 05 s" since $1 (seconds, as $SECONDS counts them)
@@ -108,6 +108,18 @@ fi
 
 step "installing iclr and its extras model,replay,report,serve,ray,analyze,savings,test (~80 packages, ~260 MB download, ~1.2 GB installed)" \
   iclr "$VPY" -m pip install -e ".[model,replay,report,serve,ray,analyze,savings,test]"
+
+# The LiteLLM proxy, for the iclr guardrail's tests (tests/test_litellm_guardrail.py) and
+# benchmarks/bench_litellm.py: in an environment of its own, because litellm[proxy] pins
+# rich<14 and huggingface-hub<2, older than iclr's own extras install. iclr's serve extra goes
+# in beside it (editable: the proxy imports this checkout), the proxy model is not needed there.
+LPY=.venv/litellm-proxy/bin/python
+if [ -x "$LPY" ] && "$LPY" -c "import litellm.proxy.proxy_server, iclr_cli.serve.litellm_guardrail" 2>/dev/null; then
+  skip "LiteLLM proxy in .venv/litellm-proxy"
+else
+  step "installing the LiteLLM proxy (litellm[proxy] 1.108.7 with iclr's serve extra) in .venv/litellm-proxy (~150 packages, ~250 MB download)" litellm \
+    sh -c "\"$VPY\" -m venv .venv/litellm-proxy && $LPY -m pip install -e '.[serve,litellm]' 'litellm[proxy]==1.108.7'"
+fi
 
 if [ "$WITH_LLAMA" = 1 ]; then
   if "$VPY" -c "import llama_cpp.server" 2>/dev/null; then

@@ -53,7 +53,8 @@ from dataclasses import dataclass, field
 import orjson
 
 from iclr_cli.scoring.base import ScoringCancelled
-from iclr_cli.serve.along import Feeder, forget as forget_fed
+from iclr_cli.serve import exchange
+from iclr_cli.serve.along import Feeder
 from iclr_cli.serve.auth import ClientKeys, RequireClientKey
 from iclr_cli.serve.budget import WAIT_LOG_S, Waiting, describe
 from iclr_cli.serve.chat import CHAT
@@ -386,26 +387,14 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
             recorded: list = []
 
             async def finish(content: bytes | None, streamed: bool, outcome: str) -> None:
-                target, usage = conv, None
-                if outcome != "ok" and rewrite.conversation is None and rewrite.stream is not None:
-                    forget_fed(state, rewrite.stream)  # a first request that failed: what was fed for it goes
-                if outcome == "ok":
-                    try:
-                        reply = dialect.read_reply(content, streamed)
-                        usage = reply.usage
-                        target = await in_thread(state.record_reply, rewrite.conversation, rewrite.request, reply, dialect, rewrite.stream)
-                        recorded.append((target, reply))
-                    except Exception as exc:
-                        log.warning("reply not recorded (%s: %s)", type(exc).__name__, exc)
+                target, done, usage = await exchange.finish(state, dialect, rewrite, conv, content, streamed, outcome, in_thread)
+                if done is not None:
+                    recorded.append(done)
                 state.stats.request(target.counts if target else None, added, usage, outcome)
 
             async def score_ahead() -> None:
                 # the reply has reached the client: its step is scored while the agent runs its tool
-                if recorded:
-                    try:
-                        await in_thread(state.prefetch, recorded[0][0], rewrite.request, recorded[0][1], dialect)
-                    except Exception as exc:  # the next request scores the step itself
-                        log.warning("step not scored ahead (%s: %s)", type(exc).__name__, exc)
+                await exchange.score_ahead(state, dialect, rewrite, recorded[0] if recorded else None, in_thread)
 
             feeder = Feeder(state, rewrite, dialect, in_thread) if state.scores_ahead else None
             return await relay(resp, path, finish, score_ahead if state.scores_ahead else None, feeder)

@@ -125,6 +125,25 @@ def _settings_record(options: ServeOptions, config, scorer_name: str, kind: str)
     }
 
 
+@dataclass(frozen=True)
+class Engine:
+    """The write-back engine both front ends run: ``iclr serve``'s HTTP app (:func:`build`)
+    and the LiteLLM proxy guardrail (:mod:`iclr_cli.serve.litellm_guardrail`).
+
+    Attributes:
+        state: the conversations, the scorer, the store and the stats.
+        dialects: upstream path (``chat/completions``, ``messages``, ``responses``) -> the
+            dialect of that route, built for the upstream kind's rules.
+        describe: settings as ``/stats`` shows them.
+        shutdown: stops the batching scorer and closes the store (call once, at exit).
+    """
+
+    state: object
+    dialects: dict
+    describe: tuple[tuple[str, object], ...]
+    shutdown: Callable[[], None]
+
+
 def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None):
     """The ASGI app and its :class:`~iclr_cli.serve.state.ServeState`.
 
@@ -135,8 +154,32 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         UsageError: for a bad variant or option, or a ``--state-dir`` written with other settings.
         IclrError: when the proxy model cannot be loaded.
     """
-    from iclr_cli.pipeline import ScorerConfig, build_engines, check_splitter
     from iclr_cli.serve.app import AppConfig, create_app
+    from iclr_cli.serve.upstream import UpstreamConfig
+
+    if not options.upstream.startswith(("http://", "https://")):
+        raise UsageError(f"--upstream must be an http:// or https:// URL, not {options.upstream!r}")
+    engine = build_engine(options, scorer=scorer, tokenizer=tokenizer)
+    app_config = AppConfig(
+        UpstreamConfig(options.upstream, options.api_key, options.request_timeout, forward_client_key=options.client_keys is None),
+        max_body_bytes=options.max_body_bytes,
+        client_keys=options.client_keys,
+        keepalive_s=options.keepalive_s,
+        describe=engine.describe,
+        shutdown_grace_s=SHUTDOWN_GRACE_S,
+    )
+    return create_app(app_config, engine.state, dialects=engine.dialects, transport=transport, on_shutdown=engine.shutdown), engine.state
+
+
+def build_engine(options: ServeOptions, *, scorer=None, tokenizer=None) -> Engine:
+    """The :class:`Engine` for ``options`` (everything but the HTTP side: ``upstream`` is read
+    only to guess the upstream kind when ``upstream_kind`` is not set).
+
+    Raises:
+        UsageError: for a bad variant or option, or a ``state_dir`` written with other settings.
+        IclrError: when the proxy model cannot be loaded.
+    """
+    from iclr_cli.pipeline import ScorerConfig, build_engines, check_splitter
     from iclr_cli.serve.batching import BatchingScorer
     from iclr_cli.serve.eager import EagerScorer
     from iclr_cli.serve.messages import MessagesDialect
@@ -144,13 +187,10 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
     from iclr_cli.serve.state import ServeState
     from iclr_cli.serve.stats import Stats
     from iclr_cli.serve.store import MemoryStore, SqliteStore
-    from iclr_cli.serve.upstream import UpstreamConfig
 
     variant = parse_variant(options.variant)
     if variant.kind == "sliding-window":
         raise UsageError("sliding-window-K drops whole steps, so every request would change its prefix; it exists only in 'iclr replay'")
-    if not options.upstream.startswith(("http://", "https://")):
-        raise UsageError(f"--upstream must be an http:// or https:// URL, not {options.upstream!r}")
     check_splitter(options.split)
     if options.late not in LATE_POLICIES:
         raise UsageError(f"--late {options.late!r}: choose one of {', '.join(LATE_POLICIES)}")
@@ -215,20 +255,14 @@ def build(options: ServeOptions, *, scorer=None, tokenizer=None, transport=None)
         ("max_wait_s", None if options.max_wait in (None, float("inf")) else options.max_wait),
         ("late", options.late),
     )
-    app_config = AppConfig(
-        UpstreamConfig(options.upstream, options.api_key, options.request_timeout, forward_client_key=options.client_keys is None),
-        max_body_bytes=options.max_body_bytes,
-        client_keys=options.client_keys,
-        keepalive_s=options.keepalive_s,
-        describe=describe,
-        shutdown_grace_s=SHUTDOWN_GRACE_S,
-    )
+    from iclr_cli.serve.chat import CHAT
+
     drop = options.sealed == "drop-previous-turns"
     dialects = {
         "messages": MessagesDialect(sealed=kind.sealed, drop_previous_turns=drop),
         "responses": ResponsesDialect(sealed=kind.sealed, drop_previous_turns=drop),
     }
-    return create_app(app_config, state, dialects=dialects, transport=transport, on_shutdown=shutdown), state
+    return Engine(state, {"chat/completions": CHAT, **dialects}, describe, shutdown)
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -1,0 +1,286 @@
+"""``iclr serve``'s online write-back inside the LiteLLM proxy, as a guardrail (docs/litellm.md).
+
+Enabled in LiteLLM's ``config.yaml``::
+
+    guardrails:
+      - guardrail_name: iclr
+        litellm_params:
+          guardrail: iclr_cli.serve.litellm_guardrail.IclrGuardrail
+          mode: [pre_call, post_call]
+          default_on: true        # clients (Claude Code, Codex) send no `guardrails` field
+          upstream_kind: anthropic
+          state_dir: /var/lib/iclr-litellm
+
+Every other key under ``litellm_params`` that names an ``iclr serve`` option
+(:class:`~iclr_cli.serve.server.ServeOptions`: ``variant``, ``ratio``, ``max_wait``, ``late``,
+``upstream_kind``, ``sealed``, ``restore_reasoning``, ``state_dir``, ``proxy_model``...) sets
+it; LiteLLM passes the keys of ``litellm_params`` to the class as keyword arguments
+(``litellm/proxy/guardrails/guardrail_registry.py``, ``initialize_custom_guardrail``), its own
+defaults among them, which are left to :class:`CustomGuardrail`. The options that belong to
+serve's HTTP side (``upstream``, ``api_key``, timeouts, keep-alives, body limit) are
+LiteLLM's business here and are refused.
+
+The class is a front end of the same engine as ``iclr serve``
+(:func:`~iclr_cli.serve.server.build_engine`, :mod:`iclr_cli.serve.exchange`): the three
+LiteLLM routes that carry agent conversations map to serve's dialects (call types from
+``litellm/types/utils.py`` ``CallTypes``):
+
+- ``/v1/chat/completions`` (``completion`` / ``acompletion``): chat completions;
+- ``/v1/messages`` (``anthropic_messages``): Anthropic Messages;
+- ``/v1/responses`` (``responses`` / ``aresponses``): OpenAI Responses.
+
+Hooks (``litellm/integrations/custom_logger.py``):
+
+- ``async_pre_call_hook`` gets the request as LiteLLM parsed it, the client's body fields
+  beside LiteLLM's own keys (``litellm_metadata``, ``proxy_server_request``...). The client's
+  fields (those of ``proxy_server_request.body``) are the body the engine rewrites
+  (:meth:`~iclr_cli.serve.state.ServeState.rewrite`, in a worker thread: scoring never blocks
+  LiteLLM's event loop); the fields it changed are put back into the request, nothing else is
+  touched (LiteLLM's retries, fallbacks, spend logs and ``cache_control`` handling run on the
+  rewritten request as on any other).
+- ``async_post_call_streaming_iterator_hook`` sees a streamed reply: raw SSE bytes on
+  ``/v1/messages`` whose chunk boundaries do not follow events, LiteLLM's chunk objects on the
+  other routes (written back as SSE events). Every chunk is passed on as it comes, and the
+  bytes so far feed the scorer along the stream (:class:`~iclr_cli.serve.along.Feeder`); at
+  the end the reply is recorded and its step scored ahead, as serve does.
+- ``async_post_call_success_hook`` records a whole (non-streamed) reply.
+
+A failure of the write-back never fails the request: it is logged and the request goes on as
+the client sent it (serve does the same).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import dataclasses
+import logging
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+
+import orjson
+from litellm.integrations.custom_guardrail import CustomGuardrail
+
+from iclr_cli.errors import UsageError
+from iclr_cli.serve import exchange
+from iclr_cli.serve.along import Feeder
+from iclr_cli.serve.budget import Waiting
+from iclr_cli.serve.fingerprint import HEADER
+from iclr_cli.serve.server import ServeOptions, build_engine
+
+log = logging.getLogger("iclr.serve")
+
+# LiteLLM call type -> serve's route (the dialect's key in Engine.dialects).
+ROUTES = {
+    "completion": "chat/completions",
+    "acompletion": "chat/completions",
+    "anthropic_messages": "messages",
+    "responses": "responses",
+    "aresponses": "responses",
+}
+# serve options that belong to its HTTP side: LiteLLM does that job here.
+HTTP_SIDE = frozenset({"upstream", "api_key", "max_body_bytes", "request_timeout", "keepalive_s"})
+OPTIONS = frozenset(f.name for f in dataclasses.fields(ServeOptions)) - HTTP_SIDE
+# Stands for serve's upstream URL, which the engine reads only to guess the upstream kind:
+# LiteLLM routes each request to a deployment of its own, so the kind is an option here.
+NO_UPSTREAM = "litellm://"
+# Keys LiteLLM adds to a request's data (never the client's history).
+LITELLM_PREFIXES = ("litellm_", "proxy_server_", "user_api_key", "_")
+LITELLM_KEYS = frozenset({"metadata", "secret_fields", "provider_specific_header", "standard_logging_object"})
+# Requests forwarded whose reply is not in yet, at most.
+MAX_PENDING = 10_000
+
+
+def options_from(params: dict) -> ServeOptions:
+    """The :class:`ServeOptions` set by ``params`` (the guardrail's ``litellm_params``; keys
+    spelled with ``_`` or ``-``); keys that are no serve option are ignored (LiteLLM passes its
+    own). ``upstream_kind`` defaults to ``unknown`` (signed and encrypted reasoning sealed).
+
+    Raises:
+        UsageError: for a serve option of the HTTP side, which LiteLLM's config sets instead.
+    """
+    chosen = {}
+    for key, value in params.items():
+        name = key.replace("-", "_")
+        if name in HTTP_SIDE:
+            raise UsageError(f"iclr guardrail: '{key}' is not an option here: LiteLLM's model_list says where requests go and with which key")
+        if name in OPTIONS:
+            chosen[name] = float(value) if name == "max_wait" and isinstance(value, str) else value
+    chosen.setdefault("upstream_kind", "unknown")
+    return ServeOptions(upstream=NO_UPSTREAM, **chosen)
+
+
+def _client_body(data: dict) -> dict:
+    """The request fields of LiteLLM's ``data`` without LiteLLM's own keys (its metadata, the
+    logging object, the snapshot of the request: ``litellm/proxy/litellm_pre_call_utils.py``
+    ``add_litellm_data_to_request``). The dialects read the history fields only (``messages``,
+    ``system``, ``tools``, ``input``, ``instructions``...); what is left out here is never
+    rewritten and stays in ``data`` as it is."""
+    return {k: v for k, v in data.items() if not k.startswith(LITELLM_PREFIXES) and k not in LITELLM_KEYS}
+
+
+def _header(data: dict) -> str | None:
+    headers = (data.get("proxy_server_request") or {}).get("headers") or {}
+    return next((v for k, v in headers.items() if k.lower() == HEADER), None)
+
+
+def sse_bytes(chunk, route: str) -> bytes:
+    """One streamed chunk as the SSE bytes the upstream sent for it: bytes as they are (the
+    ``/v1/messages`` pass-through), a LiteLLM chunk object as a ``data:`` event (chat) or a
+    named event (Responses: ``event: TYPE``)."""
+    if isinstance(chunk, (bytes, bytearray)):
+        return bytes(chunk)
+    if isinstance(chunk, str):
+        return chunk.encode()
+    dump = getattr(chunk, "model_dump_json", None)
+    data = dump(exclude_none=True).encode() if dump is not None else orjson.dumps(chunk)
+    if route == "responses":
+        kind = getattr(chunk, "type", None) or (chunk.get("type") if isinstance(chunk, dict) else None)
+        kind = getattr(kind, "value", kind)
+        return f"event: {kind}\n".encode() + b"data: " + data + b"\n\n"
+    return b"data: " + data + b"\n\n"
+
+
+def body_bytes(response) -> bytes:
+    """A whole reply (LiteLLM's response object, or the dict of ``/v1/messages``) as JSON."""
+    dump = getattr(response, "model_dump_json", None)
+    return dump(exclude_none=True).encode() if dump is not None else orjson.dumps(response)
+
+
+class IclrGuardrail(CustomGuardrail):
+    """The LiteLLM guardrail (module docstring).
+
+    Args:
+        **params: LiteLLM's guardrail arguments (``guardrail_name``, ``event_hook``,
+            ``default_on``...) and the ``iclr serve`` options (:func:`options_from`).
+        engine: an :class:`~iclr_cli.serve.server.Engine` to use instead of building one
+            (tests).
+
+    Raises:
+        UsageError: for a bad option (:func:`options_from`, :func:`build_engine`).
+        IclrError: when the proxy model cannot be loaded.
+    """
+
+    def __init__(self, engine=None, **params):
+        options = options_from(params)
+        own = {k: v for k, v in params.items() if k.replace("-", "_") not in OPTIONS}
+        super().__init__(**own)
+        self.options = options
+        self.engine = engine or build_engine(options)
+        self.state = self.engine.state
+        self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="iclr-litellm")
+        # litellm_call_id -> (route, rewrite, conversation, seconds added before forwarding),
+        # bounded: a request LiteLLM never answers (its client gone first) must not stay forever
+        self._pending: OrderedDict[str, tuple] = OrderedDict()
+        self._tasks: set[asyncio.Task] = set()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Stop the scorer and close the store (at exit)."""
+        if self._pool is None:
+            return
+        self.state.stop()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = None
+        self.engine.shutdown()
+
+    async def _in_thread(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    # -- the request ----------------------------------------------------------------------
+
+    async def async_pre_call_hook(self, user_api_key_dict, cache, data: dict, call_type):
+        """Rewrite ``data``'s history as ``iclr serve`` would (module docstring); returns it."""
+        route = ROUTES.get(getattr(call_type, "value", call_type))
+        if route is None or self._pool is None:
+            return data
+        dialect = self.engine.dialects[route]
+        waiting = Waiting()
+        body = _client_body(data)
+        try:
+            rewrite = await self._in_thread(self.state.rewrite, body, b"", _header(data), dialect, waiting)
+        except Exception as exc:  # scoring stopped, or a bug: the request goes on as sent
+            log.warning("request forwarded unchanged: the write-back failed (%s: %s)", type(exc).__name__, exc)
+            return data
+        if rewrite.body:  # b"" comes back when nothing changed
+            edited = orjson.loads(rewrite.body)
+            for key in body.keys() - edited.keys():
+                data.pop(key, None)
+            for key, value in edited.items():
+                if body.get(key) != value:
+                    data[key] = value
+        call_id = data.get("litellm_call_id")
+        if call_id:
+            self._pending[call_id] = (route, rewrite, self.state.find(rewrite.conversation), time.monotonic() - waiting.start)
+            while len(self._pending) > MAX_PENDING:
+                self._pending.popitem(last=False)
+        return data
+
+    # -- the reply --------------------------------------------------------------------------
+
+    def _claim(self, request_data: dict):
+        return self._pending.pop((request_data or {}).get("litellm_call_id") or "", None)
+
+    async def _finish(self, claimed, content: bytes | None, streamed: bool, outcome: str, ahead: bool) -> None:
+        route, rewrite, conv, added = claimed
+        dialect = self.engine.dialects[route]
+        target, recorded, usage = await exchange.finish(self.state, dialect, rewrite, conv, content, streamed, outcome, self._in_thread)
+        self.state.stats.request(target.counts if target else None, added, usage, outcome)
+        if ahead and self.state.scores_ahead:
+            task = asyncio.ensure_future(exchange.score_ahead(self.state, dialect, rewrite, recorded, self._in_thread))
+            self._tasks.add(task)  # held: the event loop keeps only weak references
+            task.add_done_callback(self._tasks.discard)
+
+    async def async_post_call_success_hook(self, data: dict, user_api_key_dict, response):
+        """Record a whole reply and score its step ahead."""
+        claimed = self._claim(data)
+        if claimed is not None:
+            try:
+                content = body_bytes(response)
+            except Exception:
+                content = None
+            await self._finish(claimed, content, False, "ok", ahead=True)
+        return response
+
+    async def async_post_call_failure_hook(self, request_data: dict, original_exception, user_api_key_dict, traceback_str=None):
+        """The upstream failed: a first request's provisional scorer state goes."""
+        claimed = self._claim(request_data)
+        if claimed is not None:
+            await self._finish(claimed, None, False, "upstream_error", ahead=False)
+
+    async def async_post_call_streaming_iterator_hook(self, user_api_key_dict, response, request_data: dict):
+        """Pass every chunk on as it comes; feed the bytes so far to the scorer; at the end,
+        record the reply and score its step ahead."""
+        claimed = self._claim(request_data)
+        if claimed is None:
+            async for chunk in response:
+                yield chunk
+            return
+        route, rewrite, _, _ = claimed
+        feeder = Feeder(self.state, rewrite, self.engine.dialects[route], self._in_thread) if self.state.scores_ahead else None
+        kept: bytearray | None = bytearray()
+        limit = self.options.max_body_bytes
+        outcome = "upstream_dropped"
+        try:
+            async for chunk in response:
+                yield chunk
+                if kept is not None:
+                    try:
+                        kept += sse_bytes(chunk, route)
+                    except Exception:  # a chunk of a shape not known here: the reply is not read
+                        kept = None
+                    if kept is not None and len(kept) > limit:
+                        kept = None
+                if feeder is not None:
+                    feeder.chunk(kept)
+            outcome = "ok"
+        finally:
+            if feeder is not None:
+                feeder.close()
+            if outcome == "ok":
+                await self._finish(claimed, None if kept is None else bytes(kept), True, "ok", ahead=True)
+            else:
+                task = asyncio.ensure_future(self._finish(claimed, None, True, outcome, ahead=False))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
