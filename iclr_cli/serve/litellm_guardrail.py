@@ -299,9 +299,12 @@ class IclrGuardrail(CustomGuardrail):
         finally:
             if feeder is not None:
                 feeder.close()
-            if outcome == "ok":
-                await self._finish(claimed, None if kept is None else bytes(kept), True, "ok", ahead=True)
-            else:
-                task = asyncio.ensure_future(self._finish(claimed, None, True, outcome, ahead=False))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            ok = outcome == "ok"
+            task = asyncio.ensure_future(self._finish(claimed, None if kept is None or not ok else bytes(kept), True, outcome, ahead=ok))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            if ok:
+                # Codex hangs up at `response.completed`, and the server then cancels this
+                # request's task while it records the reply: shielded, the record completes
+                # all the same (awaited otherwise, so the next request finds it).
+                await asyncio.shield(task)
