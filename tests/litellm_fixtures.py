@@ -69,22 +69,23 @@ def docs_guardrail() -> tuple[list[str], dict]:
     return head, options
 
 
-def config_yaml(upstream_url: str, *, options: dict | None = None, guardrail: bool = True, from_docs: bool = False) -> str:
-    """A LiteLLM config: three model names on the scripted upstream (``fake-model`` as an
-    OpenAI deployment for chat completions and Responses, ``claude-x`` as an Anthropic one for
-    /v1/messages) and, with ``guardrail``, the iclr guardrail with ``options``. Kept in the
-    shape docs/litellm.md shows."""
+def config_yaml(upstream_url: str, *, options: dict | None = None, guardrail: bool = True, from_docs: bool = False,
+                openai_model: str = "fake-model", anthropic_model: str = "claude-x") -> str:
+    """A LiteLLM config: two model names on the scripted upstream (``openai_model`` as an
+    OpenAI deployment for chat completions and Responses, ``anthropic_model`` as an Anthropic
+    one for /v1/messages; each sent upstream under the same name) and, with ``guardrail``, the
+    iclr guardrail with ``options``. Kept in the shape docs/litellm.md shows."""
     base = upstream_url.removesuffix("/v1")
     lines = [
         "model_list:",
-        "  - model_name: fake-model",
+        f"  - model_name: {openai_model}",
         "    litellm_params:",
-        "      model: openai/fake-model",
+        f"      model: openai/{openai_model}",
         f"      api_base: {base}/v1",
         "      api_key: sk-upstream",
-        "  - model_name: claude-x",
+        f"  - model_name: {anthropic_model}",
         "    litellm_params:",
-        "      model: anthropic/claude-x",
+        f"      model: anthropic/{anthropic_model}",
         f"      api_base: {base}",
         "      api_key: sk-upstream",
         "general_settings:",

@@ -209,9 +209,10 @@ def _codex_script(encrypted: bool):
 
 
 def _run_codex(bins: Path, url: str, home: Path, timeout: float = 300, idle_timeout: float | None = None,
-               prompt: str = "Echo step 0, step 1 and step 2, one command each.") -> subprocess.CompletedProcess:
+               prompt: str = "Echo step 0, step 1 and step 2, one command each.", key: str = "sk-codex-test") -> subprocess.CompletedProcess:
     """``codex exec`` with a custom provider at ``url`` (also used by benchmarks/bench_serve_agents.py);
-    ``idle_timeout``: the provider's ``stream_idle_timeout_ms`` in seconds (default ``timeout``)."""
+    ``idle_timeout``: the provider's ``stream_idle_timeout_ms`` in seconds (default ``timeout``);
+    ``key``: the provider's API key."""
     codex_home, work = home / "codex", home / "work"
     codex_home.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
@@ -220,7 +221,7 @@ def _run_codex(bins: Path, url: str, home: Path, timeout: float = 300, idle_time
         f'base_url = "{url}"\nwire_api = "responses"\nenv_key = "ICLR_TEST_KEY"\nsupports_websockets = false\n'
         f"stream_idle_timeout_ms = {int((idle_timeout or timeout) * 1000)}\n"
     )
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "CODEX_HOME": str(codex_home), "ICLR_TEST_KEY": "sk-codex-test"}
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "CODEX_HOME": str(codex_home), "ICLR_TEST_KEY": key}
     return subprocess.run([str(bins / "codex"), "exec", "--skip-git-repo-check", "-s", "danger-full-access", prompt],
                           cwd=work, env=env, capture_output=True, text=True, timeout=timeout + 60, stdin=subprocess.DEVNULL)
 

@@ -70,6 +70,9 @@ from iclr_cli.serve.fingerprint import HEADER
 from iclr_cli.serve.server import ServeOptions, build_engine
 
 log = logging.getLogger("iclr.serve")
+# The counters serve shows on /stats, one line per request that decided steps: LiteLLM has no
+# route of a guardrail's own, so its log is where an operator reads them.
+counters_log = logging.getLogger("iclr.litellm")
 
 # LiteLLM call type -> serve's route (the dialect's key in Engine.dialects).
 ROUTES = {
@@ -174,6 +177,12 @@ class IclrGuardrail(CustomGuardrail):
         # bounded: a request LiteLLM never answers (its client gone first) must not stay forever
         self._pending: OrderedDict[str, tuple] = OrderedDict()
         self._tasks: set[asyncio.Task] = set()
+        if counters_log.level == logging.NOTSET:  # Python's default (WARNING) would hide them
+            counters_log.setLevel(logging.INFO)
+        if not counters_log.hasHandlers():
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+            counters_log.addHandler(handler)
         atexit.register(self.close)
 
     def close(self) -> None:
@@ -198,11 +207,13 @@ class IclrGuardrail(CustomGuardrail):
         dialect = self.engine.dialects[route]
         waiting = Waiting()
         body = _client_body(data)
+        decided = self.state.stats.total.steps_completed
         try:
             rewrite = await self._in_thread(self.state.rewrite, body, b"", _header(data), dialect, waiting)
         except Exception as exc:  # scoring stopped, or a bug: the request goes on as sent
             log.warning("request forwarded unchanged: the write-back failed (%s: %s)", type(exc).__name__, exc)
             return data
+        self._log_counters(decided)
         if rewrite.body:  # b"" comes back when nothing changed
             edited = orjson.loads(rewrite.body)
             for key in body.keys() - edited.keys():
@@ -216,6 +227,16 @@ class IclrGuardrail(CustomGuardrail):
             while len(self._pending) > MAX_PENDING:
                 self._pending.popitem(last=False)
         return data
+
+    def _log_counters(self, decided: int) -> None:
+        """One INFO line on the ``iclr.litellm`` logger with the totals of serve's ``/stats``
+        (:meth:`~iclr_cli.serve.stats.Counts.to_record`, as JSON) when this request decided
+        steps (``decided``: the completed steps before it)."""
+        total = self.state.stats.total
+        if total.steps_completed != decided:
+            with self.state.stats.lock:
+                record = total.to_record()
+            counters_log.info("%d step(s) decided; totals %s", total.steps_completed - decided, orjson.dumps(record).decode())
 
     # -- the reply --------------------------------------------------------------------------
 
@@ -278,9 +299,12 @@ class IclrGuardrail(CustomGuardrail):
         finally:
             if feeder is not None:
                 feeder.close()
-            if outcome == "ok":
-                await self._finish(claimed, None if kept is None else bytes(kept), True, "ok", ahead=True)
-            else:
-                task = asyncio.ensure_future(self._finish(claimed, None, True, outcome, ahead=False))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            ok = outcome == "ok"
+            task = asyncio.ensure_future(self._finish(claimed, None if kept is None or not ok else bytes(kept), True, outcome, ahead=ok))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            if ok:
+                # Codex hangs up at `response.completed`, and the server then cancels this
+                # request's task while it records the reply: shielded, the record completes
+                # all the same (awaited otherwise, so the next request finds it).
+                await asyncio.shield(task)
