@@ -82,6 +82,17 @@ def plan(inputs: Sequence[str], outdir: str | None = None) -> tuple[list[Job], l
     return jobs, skipped
 
 
+def require_jobs(jobs: Sequence[Job], skipped: Sequence[Skipped], inputs: Sequence[str]) -> None:
+    """An empty folder is not a run that succeeded.
+
+    Raises:
+        UsageError: when ``jobs`` is empty, naming the inputs and the first file left out.
+    """
+    if not jobs:
+        left = f" ({len(skipped)} left out: {skipped[0].path}: {skipped[0].reason})" if skipped else ""
+        raise UsageError(f"no files to read in {', '.join(inputs)}{left}")
+
+
 def targets(jobs: Sequence[Job], outdir: str, inputs: Sequence[str], *, rename=None, force: bool = False) -> list[str]:
     """The output path of each job below ``outdir`` (``rename(relative)`` when given, e.g.
     ``score``'s ``.scores.jsonl`` names), checked up front (see the module docstring).

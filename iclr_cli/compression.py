@@ -12,8 +12,8 @@ compressed file read from standard input or renamed is read the same:
 Other compressions (xz, bzip2, zip) are recognised only to say what they are, so the error is
 not "binary data".
 
-``prune`` writes its output compressed the way its input was (docs/FORMAT.md, "Compressed
-files"): gzip without a file name and with modification time 0, so the same input pruned
+``prune`` writes its output compressed as its name says, or as the input was when it
+rewrites it in place (:func:`for_output`; docs/FORMAT.md, "Compressed files"): gzip without a file name and with modification time 0, so the same input pruned
 twice gives the same bytes. zstd comes from the standard library's ``compression.zstd``
 (Python 3.14+) or the ``zstandard`` package (a base dependency before 3.14).
 """
@@ -79,6 +79,19 @@ def decompress(data: bytes, source: str) -> tuple[bytes, Compression | None]:
         raise InputError(source, f"{found.name}-compressed, but the compressed data is cut or corrupt ({exc})") from None
     except _ZstdError as exc:
         raise InputError(source, f"{found.name}-compressed, but the compressed data is cut or corrupt ({exc})") from None
+
+
+def for_output(target: str | None, stored: Compression | None, *, in_place: bool = False) -> Compression | None:
+    """How ``prune`` compresses an output: as the input was stored when it rewrites the input
+    in place; else as the output's name says (``.gz`` gzip, ``.zst`` / ``.zstd`` zstd, any other
+    name plain), so ``-o pruned.traj`` is a file the agent reads as it is; standard output
+    (``target`` None or ``-``) plain, for a pipe into ``jq``."""
+    if in_place:
+        return stored
+    if target in (None, "-"):
+        return None
+    name = str(target).lower()
+    return GZIP if name.endswith(GZIP.suffix) else ZSTD if name.endswith((ZSTD.suffix, ".zstd")) else None
 
 
 @contextlib.contextmanager

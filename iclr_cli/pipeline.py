@@ -152,13 +152,14 @@ class Input:
         encoding and byte order mark (:func:`iclr_cli.jsonio.output_encoder`)."""
         return output_encoder(self.encoding)
 
-    def output_stream(self, fh):
-        """Context manager: a binary file writing into ``fh`` compressed as this input was
-        (``fh`` itself when it was not; :func:`iclr_cli.compression.writer`), for outputs
-        written in this file's format (``prune``)."""
-        from iclr_cli.compression import writer
+    def output_stream(self, fh, target: str | None, *, in_place: bool = False):
+        """Context manager: a binary file writing into ``fh``, compressed as
+        :func:`iclr_cli.compression.for_output` says for the output ``target`` (``fh`` itself
+        when plain; :func:`iclr_cli.compression.writer`), for outputs written in this file's
+        format (``prune``)."""
+        from iclr_cli.compression import for_output, writer
 
-        return writer(fh, self.compression)
+        return writer(fh, for_output(target, self.compression, in_place=in_place))
 
     def require_writable(self, command: str) -> None:
         """Refuse, before any work, to write ``command``'s output in the format of a session

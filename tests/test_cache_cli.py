@@ -22,6 +22,14 @@ DAY = 86400
 NOW = time.time()
 
 
+@pytest.fixture(autouse=True)
+def _now():
+    """Ages are relative to each test's start, not to collection: "just now" must not have
+    become "1 min ago" by the time a long suite reaches this file."""
+    global NOW
+    NOW = time.time()
+
+
 def _file(path: Path, size: int, age_days: float = 0.0) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"x" * size)

@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from iclr_cli.cli.app import main
+from format_helpers import SAMPLES
 
 CHAT = [
     {"role": "system", "content": "You are an agent."},
@@ -188,3 +189,13 @@ def test_model_path_prints_the_gguf_for_llama_cpp(tmp_path, capsys):
     (tmp_path / "config.json").write_text("{}")
     code, _, err = run_cli(["model", "path", "--gguf", "--model", str(tmp_path)], capsys)
     assert code == 2 and "not a GGUF file" in err
+
+
+def test_format_names_take_underscore_or_hyphen(capsys):
+    """Format names mix both spellings (claude_code, ai-sdk): either is accepted."""
+    from iclr_cli.formats import registry
+
+    assert registry.get("ai_sdk").name == "ai-sdk" and registry.get("claude-code").name == "claude_code"
+    assert registry.get("Qwen-Code").name == "qwen_code"
+    code, out, err = run_cli(["score", str(SAMPLES / "ai_sdk_model_messages.json"), "--format", "ai_sdk", "--model", "fake"], capsys)
+    assert code == 0 and out.strip(), err

@@ -178,3 +178,25 @@ def test_the_writer_finishes_the_stream_and_leaves_the_file_open():
     assert not buf.closed and decompress(buf.getvalue(), "f") == (b'{"a": 1}\n', ZSTD)
     with writer(buf, None) as w:
         assert w is buf
+
+
+def test_the_output_is_compressed_as_its_name_says(tmp_path, capsys):
+    """A gzip input pruned to a plain name (or to stdout) is plain: the agent that reads
+    ``pruned.traj`` cannot read gzip; ``--in-place`` keeps the file as it was stored."""
+    src = SAMPLES / "openai_chat.json"
+    packed = tmp_path / "chat.json.gz"
+    packed.write_bytes(gz(src.read_bytes()))
+    plain = tmp_path / "plain.json"
+    assert run_cli(capsys, "prune", str(src), "--model", "fake", "-q", "-o", str(plain))[0] == 0
+    named = tmp_path / "named.json"
+    assert run_cli(capsys, "prune", str(packed), "--model", "fake", "-q", "-o", str(named))[0] == 0
+    assert named.read_bytes() == plain.read_bytes()  # plain JSON, the plain run's bytes
+    code, out, _ = run_cli(capsys, "prune", str(packed), "--model", "fake", "-q")
+    assert code == 0 and json.loads(out) == json.loads(plain.read_bytes())  # stdout: plain
+    zs = tmp_path / "named.json.zst"
+    assert run_cli(capsys, "prune", str(packed), "--model", "fake", "-q", "-o", str(zs))[0] == 0
+    assert zs.read_bytes().startswith(ZSTD.magic) and decompress(zs.read_bytes(), "x")[0] == plain.read_bytes()
+    renamed = tmp_path / "renamed.json"  # gzip under a plain name, rewritten in place: still gzip
+    renamed.write_bytes(packed.read_bytes())
+    assert run_cli(capsys, "prune", str(renamed), "--model", "fake", "-q", "--in-place")[0] == 0
+    assert renamed.read_bytes().startswith(GZIP.magic) and gzip.decompress(renamed.read_bytes()) == plain.read_bytes()

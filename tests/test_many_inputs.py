@@ -265,3 +265,12 @@ def test_score_skips_a_bad_file_keeps_the_records_of_the_others_and_exits_1(tmp_
     code, _, err = run_cli(capsys, "score", str(good), str(bad), "-o", str(out), "--model", "fake")
     assert code == 1 and f"not scored: {bad}:1: truncated JSON document" in err
     assert out.read_bytes() == single(capsys, "score", good, tmp_path / "alone.jsonl") and len(records(out.read_bytes())) == 8
+
+
+@pytest.mark.parametrize("command", ["prune", "score"])
+def test_an_empty_folder_is_a_usage_error_not_a_run_that_succeeded(tmp_path, capsys, command):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = run_cli(capsys, command, str(empty), "--model", "fake", "-o", str(tmp_path / "out"))
+    assert code == 2 and f"no files to read in {empty}" in err
+    assert not (tmp_path / "out").exists()

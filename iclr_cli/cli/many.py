@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from iclr_cli.batch import Job, names_folder, plan, scores_name, targets
+from iclr_cli.batch import Job, names_folder, plan, require_jobs, scores_name, targets
 from iclr_cli.errors import IclrError, InputError, Interrupted, UsageError
 from iclr_cli.pipeline import Input, NotAsAsked, ScorerConfig, Summary
 from iclr_cli.render.output import Output
@@ -91,11 +91,12 @@ def prune_many(many: Many, make: Callable) -> None:
         raise UsageError("several inputs or a folder: give -o OUTDIR; each file is written below it at its own relative path")
     jobs, skipped = plan(many.inputs, outdir)
     rows = [_row(many, job, target) for job, target in zip(jobs, targets(jobs, outdir, many.inputs, force=many.force))]
+    require_jobs(jobs, skipped, many.inputs)
 
     def write(row: Row, item: Input, runner, progress, checkpoint, more: bool) -> None:
         os.makedirs(os.path.dirname(row.target) or ".", exist_ok=True)
         with open_output(row.target, force=many.force) as fh:
-            runner.file(item, fh, row.summary, progress, checkpoint, more)
+            runner.file(item, fh, row.summary, progress, checkpoint, more, target=row.target)
 
     failed = _run(many, rows, skipped, make, write, f"pruning ({many.settings.variant.name})", where=f"below {outdir}")
     if failed is not None:
@@ -116,8 +117,9 @@ def score_many(many: Many, make: Callable) -> None:
 
     folder = names_folder(many.output)
     jobs, skipped = plan(many.inputs, many.output if folder else None)
+    paths = targets(jobs, many.output, many.inputs, rename=scores_name, force=many.force) if folder else []
+    require_jobs(jobs, skipped, many.inputs)
     if folder:
-        paths = targets(jobs, many.output, many.inputs, rename=scores_name, force=many.force)
         rows = [_row(many, job, target) for job, target in zip(jobs, paths)]
 
         def write(row: Row, item: Input, runner, progress, checkpoint, more: bool) -> None:

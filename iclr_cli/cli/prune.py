@@ -133,7 +133,7 @@ def prune(
         # each scored step is kept as it finishes, so Ctrl-C loses nothing (iclr_cli.checkpoint)
         with resumable("prune", [input], output, [item], settings, config, fmt, skip_bad_lines, out, opaque=edits.value, signed=signed.value) as checkpoint, \
                 out.stream() as sink, out.tracker(f"pruning ({parsed.name})") as progress:
-            pruner.file(item, sink, summary, progress, checkpoint)
+            pruner.file(item, sink, summary, progress, checkpoint, target=output, in_place=in_place)
     print_summary(out, summary, tokenizer.name, parsed.name, splitter=splitter if parsed.needs_scores else None,
                   scorer=config.describe(getattr(scorer, "max_tokens", None)) if parsed.needs_scores else None)
 
@@ -157,10 +157,13 @@ class Pruner:
     splitter: str
     warned: bool = False
 
-    def file(self, item: Input, sink: BinaryIO, summary: Summary, progress, checkpoint, more: bool = False) -> None:
+    def file(self, item: Input, sink: BinaryIO, summary: Summary, progress, checkpoint, more: bool = False, *,
+             target: str | None = None, in_place: bool = False) -> None:
         """Prune ``item`` into ``sink``, adding what was written to ``summary``; ``progress``
         (a tracker) and ``checkpoint`` as the run's; ``more``: other files follow this one
-        (the progress totals are not final at its last document).
+        (the progress totals are not final at its last document); ``target``: the output's
+        path (None: stdout) and ``in_place``, which decide its compression
+        (:func:`iclr_cli.compression.for_output`).
 
         Raises:
             InputError: for a bad record or field of the file (as :meth:`Input.documents`).
@@ -175,7 +178,7 @@ class Pruner:
         sealer = Sealer(self.signed, self.edits)  # the provider rule table, as iclr serve applies it
         encode = item.output_encoder()  # a UTF-16/32 input is written back in its encoding
         tokenizer, scorer = self.tokenizer, self.scorer
-        with item.output_stream(sink) as stream:  # a gzip / zstd input is written back compressed
+        with item.output_stream(sink, target, in_place=in_place) as stream:  # compressed as the output's name says
             for doc, last in with_last(item.documents(skip_bad_lines=self.skip_bad_lines)):
                 progress.growing(not last or more)  # the totals are final once the last document is read
                 doc = sealer.apply(doc)

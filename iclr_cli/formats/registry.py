@@ -59,13 +59,14 @@ def names() -> list[str]:
 
 
 def get(name: str) -> FormatAdapter:
-    """The adapter called ``name``.
+    """The adapter called ``name`` (``_`` and ``-`` alike: format names mix both).
 
     Raises:
         UsageError: listing the known formats when there is none by that name.
     """
+    wanted = name.replace("_", "-").lower()  # claude_code or claude-code, ai-sdk or ai_sdk
     for adapter in adapters():
-        if adapter.name == name:
+        if adapter.name.replace("_", "-") == wanted:
             return adapter
     raise UsageError(f"unknown format {name!r}; known formats: {', '.join(names())}")
 
