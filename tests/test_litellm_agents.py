@@ -31,9 +31,9 @@ import pytest
 
 from litellm_fixtures import MASTER_KEY, config_yaml, litellm_proxy, require_litellm
 from serve_fixtures import proxy, scripted_upstream
-from test_serve_agents import (STEPS, _assert_prefixes, _claude_script, _codex_script, _kept, _main_requests, _markers, _run_claude,
-                               _run_codex, _strip_markers, clis, reasoning)  # noqa: F401 (clis: the fixture)
-from wire_fixtures import SIGNATURE, thinking
+from test_serve_agents import (STEPS, _assert_prefixes, _claude_call, _claude_script, _codex_script, _kept, _main_requests, _markers, _run_claude,
+                               _run_codex, _strip_markers, clis, reasoning, thinking_compressed_once)  # noqa: F401 (clis: the fixture)
+from wire_fixtures import thinking
 
 pytestmark = pytest.mark.slow
 
@@ -96,16 +96,7 @@ def test_claude_code_through_litellm_plain_upstream_sends_what_serve_sends(clis,
     _same_claude_requests(paths, bodies, serve_paths, serve_bodies)
     bodies = [b for b in bodies if b.get("tools")]
     _assert_prefixes(bodies, "messages", ("system", "tools", "thinking", "context_management"))
-    last = bodies[-1]["messages"]
-    assistants = [m for m in last if m["role"] == "assistant"]
-    assert len(assistants) == STEPS
-    for step, msg in enumerate(assistants):
-        (block,) = [b for b in msg["content"] if b["type"] == "thinking"]
-        assert _kept(block["thinking"], step) and block["signature"] == SIGNATURE
-        copies = [[m for m in b["messages"] if m["role"] == "assistant"][step] for b in bodies[step + 1 :]]
-        assert len(copies) == STEPS - step and all(_strip_markers(c) == _strip_markers(msg) for c in copies)
-        (call,) = [b for b in msg["content"] if b["type"] == "tool_use"]
-        assert call["id"] == f"toolu_{step}" and call["input"] == {"command": f"echo step {step}", "description": f"Echo step {step}"}
+    last, assistants = thinking_compressed_once(bodies, _claude_call)
     assert {"type": "redacted_thinking", "data": "RVhBTVBMRS1SRURBQ1RFRA=="} in [_strip_markers(b) for b in assistants[1]["content"]]
     results = [b for m in last if m["role"] == "user" and isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"]
     assert [r["tool_use_id"] for r in results] == [f"toolu_{i}" for i in range(STEPS)]

@@ -156,18 +156,7 @@ def test_claude_code_through_serve_plain_upstream(clis, tmp_path):
     bodies = _main_requests(up)
     assert len(bodies) == STEPS + 1 and all(p.endswith("?beta=true") for p in up.paths if p.startswith("/v1/messages"))
     _assert_prefixes(bodies, "messages", ("system", "tools", "thinking", "context_management"))
-    last = bodies[-1]["messages"]
-    assistants = [m for m in last if m["role"] == "assistant"]
-    assert len(assistants) == STEPS
-    for step, msg in enumerate(assistants):
-        (block,) = [b for b in msg["content"] if b["type"] == "thinking"]
-        # compressed in place, the signature kept as sent (a plain upstream does not check it)
-        assert _kept(block["thinking"], step) and block["signature"] == SIGNATURE
-        # compressed once: the same bytes in every request that holds the step
-        copies = [[m for m in b["messages"] if m["role"] == "assistant"][step] for b in bodies[step + 1 :]]
-        assert len(copies) == STEPS - step and all(_strip_markers(c) == _strip_markers(msg) for c in copies)
-        (call,) = [b for b in msg["content"] if b["type"] == "tool_use"]
-        assert call["id"] == f"toolu_{step}" and call["input"] == {"command": f"echo step {step}", "description": f"Echo step {step}"}
+    last, assistants = thinking_compressed_once(bodies, _claude_call)
     # redacted_thinking is never touched
     assert {"type": "redacted_thinking", "data": "RVhBTVBMRS1SRURBQ1RFRA=="} in [_strip_markers(b) for b in assistants[1]["content"]]
     results = [b for m in last if m["role"] == "user" and isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"]
@@ -341,3 +330,26 @@ def test_the_real_clis_through_serve_with_the_real_proxy_finish_without_a_stall(
         for key in context:
             assert json.dumps(after.get(key)) == json.dumps(before.get(key)), key
         assert len(after[field]) > len(before[field])
+
+
+def _claude_call(step: int, call: dict) -> None:
+    assert call["id"] == f"toolu_{step}" and call["input"] == {"command": f"echo step {step}", "description": f"Echo step {step}"}
+
+
+def thinking_compressed_once(bodies: list[dict], check_call) -> tuple[list, list]:
+    """Assert what every Messages-wire agent test asserts of the upstream's request ``bodies``:
+    each of the ``STEPS`` steps' thinking compressed in place with its signature kept as sent
+    (a plain upstream does not check it), compressed once (the same bytes in every later
+    request), and its ``tool_use`` as ``check_call(step, block)`` wants it. Returns the last
+    request's messages and their assistant turns."""
+    last = bodies[-1]["messages"]
+    assistants = [m for m in last if m["role"] == "assistant"]
+    assert len(assistants) == STEPS
+    for step, msg in enumerate(assistants):
+        (block,) = [b for b in msg["content"] if b["type"] == "thinking"]
+        assert _kept(block["thinking"], step) and block["signature"] == SIGNATURE
+        copies = [[m for m in b["messages"] if m["role"] == "assistant"][step] for b in bodies[step + 1 :]]
+        assert len(copies) == STEPS - step and all(_strip_markers(c) == _strip_markers(msg) for c in copies)
+        (call,) = [b for b in msg["content"] if b["type"] == "tool_use"]
+        check_call(step, call)
+    return last, assistants

@@ -45,8 +45,8 @@ import pytest
 from agent_cli_fixtures import Run, chat_stream, export_session, keep_sessions, missing, run_opencode, run_qwen, session_ids
 from format_helpers import run_cli
 from serve_fixtures import proxy, scripted_upstream
-from test_serve_agents import STEPS, _assert_prefixes, _kept, _strip_markers, reasoning
-from wire_fixtures import SIGNATURE, anthropic_reply, text, thinking, tool_use
+from test_serve_agents import STEPS, _assert_prefixes, _kept, _strip_markers, reasoning, thinking_compressed_once
+from wire_fixtures import anthropic_reply, text, thinking, tool_use
 
 pytestmark = pytest.mark.server
 pytest.importorskip("starlette")
@@ -59,6 +59,10 @@ def _need(*names: str) -> None:
     reason = missing(*names)
     if reason:
         pytest.skip(reason)
+
+
+def _opencode_call(step: int, call: dict) -> None:
+    assert (call["id"], call["name"], call["input"]) == (f"toolu_{step}", "bash", _args(step))
 
 
 def _args(step: int) -> dict:
@@ -240,17 +244,7 @@ def test_opencode_through_serve_messages_plain_upstream(tmp_path, capsys):
     bodies = _messages_main(up)
     assert len(bodies) == STEPS + 1
     _assert_prefixes(bodies, "messages", tuple(k for k in bodies[0] if k != "messages"))
-    last = bodies[-1]["messages"]
-    assistants = [m for m in last if m["role"] == "assistant"]
-    assert len(assistants) == STEPS
-    for step, msg in enumerate(assistants):
-        (block,) = [b for b in msg["content"] if b["type"] == "thinking"]
-        # compressed in place, the signature kept as sent (a plain upstream does not check it)
-        assert _kept(block["thinking"], step) and block["signature"] == SIGNATURE
-        copies = [[m for m in b["messages"] if m["role"] == "assistant"][step] for b in bodies[step + 1 :]]
-        assert len(copies) == STEPS - step and all(_strip_markers(c) == _strip_markers(msg) for c in copies)
-        (call,) = [b for b in msg["content"] if b["type"] == "tool_use"]
-        assert (call["id"], call["name"], call["input"]) == (f"toolu_{step}", "bash", _args(step))
+    last, _ = thinking_compressed_once(bodies, _opencode_call)
     results = [b for m in last if m["role"] == "user" and isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"]
     assert [r["tool_use_id"] for r in results] == [f"toolu_{i}" for i in range(STEPS)]
     assert all(f"step {i}" in json.dumps(r["content"]) for i, r in enumerate(results))
