@@ -53,7 +53,7 @@ def load_rows(folder):
 
 
 def assert_same_records(a: list[dict], b: list[dict]) -> None:
-    assert len(a) == len(b) and len(a) > 40
+    assert len(a) == len(b) and len(a) > 30  # enough records to compare (36 with titles joined to their paragraphs)
     for x, y in zip(a, b):
         assert {k: v for k, v in x.items() if k != "entropy_bits"} == {k: v for k, v in y.items() if k != "entropy_bits"}
         assert (x.get("entropy_bits") is None) == (y.get("entropy_bits") is None)
@@ -75,7 +75,7 @@ def test_two_workers_score_and_prune_like_the_local_engine(tmp_path, pq_dir, tin
     pruned_local, pruned_ray = load_rows(tmp_path / "local-pruned"), load_rows(tmp_path / "ray-pruned")
     assert [r["id"] for r in pruned_ray] == [r["id"] for r in real_rows()]
     assert pruned_ray == pruned_local
-    assert sum("[SKIP]" in (m["reasoning_content"] or "") for r in pruned_ray for m in r["messages"]) >= 7
+    assert sum("[SKIP]" in (m["reasoning_content"] or "") for r in pruned_ray for m in r["messages"]) >= 5  # tau-bench steps whose titles joined their paragraph hold one block: nothing to remove
 
 
 def test_one_worker_fake_scorer_is_byte_identical_on_jsonl(tmp_path, cluster, capsys):
@@ -87,7 +87,7 @@ def test_one_worker_fake_scorer_is_byte_identical_on_jsonl(tmp_path, cluster, ca
     local = subprocess.run([sys.executable, "-m", "iclr_cli", *args], capture_output=True, env=env, check=True)
     code, out, err = run_cli([*args, "--engine", "ray"], capsys)
     assert code == 0 and err == "" and local.stderr == b""
-    assert out.encode() == local.stdout and len(records(out)) == 299
+    assert out.encode() == local.stdout and len(records(out)) == 292
 
 
 def test_ray_resumes_a_local_run(tmp_path, pq_dir, tiny_model, cluster, capsys, monkeypatch):
