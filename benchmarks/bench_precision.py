@@ -27,7 +27,7 @@ SESSION = ROOT.parent / "shared" / "realdata" / "openai_chat_reasoning" / "taube
 
 def text(tokens: int, tokenizer) -> list[int]:
     from iclr_cli.context import render_prompt, render_step
-    from iclr_cli.pipeline import open_inputs
+    from iclr_cli.inputs import open_inputs
 
     [item] = open_inputs([str(SESSION)], None)
     [doc] = list(item.documents(skip_bad_lines=False))

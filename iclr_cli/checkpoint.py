@@ -210,7 +210,7 @@ def resumable(command: str, inputs: Sequence[str], output: str | None, items, se
     there is nothing to keep). Says on ``out`` when it resumes or starts over; removes the
     checkpoint when the block ends normally, keeps it when it is interrupted or fails.
 
-    ``items``: the opened inputs (:class:`iclr_cli.pipeline.Input`, their bytes are keyed).
+    ``items``: the opened inputs (:class:`iclr_cli.inputs.Input`, their bytes are keyed).
     ``finished``: a run over many files keeps each file's checkpoint until the whole run
     ends, so an interrupted run resumes the files it finished without scoring them again:
     a block that ends normally adds its checkpoint's path there instead of removing it

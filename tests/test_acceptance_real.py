@@ -25,7 +25,8 @@ from iclr_cli.cli.app import main  # noqa: E402
 from iclr_cli.compress import Settings  # noqa: E402
 from iclr_cli.errors import UsageError  # noqa: E402
 from iclr_cli.formats import registry  # noqa: E402
-from iclr_cli.pipeline import compress_document, open_inputs, score_records  # noqa: E402
+from iclr_cli.inputs import open_inputs  # noqa: E402
+from iclr_cli.pipeline import compress_document, score_records  # noqa: E402
 from iclr_cli.policies import parse_variant  # noqa: E402
 
 from format_helpers import REALDATA as REAL  # noqa: E402

@@ -165,7 +165,7 @@ def test_terminal_bar_draws_the_same_counts():
 
 
 def test_documents_are_read_one_ahead_so_the_last_is_known():
-    from iclr_cli.pipeline import with_last
+    from iclr_cli.inputs import with_last
 
     assert list(with_last(iter("abc"))) == [("a", False), ("b", False), ("c", True)]
     assert list(with_last(iter(()))) == []

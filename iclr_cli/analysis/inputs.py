@@ -121,7 +121,7 @@ def _documents(file: str, fmt: str | None, skip_bad_lines: bool, *, lenient: boo
     known format are errors either way."""
     from iclr_cli.formats import registry
     from iclr_cli.jsonio import read_input
-    from iclr_cli.pipeline import Input
+    from iclr_cli.inputs import Input
 
     data = read_input(file)
     try:

@@ -24,7 +24,7 @@ def convert(
     reason found (trajectory, step, part) and leaves the -o file untouched.
     """
     from iclr_cli.formats.convert import convert_document, reading_tracked
-    from iclr_cli.pipeline import open_inputs
+    from iclr_cli.inputs import open_inputs
     from iclr_cli.render.output import Output
 
     out = Output(output, quiet=quiet, force=force, inputs=[input])

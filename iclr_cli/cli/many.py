@@ -30,7 +30,8 @@ from pathlib import Path
 
 from iclr_cli.batch import Job, names_folder, plan, require_jobs, scores_name, targets
 from iclr_cli.errors import IclrError, InputError, Interrupted, UsageError
-from iclr_cli.pipeline import Input, NotAsAsked, ScorerConfig, Summary
+from iclr_cli.inputs import Input
+from iclr_cli.pipeline import NotAsAsked, ScorerConfig, Summary
 from iclr_cli.render.output import Output
 from iclr_cli.savings.sources import Skipped
 
@@ -197,7 +198,7 @@ def _check(many: Many, rows: list[Row], skipped: list[Skipped]) -> list[Row]:
     """The first pass (module docstring): rows whose file can be run; the others get their
     ``error``, or are moved to ``skipped``."""
     from iclr_cli.jsonio import read_input_stored
-    from iclr_cli.pipeline import input_of
+    from iclr_cli.inputs import input_of
 
     ready = []
     for row in list(rows):
@@ -234,7 +235,7 @@ def _one(many: Many, row: Row, runner, write: Callable, progress, *, more: bool,
     """Run one checked file (read again: the first pass kept no file's bytes in memory)."""
     from iclr_cli.checkpoint import resumable
     from iclr_cli.jsonio import read_input_stored
-    from iclr_cli.pipeline import input_of
+    from iclr_cli.inputs import input_of
 
     job = row.job
     try:

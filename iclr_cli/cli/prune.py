@@ -13,7 +13,8 @@ from iclr_cli.cli import options as opt
 if TYPE_CHECKING:  # the CLI imports its engines lazily (iclr --help stays fast)
     from iclr_cli.compress import Settings
     from iclr_cli.formats.base import OpaqueEdits
-    from iclr_cli.pipeline import Input, Summary
+    from iclr_cli.inputs import Input
+    from iclr_cli.pipeline import Summary
     from iclr_cli.policies import Variant
     from iclr_cli.render.output import Output
     from iclr_cli.scoring.base import Scorer, Tokenizer
@@ -78,7 +79,8 @@ def prune(
     from iclr_cli.cli.common import check_splitter, in_place_target, interruptible, print_summary, scorer_config, warn_precision
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
-    from iclr_cli.pipeline import Summary, build_engines, open_inputs
+    from iclr_cli.inputs import open_inputs
+    from iclr_cli.pipeline import Summary, build_engines
     from iclr_cli.policies import FILE_VARIANT_NAMES, parse_variant
     from iclr_cli.render.output import Output
 
@@ -171,7 +173,8 @@ class Pruner:
         from iclr_cli.cli.common import report_reading, warn_one_block
         from iclr_cli.formats.sealing import Sealer
         from iclr_cli.formats.writeback import write_document
-        from iclr_cli.pipeline import as_written, compress_document, track_steps, with_last
+        from iclr_cli.inputs import with_last
+        from iclr_cli.pipeline import as_written, compress_document, track_steps
         from iclr_cli.savings.measure import static_totals
         from iclr_cli.token_accounting import token_counter
 

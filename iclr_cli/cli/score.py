@@ -14,7 +14,8 @@ from iclr_cli.cli import options as opt
 if TYPE_CHECKING:  # the CLI imports its engines lazily (iclr --help stays fast)
     from iclr_cli.compress import Settings
     from iclr_cli.formats.base import OpaqueEdits
-    from iclr_cli.pipeline import IdRegistry, Input, ScorerConfig, Summary
+    from iclr_cli.inputs import Input
+    from iclr_cli.pipeline import IdRegistry, ScorerConfig, Summary
     from iclr_cli.policies import Variant
     from iclr_cli.render.output import Output
     from iclr_cli.scoring.base import Scorer, Tokenizer
@@ -74,7 +75,8 @@ def score(
     from iclr_cli.cli.common import check_splitter, interruptible, print_summary, scorer_config, warn_precision
     from iclr_cli.errors import UsageError
     from iclr_cli.formats.base import OpaqueEdits
-    from iclr_cli.pipeline import Summary, build_engines, open_inputs
+    from iclr_cli.inputs import open_inputs
+    from iclr_cli.pipeline import Summary, build_engines
     from iclr_cli.policies import parse_variant
     from iclr_cli.render.output import Output
 
@@ -162,7 +164,8 @@ class BlockScorer:
         from iclr_cli.cli.common import report_reading, warn_one_block
         from iclr_cli.formats.sealing import Sealer
         from iclr_cli.formats.writeback import write_document
-        from iclr_cli.pipeline import as_written, compress_document, score_records, track_steps, with_last
+        from iclr_cli.inputs import with_last
+        from iclr_cli.pipeline import as_written, compress_document, score_records, track_steps
 
         sealer = Sealer(self.signed, self.edits)  # the provider rule table, as iclr serve applies it
         named = (self.config.profile, self.config.precision) if self.variant.needs_scores else ()

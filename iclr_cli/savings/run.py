@@ -29,7 +29,8 @@ import orjson
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.pipeline import Input, ScorerConfig, build_engines
+from iclr_cli.inputs import Input
+from iclr_cli.pipeline import ScorerConfig, build_engines
 from iclr_cli.savings.cache import SavingsCache, cache_key
 from iclr_cli.savings.estimate import RequestEstimate, SessionEstimate, Totals, estimate_session
 from iclr_cli.savings.measure import measure, seal_for_estimate
