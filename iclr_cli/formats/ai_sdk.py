@@ -37,12 +37,10 @@ Who wrote the reasoning: the namespace of its signature, or ``metadata.model`` o
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 from iclr_cli.formats import media
-from iclr_cli.formats.base import Document
 from iclr_cli.formats.pydantic_ai import thinking_mode
-from iclr_cli.formats.reading import Where, base_name, dig, load_chunks
+from iclr_cli.formats.reading import ChunkedRecords, Where, base_name, dig
 from iclr_cli.formats.sniff import MARKER, STRUCTURE, Head, Match
 from iclr_cli.formats.writeback import Path, Site, TextRef, WriteBackAdapter
 from iclr_cli.providers import for_model
@@ -421,12 +419,14 @@ def _evidence(messages: list, envelope: bool = False) -> tuple[int, str] | None:
     return None
 
 
-class AiSdkAdapter(WriteBackAdapter):
+class AiSdkAdapter(ChunkedRecords, WriteBackAdapter):
     """Vercel AI SDK UIMessage / ModelMessage histories (see module docstring); write-back is
     the one engine's."""
 
     name = "ai-sdk"
     description = "Vercel AI SDK history: UIMessage[] (useChat) or ModelMessage[] (Roo Code's {version: 2, messages} too)"
+    not_found = _NOT_FOUND
+    read_value = staticmethod(_read)
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for UIMessages (``id``, ``role``, ``parts`` whose types are the AI SDK's) or
@@ -441,20 +441,6 @@ class AiSdkAdapter(WriteBackAdapter):
             if got is not None and (best is None or got[0] > best[0]):
                 best = got
         return Match(*best) if best else None
-
-    def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
-        [doc] = self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None)
-        return doc
-
-    def load_chunks(self, data: bytes, source: str, *, skip_bad_lines: bool = False, chunk_size: int | None = 256) -> Iterator[Document]:
-        """One Document for a JSON file; chunks of at most ``chunk_size`` lines for JSONL with one
-        history per line (:func:`iclr_cli.formats.reading.load_chunks`).
-
-        Raises:
-            InputError: for an empty file, a file holding no history, or a malformed message
-                or part (naming the file, line and field).
-        """
-        return load_chunks(data, source, self.name, _read, not_found=_NOT_FOUND, skip_bad_lines=skip_bad_lines, chunk_size=chunk_size)
 
 
 ADAPTER = AiSdkAdapter()

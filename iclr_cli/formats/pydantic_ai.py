@@ -33,10 +33,8 @@ come back byte for byte; an edited one is re-serialised in its own layout with e
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-from iclr_cli.formats.base import Document
-from iclr_cli.formats.reading import Where, base_name, load_chunks
+from iclr_cli.formats.reading import ChunkedRecords, Where, base_name
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.usage import count
 from iclr_cli.formats.writeback import Path, Site, TextRef, WriteBackAdapter
@@ -221,11 +219,13 @@ def _read(value: object, where: Where) -> list[Trajectory] | None:
     return [Trajectory(f"{base_name(where.source)}#{where.first_index}", tuple(reader.prompt), steps, meta=meta, requests=tuple(reader.requests))]
 
 
-class PydanticAiAdapter(WriteBackAdapter):
+class PydanticAiAdapter(ChunkedRecords, WriteBackAdapter):
     """Pydantic AI message histories (see module docstring); write-back is the one engine's."""
 
     name = "pydantic-ai"
     description = "Pydantic AI message history (ModelMessagesTypeAdapter JSON: request/response messages with part_kind parts)"
+    not_found = _NOT_FOUND
+    read_value = staticmethod(_read)
 
     def sniff(self, head: Head | bytes) -> Match | None:
         """A match for a list whose first message has ``kind`` ``request`` or ``response`` and
@@ -235,20 +235,6 @@ class PydanticAiAdapter(WriteBackAdapter):
             if _is_message(first) and any(isinstance(p, dict) and isinstance(p.get("part_kind"), str) for p in first["parts"]):
                 return Match(MARKER, "Pydantic AI messages (kind request/response, parts with part_kind)")
         return None
-
-    def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
-        [doc] = self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None)
-        return doc
-
-    def load_chunks(self, data: bytes, source: str, *, skip_bad_lines: bool = False, chunk_size: int | None = 256) -> Iterator[Document]:
-        """One Document for a JSON file; chunks of at most ``chunk_size`` lines for JSONL with one
-        history per line (:func:`iclr_cli.formats.reading.load_chunks`).
-
-        Raises:
-            InputError: for an empty file, a file holding no history, or a malformed message
-                or part (naming the file, line and field).
-        """
-        return load_chunks(data, source, self.name, _read, not_found=_NOT_FOUND, skip_bad_lines=skip_bad_lines, chunk_size=chunk_size)
 
 
 ADAPTER = PydanticAiAdapter()

@@ -352,3 +352,33 @@ def _chunk(lines: list[JsonLine], data: bytes, source: str, fmt: str, read: Reco
         trajectories.extend(found)
     warnings += sealed_warnings(source, sealed)
     return Document(fmt, source, trajectories, Records(data, lines, values), warnings, unrecognised=notes, signatures=signatures)
+
+
+class ChunkedRecords:
+    """Mixin of an adapter whose file holds one history per JSON document or JSONL line:
+    ``load`` and ``load_chunks`` through :func:`load_chunks` with the adapter's ``name``, its
+    ``read_value`` (a :data:`RecordReader`) and ``not_found`` (what a line without a history
+    was expected to hold)."""
+
+    name: str
+    not_found: str
+
+    @staticmethod
+    def read_value(value: object, where: Where) -> list[Trajectory] | None:  # pragma: no cover - each adapter's own
+        raise NotImplementedError
+
+    def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
+        """The whole file as one document (:meth:`load_chunks` without a chunk size)."""
+        [doc] = self.load_chunks(data, source, skip_bad_lines=skip_bad_lines, chunk_size=None)
+        return doc
+
+    def load_chunks(self, data: bytes, source: str, *, skip_bad_lines: bool = False, chunk_size: int | None = 256) -> Iterator[Document]:
+        """One Document for a JSON file; chunks of at most ``chunk_size`` lines for JSONL with one
+        history per line (:func:`load_chunks`).
+
+        Raises:
+            InputError: for an empty file, a file holding no history, or a malformed record
+                (naming the file, line and field).
+        """
+        return load_chunks(data, source, self.name, type(self).read_value, not_found=self.not_found, skip_bad_lines=skip_bad_lines,
+                           chunk_size=chunk_size)
