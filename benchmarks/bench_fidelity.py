@@ -1,6 +1,6 @@
 """Fidelity and speed of scorer profiles against ``--exact`` on the real sessions.
 
-For every file of ``../shared/realdata`` that holds reasoning a variant may score, run
+For every file of ``../shared/realdata``, run
 ``iclr score`` once per profile (the real proxy, a fresh checkpoint folder, a fresh P cache)
 and compare each profile's records with the exact scorer's, block by block:
 
@@ -47,6 +47,13 @@ FILES = {
     "openhands-events": ("openhands_events/basic_gui_mode.json", []),
     "codex-rollout": ("codex_rollout/agentcmd_rollout-2025-09-24T20-12-23.jsonl", ["--encrypted-reasoning", "drop", "--block-split", "line"]),
     "claude-code-tool-heavy": ("claude_code/spotter_tool_heavy.jsonl", ["--signed-thinking", "edit", "--block-split", "line"]),
+    "claude-code-slice": ("claude_code/spotter_258c7280_main_session_slice.jsonl", ["--signed-thinking", "edit", "--block-split", "line"]),
+    # no step of these has two blocks (at most one thinking paragraph, or no reasoning kept in the
+    # file), so no selection can differ; they are run for their wall time
+    "claude-code-short": ("claude_code/spotter_short.jsonl", ["--signed-thinking", "edit"]),
+    "claude-code-acompact": ("claude_code/spotter_258c7280_agent-acompact.jsonl", ["--signed-thinking", "edit"]),
+    "claude-code-nothinking": ("claude_code/agentcmd_full_session_three_nothinking.jsonl", ["--signed-thinking", "edit"]),
+    "mini_swe_agent-django": ("mini_swe_agent/liveswe_gpt-5-mini_django__django-11133.traj.json", []),
 }
 
 PROFILES = {
@@ -71,9 +78,10 @@ def revision() -> str:
         return "unknown"
 
 
-def run_one(file: str, extra: list[str], profile: list[str], out: Path, model: str) -> float:
-    """Run ``iclr score`` into ``out``; seconds of wall time."""
-    env = dict(os.environ)
+def run_one(file: str, extra: list[str], profile: list[str], out: Path, model: str, setenv: dict[str, str] | None = None) -> float:
+    """Run ``iclr score`` into ``out``; seconds of wall time. ``setenv`` is added to its
+    environment (a CPU capped to AVX2, say)."""
+    env = {**os.environ, **(setenv or {})}
     scratch = Path(tempfile.mkdtemp(prefix="iclr-fidelity-"))
     env["ICLR_CHECKPOINT_DIR"] = str(scratch / "checkpoints")
     env["ICLR_PROMPT_CACHE_DIR"] = str(scratch / "prompts")  # every run pays for its own P
@@ -122,14 +130,20 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="ignore kept outputs")
     ap.add_argument("--revision", help="take kept outputs of this revision's folder (default: the current one)")
     ap.add_argument("--json", help="write the table as JSON here too")
+    ap.add_argument("--env", action="append", default=[], metavar="K=V",
+                    help="set in every command's environment, e.g. the AVX2 cap: --env MKL_ENABLE_INSTRUCTIONS=AVX2 "
+                         "--env ONEDNN_MAX_CPU_ISA=AVX2 --env ATEN_CPU_CAPABILITY=avx2 (outputs kept apart per setting)")
     args = ap.parse_args()
+    setenv = dict(kv.split("=", 1) for kv in args.env)
     profiles = ["exact", *[p for p in args.profiles.split(",") if p and p != "exact"]]
     files = [f for f in args.files.split(",") if f]
-    work = Path(args.work) / (args.revision or revision())
+    work = Path(args.work) / ((args.revision or revision()) + "".join(f"+{k}={v}" for k, v in sorted(setenv.items())))
     if args.fresh:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     print(f"# revision {work.name}, model {args.model}, load {os.getloadavg()[0]:.1f}", flush=True)
+    if setenv:
+        print(f"# environment: {' '.join(args.env)}", flush=True)
     table: dict[str, dict[str, dict]] = {}
     for name in files:
         path, extra = FILES[name]
@@ -137,7 +151,7 @@ def main() -> None:
             out = work / f"{name}.{prof}.jsonl"
             timing = work / f"{name}.{prof}.seconds"
             if not (out.exists() and timing.exists()):
-                seconds = run_one(path, extra, PROFILES[prof], out, args.model)
+                seconds = run_one(path, extra, PROFILES[prof], out, args.model, setenv)
                 timing.write_text(f"{seconds:.2f}\n")
             table.setdefault(name, {})[prof] = {"wall_s": float(timing.read_text())}
         exact = records(work / f"{name}.exact.jsonl")
@@ -157,7 +171,7 @@ def main() -> None:
         blocks, agree = sum(r["blocks"] for r in rows), sum(r["agree"] for r in rows)
         diffs = [r["mean_abs_bits"] for r in rows if r["mean_abs_bits"] is not None]
         wall, exact_wall = sum(r["wall_s"] for r in rows), sum(table[f]["exact"]["wall_s"] for f in files)
-        worst = min((r["agree"] / r["blocks"], f) for f, r in zip(files, rows) if r["blocks"])
+        worst = min(((r["agree"] / r["blocks"], f) for f, r in zip(files, rows) if r["blocks"]), default=(1.0, "-"))
         summary[prof] = {"blocks": blocks, "agreement": agree / blocks if blocks else None, "wall_s": wall,
                          "wall_ratio": wall / exact_wall, "worst_file": worst[1], "worst_agreement": worst[0]}
         print(f"| {prof} | {blocks} | {agree / blocks:.3f} (worst {worst[0]:.2f}, {worst[1]}) | {sum(diffs) / len(diffs):.3f} | {wall:.0f} s | {wall / exact_wall:.2f} |")
