@@ -5,6 +5,7 @@ Run from the repository root::
     python benchmarks/bench_serve_agents.py                    # SmolLM2 proxy, both CLIs
     python benchmarks/bench_serve_agents.py --quick            # --proxy-model fake: a smoke run
     python benchmarks/bench_serve_agents.py --max-tokens 8000  # a shorter scoring window
+    python benchmarks/bench_serve_agents.py --pace provider --steps 8 --sessions 2 --cli claude
 
 Each CLI (found or installed as ``tests/test_serve_agents.py`` does: ``$ICLR_AGENT_CLIS`` or
 ``~/.cache/iclr/agent-clis``) runs the same task as that test, three tool-calling steps and an
@@ -14,6 +15,17 @@ size of P (system / instructions and tool definitions, in characters: what the p
 every step against), requests, steps compressed, reasoning tokens removed, and the proxy's
 added latency (``/stats``: receipt to upstream send, scoring included) p50 / p95, and the steps
 sent late (``--max-wait``: serve's latency budget; ``inf`` waits for every step as before it).
+
+``--pace provider`` runs each CLI the way a provider paces it (the pace of
+``bench_serve_budget.py``, after public traces of real Claude Code and Codex steps): every
+reply's first byte after 1.5 to 3 s (drawn per step), then 60 tokens a second, a five-paragraph
+reasoning block a step and a ``Bash`` / ``exec_command`` call that runs ``--tool-s`` seconds and
+prints about 1 KB. ``--steps`` tool steps and an answer, ``--sessions`` sessions one after the
+other, first straight to the upstream, then through one ``iclr serve`` started with no P kept
+(``ICLR_PROMPT_CACHE_DIR`` empty: the first session on a machine), each session once the one
+before has been scored. Reported per session: wall time through serve against straight to the
+upstream, steps completed, compressed, sent late (``/stats``, this session's share), and the
+feeds along the stream.
 
 Claude Code and Codex send a large P (tens of KB of tool definitions), so with a CPU proxy
 model the first compressed step of a conversation prefills all of it: on 2 shared, overloaded
@@ -25,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -34,6 +47,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def _free_port() -> int:
@@ -42,16 +56,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(upstream: str, args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
+def _serve(upstream: str, args: argparse.Namespace, env: dict | None = None) -> tuple[subprocess.Popen, str]:
     import httpx
 
     port = _free_port()
-    cmd = [sys.executable, "-m", "iclr_cli", "serve", "--upstream", upstream, "--port", str(port), "--proxy-model", args.proxy_model, "--max-tokens", str(args.max_tokens)]
+    cmd = [sys.executable, "-m", "iclr_cli", "serve", "--upstream", upstream, "--port", str(port), "--proxy-model", args.proxy_model]
+    if args.max_tokens is not None:
+        cmd += ["--max-tokens", str(args.max_tokens)]
     if args.device:
         cmd += ["--device", args.device]
     if args.max_wait is not None:
         cmd += ["--max-wait", args.max_wait]
-    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
     while True:
@@ -97,15 +113,164 @@ def run(name: str, args: argparse.Namespace, bins: Path) -> dict:
     }
 
 
+# -- at a provider's pace -----------------------------------------------------------------
+
+COUNTED = ("requests", "steps_completed", "steps_compressed", "steps_late", "steps_late_compressed",
+           "reasoning_tokens_generated", "reasoning_tokens_removed")
+
+
+class Pacer:
+    """The scripted upstream's pace and task: which session runs (the draws depend on it and
+    on the step only, so the direct and the proxied run of a session get the same times)."""
+
+    def __init__(self, steps: int, tool_s: float):
+        self.steps, self.tool_s, self.session = steps, tool_s, 0
+
+    def reasoning(self, step: int) -> str:
+        from synthetic import PARAGRAPHS, _fill
+
+        rng = random.Random(self.session * 1000 + step)
+        return "\n\n".join(_fill(rng, rng.choice(PARAGRAPHS)) for _ in range(5))
+
+    def command(self) -> str:
+        return f"sleep {self.tool_s} && seq 1000 1199"  # the tool's time, then about 1 KB of output
+
+    def stream(self, events: list[dict], step: int):
+        from bench_serve_budget import TTFT_S
+        from serve_fixtures import Stream
+
+        first = random.Random(self.session * 31 + step).uniform(*TTFT_S)
+        return Stream(events, named=True, first_byte_s=first, delays=[_event_s(e) for e in events])
+
+
+def _event_s(event: dict) -> float:
+    """Seconds a provider takes to generate ``event``'s text at its pace."""
+    from bench_serve_budget import CHARS_PER_TOKEN, TOKENS_PER_S
+
+    delta, item = event.get("delta"), event.get("item") or {}
+    if isinstance(delta, dict):
+        chars = sum(len(v) for k, v in delta.items() if k in ("thinking", "text", "partial_json") and isinstance(v, str))
+    elif isinstance(delta, str):
+        chars = len(delta)
+    elif event.get("type") == "response.output_item.done" and item.get("type") != "reasoning":
+        chars = len(item.get("arguments") or json.dumps(item.get("content") or ""))
+    else:
+        chars = 0
+    return chars / CHARS_PER_TOKEN / TOKENS_PER_S
+
+
+def _claude_paced(pacer: Pacer):
+    from replay_fixtures import Reply
+    from wire_fixtures import anthropic_events, anthropic_message, anthropic_reply, text, thinking, tool_use
+
+    def reply(body, index):
+        if not body.get("tools"):  # Claude Code's side requests (titles, summaries): at once
+            return anthropic_reply([text("Done.")], stream=bool(body.get("stream")))
+        turn = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+        if turn >= pacer.steps:
+            blocks = [text(f"All {pacer.steps} steps are done.")]
+        else:
+            blocks = [thinking(pacer.reasoning(turn)),
+                      tool_use(f"toolu_{pacer.session}_{turn}", "Bash", {"command": pacer.command(), "description": f"Step {turn}"})]
+        message = anthropic_message(blocks, message_id=f"msg_{pacer.session}_{turn}")
+        if not body.get("stream"):
+            return Reply(message)
+        return pacer.stream(anthropic_events(message, pieces=max(2, len(json.dumps(blocks)) // 12)), turn)
+
+    return reply
+
+
+def _codex_paced(pacer: Pacer):
+    from wire_fixtures import function_call, output_message, reasoning_item, response, responses_events
+
+    def reply(body, index):
+        turn = sum(1 for item in body.get("input", []) if item.get("type") == "function_call")
+        if turn >= pacer.steps:
+            output = [output_message(f"All {pacer.steps} steps are done.", f"msg_{pacer.session}_{turn}")]
+        else:
+            output = [reasoning_item(pacer.reasoning(turn), f"rs_{pacer.session}_{turn}"),
+                      function_call(f"call_{pacer.session}_{turn}", "exec_command", {"cmd": pacer.command()})]
+        resp = response(output, response_id=f"resp_{pacer.session}_{turn}")
+        return pacer.stream(responses_events(resp, pieces=max(2, len(json.dumps(output)) // 12)), turn)
+
+    return reply
+
+
+def _idle(base: str, limit: float = 900) -> None:
+    """Wait until the proxy's scorer has nothing queued or running (or ``limit`` seconds)."""
+    import httpx
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        queue = httpx.get(base + "/stats", timeout=60).json().get("scorer_queue")
+        if not queue or (queue["depth"] == 0 and queue["running_s"] is None):
+            return
+        time.sleep(1)
+
+
+def run_paced(name: str, args: argparse.Namespace, bins: Path) -> list[dict]:
+    """The sessions of ``name`` straight to a paced upstream, then through one fresh serve."""
+    import httpx
+    import test_serve_agents as agents
+    from serve_fixtures import scripted_upstream
+
+    pacer = Pacer(args.steps, args.tool_s)
+    reply, runner = (_claude_paced(pacer), agents._run_claude) if name == "claude" else (_codex_paced(pacer), agents._run_codex)
+    prompt = f"Run the {args.steps} commands you are given, one at a time."
+    rows: list[dict] = []
+
+    def session(url: str, index: int) -> float:
+        pacer.session = index
+        with tempfile.TemporaryDirectory() as home:
+            start = time.monotonic()
+            done = runner(bins, url, Path(home), timeout=args.timeout, prompt=prompt)
+            wall = time.monotonic() - start
+        if done.returncode != 0:
+            raise SystemExit(f"{name} exited {done.returncode}: {done.stderr[-2000:]}")
+        return wall
+
+    with scripted_upstream([reply] * 100_000) as up:
+        direct = [session(up.url, i) for i in range(args.sessions)]
+        cold = {"ICLR_PROMPT_CACHE_DIR": tempfile.mkdtemp(prefix="iclr-bench-p-")}
+        proc, base = _serve(up.url, args, env=cold)
+        try:
+            before = httpx.get(base + "/stats", timeout=60).json()
+            for i in range(args.sessions):
+                wall = session(base + "/v1", i)
+                stats = httpx.get(base + "/stats", timeout=60).json()
+                total, was = stats["total"], before["total"]
+                eager, eager_was = stats["eager_scoring"], before["eager_scoring"]
+                rows.append({
+                    "cli": name, "session": i + 1, "p": "cold" if i == 0 else "kept", "wall_s": round(wall, 1),
+                    "direct_s": round(direct[i], 1), "ratio": round(wall / direct[i], 3),
+                    **{k: total[k] - was[k] for k in COUNTED},
+                    "fed_context": eager["fed_context"] - eager_was["fed_context"],
+                    "fed_reasoning": eager["fed_reasoning"] - eager_was["fed_reasoning"],
+                    "added_latency_ms": total["added_latency_ms"], "scorer_profile": stats.get("scorer_profile"),
+                })
+                print(json.dumps(rows[-1]), flush=True)
+                _idle(base)
+                before = httpx.get(base + "/stats", timeout=60).json()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--proxy-model", default="smollm2")
-    parser.add_argument("--max-tokens", type=int, default=42_000)
+    parser.add_argument("--max-tokens", type=int, default=None, help="iclr serve --max-tokens (default: serve's own)")
     parser.add_argument("--device", default=None)
     parser.add_argument("--max-wait", default=None, help="iclr serve --max-wait (default: serve's own; inf: every step waits for its scores)")
     parser.add_argument("--cli", choices=("claude", "codex", "both"), default="both")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds a CLI (and each of its requests) may take")
     parser.add_argument("--quick", action="store_true", help="--proxy-model fake")
+    parser.add_argument("--pace", choices=("instant", "provider"), default="instant",
+                        help="provider: a provider's pace, sessions against straight to the upstream (module docstring)")
+    parser.add_argument("--steps", type=int, default=8, help="tool steps a session (--pace provider)")
+    parser.add_argument("--sessions", type=int, default=2, help="sessions one after the other (--pace provider)")
+    parser.add_argument("--tool-s", type=float, default=0.3, help="seconds each tool call runs (--pace provider)")
     args = parser.parse_args()
     if args.quick:
         args.proxy_model = "fake"
@@ -114,8 +279,17 @@ def main() -> None:
     bins = agents._clis()
     if bins is None:
         raise SystemExit("npm or the Claude Code / Codex CLIs are missing (set ICLR_AGENT_CLIS)")
-    for name in ("claude", "codex") if args.cli == "both" else (args.cli,):
-        print(json.dumps(run(name, args, bins)), flush=True)
+    names = ("claude", "codex") if args.cli == "both" else (args.cli,)
+    if args.pace == "instant":
+        for name in names:
+            print(json.dumps(run(name, args, bins)), flush=True)
+        return
+    rows = [row for name in names for row in run_paced(name, args, bins)]
+    print(f"\n| CLI | session | P | steps compressed | sent late | wall | direct | ratio | fed (context / reasoning) |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for r in rows:
+        print(f"| {r['cli']} | {r['session']} | {r['p']} | {r['steps_compressed'] - r['steps_late_compressed']} of {r['steps_completed']} "
+              f"| {r['steps_late']} | {r['wall_s']} s | {r['direct_s']} s | {r['ratio']:.2f}x | {r['fed_context']} / {r['fed_reasoning']} |")
 
 
 if __name__ == "__main__":

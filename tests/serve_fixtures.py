@@ -32,13 +32,17 @@ class Stream:
     Responses API stream). With ``hold`` set, the server waits for ``release`` after the first
     event; with ``pause_s``, it sends nothing for that many seconds after the first event;
     ``interval_s`` spaces every event from the next (a provider's pace: the tests of scoring
-    along the stream assert counts and bytes, never times)."""
+    along the stream assert counts and bytes, never times). ``first_byte_s`` waits before the
+    response starts and ``delays`` (one per event) after each event, in place of
+    ``interval_s`` (benchmarks/bench_serve_agents.py paces each event by its text)."""
 
     events: list[dict]
     hold: bool = False
     named: bool = False
     pause_s: float = 0.0
     interval_s: float = 0.0
+    first_byte_s: float = 0.0
+    delays: list[float] | None = None
     release: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)
 
@@ -120,6 +124,8 @@ class ScriptedUpstream(FakeOpenAI):
                 self.wfile.write(data)
 
             def _stream(self, reply: Stream) -> None:
+                if reply.first_byte_s:
+                    time.sleep(reply.first_byte_s)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Connection", "close")
@@ -133,7 +139,9 @@ class ScriptedUpstream(FakeOpenAI):
                         reply.release.wait(60)
                     if i == 0 and reply.pause_s:
                         time.sleep(reply.pause_s)
-                    if reply.interval_s:
+                    if reply.delays is not None:
+                        time.sleep(reply.delays[i])
+                    elif reply.interval_s:
                         time.sleep(reply.interval_s)
                 if not reply.named:
                     self.wfile.write(b"data: [DONE]\n\n")
