@@ -196,22 +196,11 @@ def _codex_paced(pacer: Pacer):
     return reply
 
 
-def _idle(base: str, limit: float = 900) -> None:
-    """Wait until the proxy's scorer has nothing queued or running (or ``limit`` seconds)."""
-    import httpx
-
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        queue = httpx.get(base + "/stats", timeout=60).json().get("scorer_queue")
-        if not queue or (queue["depth"] == 0 and queue["running_s"] is None):
-            return
-        time.sleep(1)
-
-
 def run_paced(name: str, args: argparse.Namespace, bins: Path) -> list[dict]:
     """The sessions of ``name`` straight to a paced upstream, then through one fresh serve."""
     import httpx
     import test_serve_agents as agents
+    from bench_serve_budget import _idle
     from serve_fixtures import scripted_upstream
 
     pacer = Pacer(args.steps, args.tool_s)
@@ -249,7 +238,7 @@ def run_paced(name: str, args: argparse.Namespace, bins: Path) -> list[dict]:
                     "added_latency_ms": total["added_latency_ms"], "scorer_profile": stats.get("scorer_profile"),
                 })
                 print(json.dumps(rows[-1]), flush=True)
-                _idle(base)
+                _idle(base, 900)
                 before = httpx.get(base + "/stats", timeout=60).json()
         finally:
             proc.terminate()
