@@ -274,7 +274,8 @@ def main() -> None:
             print(json.dumps(run(name, args, bins)), flush=True)
         return
     rows = [row for name in names for row in run_paced(name, args, bins)]
-    print(f"\n| CLI | session | P | steps compressed | sent late | wall | direct | ratio | fed (context / reasoning) |")
+    print(f"\nproxy model {args.proxy_model}; scorer {rows[0]['scorer_profile'] if rows else '-'}")
+    print(f"| CLI | session | P | steps compressed | sent late | wall | direct | ratio | fed (context / reasoning) |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in rows:
         print(f"| {r['cli']} | {r['session']} | {r['p']} | {r['steps_compressed'] - r['steps_late_compressed']} of {r['steps_completed']} "
