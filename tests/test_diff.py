@@ -124,6 +124,26 @@ def test_scores_option_reads_entropies_from_a_score_file(files, capsys):
     assert code == 2 and "not both" in err
 
 
+def test_the_precision_the_scores_were_computed_in_is_named(files, capsys, tmp_path):
+    run_cli(["score", "orig.json", "--model", "fake", "-o", "scores.jsonl", "-q"], capsys)
+    records = [orjson.loads(line) for line in open("scores.jsonl", "rb")]
+    assert {r["precision"] for r in records} == {"float32"}  # the fake proxy's, as score writes it
+    for name, edit in (("bf16.jsonl", {"precision": "bfloat16"}), ("old.jsonl", None)):
+        with open(name, "wb") as f:
+            for r in records:
+                r = {k: v for k, v in r.items() if k != "precision"} if edit is None else {**r, **edit}
+                f.write(orjson.dumps(r) + b"\n")
+    code, out, err = run_cli(["diff", "orig.json", "pruned.json", "--model", "fake", "--scores", "bf16.jsonl", "--json"], capsys)
+    assert code == 0, err
+    assert orjson.loads(out)["precision"] == "bfloat16"
+    code, out, _ = run_cli(["diff", "orig.json", "bf16.jsonl", "--model", "fake", "--no-pager"], capsys)
+    assert code == 0 and re.search(r"proxy precision\s+.\s+bfloat16", out)
+    code, out, _ = run_cli(["diff", "orig.json", "pruned.json", "--model", "fake", "--scores", "old.jsonl", "--json"], capsys)
+    assert code == 0 and orjson.loads(out)["precision"] is None
+    code, out, _ = run_cli(["diff", "orig.json", "pruned.json", "--model", "fake", "--scores", "old.jsonl", "--no-pager"], capsys)
+    assert "proxy precision" not in out
+
+
 def test_golden_plain_text(files, capsys):
     code, out, _ = run_cli(["diff", "orig.json", "pruned.json", "--model", "fake", "--score", "--width", "100", "--all"], capsys)
     assert code == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Optional
 
 import typer
@@ -79,22 +80,26 @@ def _build(original: str, pruned: str, *, score: bool, scores_file: str | None, 
         trajectories = doc.trajectories
         scores = diffinput.read_scores(scores_data, scores_name)
         diffinput.check_ids(scores, [t.id for t in trajectories], scores_name, input_name)
-        return diffdata.diff_scores(trajectories, scores, original_name=input_name, scores_name=scores_name, count_tokens=count, tokenizer=tokenizer.name,
-                                    splitter=split, sealed=default_sealed(doc))
+        built = diffdata.diff_scores(trajectories, scores, original_name=input_name, scores_name=scores_name, count_tokens=count, tokenizer=tokenizer.name,
+                                     splitter=split, sealed=default_sealed(doc))
+        return dataclasses.replace(built, precision=diffinput.scores_precision(scores_data, scores_name))
     doc = _load_doc(original, fmt)
     before, after = doc.trajectories, _load(pruned, fmt)
-    scores, source = None, None
+    scores, source, precision = None, None, None
     if score and scores_file:
         raise UsageError("give --score (compute entropies) or --scores FILE (read them), not both")
     if scores_file:
-        scores, source = diffinput.read_scores(read_input(scores_file), scores_file), scores_file
+        raw = read_input(scores_file)
+        scores, source = diffinput.read_scores(raw, scores_file), scores_file
         diffinput.check_ids(scores, [t.id for t in before], scores_file, original)
+        precision = diffinput.scores_precision(raw, scores_file)
     elif score:
-        scores, source = _compute_scores(original, before, model, variant, ratio, max_tokens, split)
-    return diffdata.diff_files(
+        scores, source, precision = _compute_scores(original, before, model, variant, ratio, max_tokens, split)
+    built = diffdata.diff_files(
         before, after, original_name=original, pruned_name=pruned, count_tokens=count, tokenizer=tokenizer.name,
         scores=scores, scores_from=source, splitter=split, sealed=default_sealed(doc),
     )
+    return dataclasses.replace(built, precision=precision)
 
 
 def _load_doc(path: str, fmt):
@@ -126,7 +131,7 @@ def _compute_scores(path, trajectories, model, variant, ratio, max_tokens, split
     config = ScorerConfig.chosen(max_tokens=max_tokens, model=model)
     scorer, tokenizer = build_engines(parsed, config)
     results = compress_trajectories(trajectories, config.settings(parsed, ratio=ratio, splitter=split), scorer, tokenizer)
-    return scores_from_results(results), f"--score ({parsed.name}, {scorer.name} scorer)"
+    return scores_from_results(results), f"--score ({parsed.name}, {scorer.name} scorer)", config.precision
 
 
 def _emit(built, step, context, as_json, output, console, pager, force=False) -> None:

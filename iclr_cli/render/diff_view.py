@@ -172,6 +172,8 @@ def render_summary(diff: Diff) -> Group:
     rows += [(name, str(value)) for name, value in summary_rows(s.tokens, diff.tokenizer)]
     if diff.scores is not None:
         rows.append(("entropies from", diff.scores))
+        if diff.precision is not None:
+            rows.append(("proxy precision", diff.precision))
         if s.entropy_min is not None:
             rows.append(("entropy range (bits)", f"{s.entropy_min:.2f} - {s.entropy_max:.2f}"))
     for name, value in rows:

@@ -182,7 +182,9 @@ class Diff:
     """The whole diff: what was compared, per trajectory the step diffs, and totals.
 
     ``scores`` names where entropies came from (a score file, ``computed with MODEL``) or is
-    ``None`` when none are known.
+    ``None`` when none are known; ``precision`` is the proxy decoder's precision they were
+    computed in (the score records' ``precision``, METHOD.md "Precision"; several joined with
+    ", "), ``None`` when not known (a score file written before records named it).
     """
 
     original: str
@@ -191,6 +193,7 @@ class Diff:
     scores: str | None
     trajectories: tuple[TrajectoryDiff, ...]
     summary: DiffSummary
+    precision: str | None = None
 
 
 def _step_diff(
@@ -459,6 +462,7 @@ def to_json(diff: Diff, *, step: int | None = None) -> dict:
         "pruned": diff.pruned,
         "tokenizer": diff.tokenizer,
         "scores": diff.scores,
+        "precision": diff.precision,
         "summary": summary,
         "trajectories": [
             {"id": t.id, "steps": [_step_json(st) for st in t.steps if step is None or st.step == step]}

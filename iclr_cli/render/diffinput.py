@@ -84,6 +84,16 @@ def read_scores(data: bytes, source: str) -> ScoreMap:
     return {k: StepScores(steps.get(k, {}), skipped.get(k)) for k in keys}
 
 
+def scores_precision(data: bytes, source: str) -> str | None:
+    """The decoder precision an ``iclr score`` output was computed in: its records'
+    ``precision`` values (``float32``, ``bfloat16``; several joined with ", "), ``None`` when no
+    record names one (files written before records named it). Reads what :func:`read_scores`
+    has accepted; raises as it does on a line that is not JSON."""
+    seen = {line.value["precision"] for line in iter_jsonl(data, source)
+            if isinstance(line.value, dict) and isinstance(line.value.get("precision"), str)}
+    return ", ".join(sorted(seen)) or None
+
+
 def check_ids(scores: ScoreMap, trajectory_ids: Sequence[str], scores_name: str, input_name: str) -> None:
     """Make sure the score file speaks of the input's trajectories.
 
