@@ -82,17 +82,16 @@ def _build(original: str, pruned: str, *, score: bool, scores_file: str | None, 
         diffinput.check_ids(scores, [t.id for t in trajectories], scores_name, input_name)
         built = diffdata.diff_scores(trajectories, scores, original_name=input_name, scores_name=scores_name, count_tokens=count, tokenizer=tokenizer.name,
                                      splitter=split, sealed=default_sealed(doc))
-        return dataclasses.replace(built, precision=diffinput.scores_precision(scores_data, scores_name))
+        return dataclasses.replace(built, precision=diffinput.scores_precision(scores))
     doc = _load_doc(original, fmt)
     before, after = doc.trajectories, _load(pruned, fmt)
     scores, source, precision = None, None, None
     if score and scores_file:
         raise UsageError("give --score (compute entropies) or --scores FILE (read them), not both")
     if scores_file:
-        raw = read_input(scores_file)
-        scores, source = diffinput.read_scores(raw, scores_file), scores_file
+        scores, source = diffinput.read_scores(read_input(scores_file), scores_file), scores_file
         diffinput.check_ids(scores, [t.id for t in before], scores_file, original)
-        precision = diffinput.scores_precision(raw, scores_file)
+        precision = diffinput.scores_precision(scores)
     elif score:
         scores, source, precision = _compute_scores(original, before, model, variant, ratio, max_tokens, split)
     built = diffdata.diff_files(

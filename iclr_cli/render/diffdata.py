@@ -40,13 +40,15 @@ CountTokens = Callable[[str], int]
 class BlockScoreInfo:
     """One score record as the diff needs it: proxy tokens, mean entropy in bits, and whether
     the scorer's policy selected the block. ``text`` is the block text the score was taken on
-    (checked against the input); ``line`` the record's 1-based line, for error messages."""
+    (checked against the input); ``line`` the record's 1-based line, for error messages;
+    ``precision`` the proxy decoder's precision the record names (METHOD.md "Precision")."""
 
     n_tokens: int | None
     entropy_bits: float | None
     selected: bool
     text: str | None = None
     line: int | None = None
+    precision: str | None = None
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ def read_scores(data: bytes, source: str) -> ScoreMap:
     Raises:
         InputError: naming ``source``, the 1-based line and the field for a record that is
         not a score record (missing or mistyped ``trajectory``, ``step``, ``block``,
-        ``entropy_bits``, ``n_tokens``, ``selected``) or a block listed twice.
+        ``entropy_bits``, ``n_tokens``, ``selected``, ``precision``) or a block listed twice.
     """
     steps: dict[tuple[str, int], dict[int, BlockScoreInfo]] = {}
     skipped: dict[tuple[str, int], str] = {}
@@ -75,6 +75,7 @@ def read_scores(data: bytes, source: str) -> ScoreMap:
             selected=bool(_field(value, "selected", bool, source, line.number, optional=True)),
             text=_field(value, "text", str, source, line.number, optional=True),
             line=line.number,
+            precision=_field(value, "precision", str, source, line.number, optional=True),
         )
         blocks = steps.setdefault(key, {})
         if block in blocks:
@@ -84,13 +85,11 @@ def read_scores(data: bytes, source: str) -> ScoreMap:
     return {k: StepScores(steps.get(k, {}), skipped.get(k)) for k in keys}
 
 
-def scores_precision(data: bytes, source: str) -> str | None:
-    """The decoder precision an ``iclr score`` output was computed in: its records'
+def scores_precision(scores: ScoreMap) -> str | None:
+    """The decoder precision the scores of :func:`read_scores` were computed in: their records'
     ``precision`` values (``float32``, ``bfloat16``; several joined with ", "), ``None`` when no
-    record names one (files written before records named it). Reads what :func:`read_scores`
-    has accepted; raises as it does on a line that is not JSON."""
-    seen = {line.value["precision"] for line in iter_jsonl(data, source)
-            if isinstance(line.value, dict) and isinstance(line.value.get("precision"), str)}
+    record names one (files written before records named it)."""
+    seen = {info.precision for step in scores.values() for info in step.blocks.values() if info.precision}
     return ", ".join(sorted(seen)) or None
 
 
