@@ -48,6 +48,8 @@ from serve_fixtures import proxy, scripted_upstream
 from test_serve_agents import STEPS, _assert_prefixes, _kept, _strip_markers, reasoning, thinking_compressed_once
 from wire_fixtures import anthropic_reply, text, thinking, tool_use
 
+from iclr_cli.serve.budget import DEFAULT_MAX_WAIT
+
 pytestmark = pytest.mark.server
 pytest.importorskip("starlette")
 
@@ -115,12 +117,20 @@ def _assert_chat(bodies: list[dict], shell: str, stats: dict) -> None:
     assert all(f"step {i}" in json.dumps(r["content"]) for i, r in enumerate(results))
     total = stats["total"]
     assert total["steps_compressed"] == STEPS and total["reasoning_tokens_removed"] > 0 and stats["upstream_kind"] == "local"
+    # The upstream streams `content: null` and spaced arguments; the CLI sends its turn back as
+    # `content: ""` (or none) with the arguments re-encoded. Each step is still the one scored
+    # ahead from the reply (no miss, none late at the default budget), and the first request
+    # and the next are one conversation.
+    eager = stats["eager_scoring"]
+    assert (eager["misses"], eager["hits"] + eager["waits"], total["steps_late"]) == (0, STEPS, 0), eager
+    (main,) = [c for c in stats["conversations"].values() if c["steps_completed"]]  # OpenCode's title request is a conversation of its own
+    assert main["requests"] == STEPS + 1, stats["conversations"]
 
 
 @pytest.mark.parametrize("cli", ["opencode", "kilo"])
 def test_opencode_and_kilo_through_serve_chat_completions(tmp_path, capsys, cli):
     _need(cli)
-    with scripted_upstream(_chat_script("bash")) as up, proxy(up.url) as (url, _):
+    with scripted_upstream(_chat_script("bash")) as up, proxy(up.url, max_wait=DEFAULT_MAX_WAIT) as (url, _):
         run = run_opencode(cli, url, tmp_path, PROMPT)
         stats = _stats(url)
     assert run.process.returncode == 0, run.process.stderr[-2000:]
@@ -135,7 +145,7 @@ def test_opencode_and_kilo_through_serve_chat_completions(tmp_path, capsys, cli)
 
 def test_qwen_code_through_serve_chat_completions(tmp_path, capsys):
     _need("node", "qwen")
-    with scripted_upstream(_chat_script("run_shell_command")) as up, proxy(up.url) as (url, _):
+    with scripted_upstream(_chat_script("run_shell_command")) as up, proxy(up.url, max_wait=DEFAULT_MAX_WAIT) as (url, _):
         run = run_qwen(url, tmp_path, PROMPT)
         stats = _stats(url)
     assert run.process.returncode == 0, run.process.stderr[-2000:]

@@ -8,6 +8,7 @@ the client edited its history, dropped or changed the reasoning, or never follow
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -210,6 +211,43 @@ def test_restored_reasoning_finds_the_step_scored_ahead():
     on_raw, on_steps, on = run(client, eager=True, restore_reasoning=True)
     assert on_raw == off_raw and on_steps == off_steps and sum(b"[SKIP]" in raw for raw in on_raw) == 5
     assert (on.stats.eager.hits, on.stats.eager.misses) == (5, 0)
+
+
+def _reserialised(how: str):
+    """The turn sent back as real clients re-serialise it (OpenCode, Qwen Code: ``content: null``
+    as ``""``, the arguments re-encoded; SDKs: ``null`` fields, a streaming ``index``)."""
+    def edit(i, messages, reply):
+        reply = dict(reply)
+        calls = [dict(c, function=dict(c["function"])) for c in reply["tool_calls"]]
+        for c in calls:
+            args = orjson.loads(c["function"]["arguments"])
+            if how == "compact":
+                c["function"]["arguments"] = orjson.dumps(args).decode()
+            else:  # spaced, as json.dumps writes it
+                c["function"]["arguments"] = json.dumps(args)
+                c["index"] = 0
+        reply["tool_calls"] = calls
+        reply["content"] = "" if how == "compact" else None
+        reply["refusal"] = None
+        return reply
+
+    return edit
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("how", ["compact", "spaced"])
+def test_a_client_that_re_serialises_its_turn_finds_the_step_scored_ahead(streamed, how):
+    def client(url, state):
+        drive(url, "Fix the bug.", streamed=streamed, edit=_reserialised(how),
+              after_reply=lambda i: scored(state, i + 1) if state.scores_ahead else None)
+
+    off_raw, off_steps, _ = run(client, eager=False)
+    on_raw, on_steps, on = run(client, eager=True)
+    assert on_raw == off_raw and on_steps == off_steps and sum(b"[SKIP]" in raw for raw in on_raw) == 5
+    # one conversation (the first request's reply and the client's copy of it have one id), and
+    # every step found the result scored ahead from the reply as the proxy relayed it
+    assert len(on_steps) == 1
+    assert ahead(on.stats.eager) == {"scored": 5, "hits": 5, "waits": 0, "misses": 0, "unused": 0}
 
 
 def test_a_request_waits_for_its_step_still_being_scored_ahead():

@@ -23,6 +23,7 @@ from iclr_cli.errors import IclrError
 from iclr_cli.formats.openai_messages import REASONING_FIELDS, read_messages, write_messages
 from iclr_cli.replay.accounting import parse_usage
 from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript, by_step
+from iclr_cli.serve.fingerprint import arguments_value, text_value, without_empty
 from iclr_cli.trajectory import Trajectory, WriteBack
 
 
@@ -59,7 +60,7 @@ class ChatDialect(Dialect):
         content = _visible(msg) if msg.get("role") == "assistant" else _text(msg.get("content"))
         out: dict = {"role": msg.get("role"), "content": content}
         calls = [
-            (c.get("id"), (c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+            (c.get("id"), (c.get("function") or {}).get("name"), arguments_value((c.get("function") or {}).get("arguments")))
             for c in msg.get("tool_calls") or []
             if isinstance(c, Mapping)
         ]
@@ -68,6 +69,19 @@ class ChatDialect(Dialect):
         if msg.get("tool_call_id") is not None:
             out["tool_call_id"] = msg["tool_call_id"]
         return out
+
+    def step_item(self, msg: Mapping) -> object:
+        """The message as the provider reads it (:mod:`~iclr_cli.serve.fingerprint`): its
+        content's text (``null``, ``""`` and text parts alike), each tool call's arguments as
+        a JSON value, without the streaming ``index`` and the default ``type``, and no empty
+        field."""
+        out = dict(msg)
+        if "content" in out:
+            out["content"] = text_value(out["content"])
+        calls = out.get("tool_calls")
+        if isinstance(calls, list):
+            out["tool_calls"] = [_call_key(c) if isinstance(c, Mapping) else c for c in calls]
+        return without_empty(out)
 
     def read(self, request: Request, traj_id: str) -> Transcript:
         read = read_messages(request.items, tools=request.context, traj_id=traj_id)
@@ -174,6 +188,15 @@ def _recalled(stored: tuple[str, str]) -> tuple[dict, object]:
         return {name: text}, None
     value = orjson.loads(text)
     return value.get("fields") or {}, value.get("extra_content")
+
+
+def _call_key(call: Mapping) -> dict:
+    """A tool call in the step keys: what :meth:`ChatDialect.step_item` says."""
+    out = {k: v for k, v in call.items() if k != "index" and not (k == "type" and v == "function")}
+    fn = out.get("function")
+    if isinstance(fn, Mapping):
+        out["function"] = without_empty({**fn, "arguments": arguments_value(fn.get("arguments"))})
+    return without_empty(out)
 
 
 def _message_index(field: str) -> int | None:

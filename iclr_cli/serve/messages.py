@@ -55,6 +55,7 @@ from iclr_cli.formats.openai_messages import render_tools
 from iclr_cli.formats.writeback import TextRef, apply_edits
 from iclr_cli.replay.accounting import Usage
 from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript, by_step
+from iclr_cli.serve.fingerprint import text_value, without_empty
 from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
 
 SEALED_THINKING = "thinking block signed for a sealed upstream (its signature is checked against the text)"
@@ -116,7 +117,16 @@ class MessagesDialect(Dialect):
         return {"role": msg.get("role"), "parts": [(p.label, p.text, p.call_id) for p in parts if p.kind != "reasoning"]}
 
     def step_item(self, item: Mapping) -> object:
-        return without_cache_control({k: v for k, v in item.items() if v is not None})
+        """The message as the provider reads it (:mod:`~iclr_cli.serve.fingerprint`): no cache
+        markers (clients move them), no empty field or block (the API rejects empty text
+        blocks, so clients drop them), a content of text blocks alone as its text."""
+        out = without_empty(without_cache_control(dict(item)))
+        content = out.get("content")
+        if isinstance(content, list):
+            blocks = [without_empty(b) if isinstance(b, dict) else b for b in content]
+            content = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "text" and "text" not in b)]
+        out["content"] = text_value(content)
+        return out
 
     def read(self, request: Request, traj_id: str) -> Transcript:
         body, messages = request.body, request.items

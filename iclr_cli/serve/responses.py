@@ -40,6 +40,7 @@ from iclr_cli.formats.think import outside_think, think_elements
 from iclr_cli.formats.writeback import apply_edits
 from iclr_cli.replay.accounting import Usage
 from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript, by_step
+from iclr_cli.serve.fingerprint import arguments_value, without_empty
 from iclr_cli.trajectory import Part, Trajectory
 
 
@@ -85,6 +86,15 @@ class ResponsesDialect(Dialect):
             return None
         return Request(body, items, {"instructions": body.get("instructions"), "tools": body.get("tools")}, held_by_server(body))
 
+    def step_item(self, item: Mapping) -> object:
+        """The item as the provider reads it (:mod:`~iclr_cli.serve.fingerprint`): a call's
+        JSON ``arguments`` as a value, without ``status`` (an output field the API ignores
+        on input) and empty fields."""
+        out = {k: v for k, v in item.items() if k != "status"}
+        if isinstance(out.get("arguments"), str):
+            out["arguments"] = arguments_value(out["arguments"])
+        return without_empty(out)
+
     def first_model_item(self, items: Sequence[Mapping]) -> int | None:
         return next((i for i, item in enumerate(items) if is_model_item(item) and item_type(item) != "reasoning"), None)
 
@@ -98,7 +108,8 @@ class ResponsesDialect(Dialect):
                 text = outside_think(text, think_elements(text))
             return {"role": item.get("role"), "text": text}
         if is_model_item(item):
-            return {"call": item.get("call_id"), "tool": call_text(item)}
+            label, args = call_text(item)
+            return {"call": item.get("call_id"), "tool": (label, arguments_value(args))}
         if "output" in item:
             return {"output": item.get("call_id"), "text": output_text(item.get("output"))}
         return {k: v for k, v in item.items() if k not in ("id", "status") and v is not None}
