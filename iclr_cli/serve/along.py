@@ -50,14 +50,21 @@ from iclr_cli.serve.dialect import Dialect, Request
 # fixed cost; a quarter second is 12-20 tokens of a reply at 50-80 tokens a second.
 MIN_INTERVAL_S = 0.25
 MIN_NEW_BYTES = 200
+# When the scorer should have run each feed (seconds after it was queued), for its earliest-
+# deadline-first queue (:mod:`iclr_cli.serve.batching`): a streaming reply's piece by the time
+# the reply ends (a provider streams ~250 tokens at 50-80 a second); a request's P and history
+# by the time its reply's reasoning starts to stream (1.5-3 s to the first token). A finished
+# step (:data:`iclr_cli.serve.eager.STEP_DUE_S`) goes before both.
+REPLY_DUE_S = 2.0
+CONTEXT_DUE_S = 3.0
 
 
-def _submit(state, request) -> Future | None:
+def _submit(state, request, due: float) -> Future | None:
     submit = getattr(state.scorer, "submit", None)
     if submit is None or not state.scores_ahead or request is None:
         return None
     try:
-        return submit([request], eager=True)
+        return submit([request], eager=True, due=due)
     except RuntimeError:  # stopped
         return None
 
@@ -67,7 +74,7 @@ def feed_context(state, stream: str, trajectory) -> Future | None:
     ``stream`` as a partial request (:func:`iclr_cli.compress.context_request`); the future of
     that work, or ``None`` when nothing was queued (the scorer does not score ahead, or the
     variant's scorer input holds no history)."""
-    future = _submit(state, context_request(stream, trajectory.prompt, trajectory.steps, state.settings))
+    future = _submit(state, context_request(stream, trajectory.prompt, trajectory.steps, state.settings), CONTEXT_DUE_S)
     if future is not None:
         state.stats.eager_event("fed_context")
     return future
@@ -113,7 +120,7 @@ def feed_reply(state, conv_id: str | None, stream: str, request: Request, conten
         found = state.ahead_request(conv, stream, request, reply, dialect)
     if found is None:
         return None
-    future = _submit(state, replace(found[0], partial=True))
+    future = _submit(state, replace(found[0], partial=True), REPLY_DUE_S)
     if future is not None:
         state.stats.eager_event("fed_reasoning")
     return future

@@ -11,7 +11,13 @@ steps of several conversations that complete together share one forward pass
 Two queues: requests a client is waiting for (``score``) go before requests scored ahead of
 time (``submit(..., eager=True)``, :mod:`iclr_cli.serve.eager`), and the two never share a
 batch, so work done ahead never delays a request in progress by more than the batch already
-running. :meth:`~BatchingScorer.promote` moves an eager request that a client now waits for to
+running. Work ahead runs earliest deadline first: each call says when its result is wanted
+(``due``: a finished step's next request within a tool's time, a streaming reply's pieces by its
+end, a request's P and history before its reply streams, a late step's scoring whenever the
+scorer is free), one stream's calls keep their order (each continues the state the one before
+left) and a stream is as urgent as its most urgent call; calls of several conversations due
+alike share one batch, while a late step's scoring and a prefill of P never join a batch of
+steps that can still be on time. :meth:`~BatchingScorer.promote` moves an eager request that a client now waits for to
 the front, :meth:`~BatchingScorer.demote` moves one back once its client stopped waiting (the
 latency budget ran out: :mod:`iclr_cli.serve.budget`), and :meth:`~BatchingScorer.drop` takes
 one out of the queue whose result nobody will read. :meth:`~BatchingScorer.forget` drops a
@@ -49,6 +55,7 @@ class _Call:
     requests: list[ScoreRequest]
     future: Future
     queued_at: float
+    due: float = float("inf")
 
 
 @dataclass(frozen=True)
@@ -137,9 +144,11 @@ class BatchingScorer:
         """
         return self.submit(requests).result()
 
-    def submit(self, requests: Sequence[ScoreRequest], *, eager: bool = False) -> Future:
+    def submit(self, requests: Sequence[ScoreRequest], *, eager: bool = False, due: float | None = None) -> Future:
         """Queue ``requests`` and return the future of their results (a list, in order).
-        ``eager``: nobody waits for them yet; they run when no waited-for request is queued.
+        ``eager``: nobody waits for them yet; they run when no waited-for request is queued,
+        earliest ``due`` first (seconds from now by which the result is wanted; ``None``:
+        whenever the scorer is free).
 
         Raises:
             ScoringCancelled: after :meth:`stop` or :meth:`close`.
@@ -151,7 +160,8 @@ class BatchingScorer:
                 raise ScoringCancelled("the scorer was stopped")
             if not self._thread.is_alive():
                 raise RuntimeError("the scorer thread has stopped")
-            (self._eager if eager else self._urgent).append(_Call(list(requests), future, time.monotonic()))
+            now = time.monotonic()
+            (self._eager if eager else self._urgent).append(_Call(list(requests), future, now, now + due if due is not None else float("inf")))
             self._cond.notify_all()
         return future
 
@@ -174,6 +184,10 @@ class BatchingScorer:
     def demote(self, future: Future) -> bool:
         """Move the waited-for call of ``future`` behind the work ahead (nobody waits for it
         any more, its result is still wanted); False when it is not in that queue."""
+        with self._cond:
+            for call in self._urgent:
+                if call.future is future:
+                    call.due = float("inf")
         return self._move(future, self._urgent, self._eager)
 
     def drop(self, future: Future) -> bool:
@@ -314,12 +328,7 @@ class BatchingScorer:
             if not (self._urgent or self._eager):
                 return [], ops
             if not self._urgent:  # work ahead: what is queued now, no waiting for more
-                batch = [self._eager.popleft()]
-                size = len(batch[0].requests)
-                while self._eager and size < self.max_batch and _apart(batch, self._eager[0]):
-                    batch.append(self._eager.popleft())
-                    size += len(batch[-1].requests)
-                return self._start(batch), ops
+                return self._start(self._pick_ahead()), ops
             batch = [self._urgent.popleft()]
             size = len(batch[0].requests)
             deadline = time.monotonic() + self.wait_s
@@ -339,6 +348,38 @@ class BatchingScorer:
                     _settle(call.future, error=ScoringCancelled("the scorer was stopped"))
                 return None
             return self._start(batch), ops
+
+    def _pick_ahead(self) -> list[_Call]:
+        """The next batch of work ahead (called with the lock held): earliest deadline first
+        among the calls that start no stream's work out of order (module docstring)."""
+        due: dict[str, float] = {}
+        for call in self._eager:
+            for r in call.requests:
+                due[r.stream] = min(due.get(r.stream, call.due), call.due)
+        heads, seen = [], set()
+        for i, call in enumerate(self._eager):
+            streams = {r.stream for r in call.requests}
+            if not streams & seen:
+                heads.append((min(due[s] for s in streams), i, call))
+            seen |= streams
+        heads.sort(key=lambda h: h[:2])
+        first_due, _, first = heads[0]
+        batch, size = [first], len(first.requests)
+        alone = first_due == float("inf") or self._kind(first.requests) == "prefill"
+        for when, _, call in heads[1:]:
+            if size >= self.max_batch:
+                break
+            if size + len(call.requests) > self.max_batch or not _apart(batch, call):
+                continue
+            # late work and prefills of P run beside their own kind only: either would hold a
+            # step that can still be on time for the length of the batch
+            if alone != (when == float("inf") or self._kind(call.requests) == "prefill"):
+                continue
+            batch.append(call)
+            size += len(call.requests)
+        for call in batch:
+            self._eager.remove(call)
+        return batch
 
     def _start(self, batch: list[_Call]) -> list[_Call]:
         """Mark ``batch`` as running (called with the lock held, in the scorer thread)."""

@@ -36,6 +36,12 @@ from iclr_cli.serve.batching import BatchingScorer
 from iclr_cli.serve.stats import Stats
 
 
+# When a finished step's scores are wanted, in seconds after its reply was relayed: its next
+# request comes after the agent's tool (median 0.1-0.6 s in public Claude Code and Codex
+# traces) and may wait the default half-second budget (:mod:`iclr_cli.serve.budget`).
+STEP_DUE_S = 1.0
+
+
 def request_digest(request: ScoreRequest) -> bytes:
     """SHA-256 of everything a score depends on: stream, P, history, step and block spans."""
     return hashlib.sha256(orjson.dumps([request.stream, request.prompt, request.history, request.step, request.spans])).digest()
@@ -92,7 +98,7 @@ class EagerScorer:
             if kept is not None and kept[0] == key:
                 return False
         try:
-            future = self.inner.submit([request], eager=True)
+            future = self.inner.submit([request], eager=True, due=STEP_DUE_S)
         except RuntimeError:
             return False
         dropped = 0
@@ -118,9 +124,9 @@ class EagerScorer:
             del self._pending[request.stream]
             return kept[1]
 
-    def submit(self, requests: Sequence[ScoreRequest], *, eager: bool = False) -> Future:
+    def submit(self, requests: Sequence[ScoreRequest], *, eager: bool = False, due: float | None = None) -> Future:
         """:meth:`BatchingScorer.submit`."""
-        return self.inner.submit(requests, eager=eager)
+        return self.inner.submit(requests, eager=eager, due=due)
 
     def promote(self, future: Future) -> bool:
         return self.inner.promote(future)

@@ -1,0 +1,94 @@
+"""Work ahead runs earliest deadline first (:mod:`iclr_cli.serve.batching`).
+
+With several conversations at once the scorer's queue holds finished steps (wanted within a
+tool's time), pieces of streaming replies (wanted by the reply's end), requests' P and history
+(wanted before their reply streams) and late steps (wanted whenever the scorer is free). The
+most urgent goes first, one stream's calls keep their order, and work that cannot be on time
+never joins a batch of work that can.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from iclr_cli.scoring.base import ScoreRequest
+from iclr_cli.scoring.fake import FakeScorer
+from iclr_cli.serve.batching import BatchingScorer
+
+
+def _request(stream: str, label: str, partial: bool = False) -> ScoreRequest:
+    step = f"{label} alpha beta gamma.\n\n{label} delta epsilon."
+    return ScoreRequest(stream, ("P",), (), step, ((0, len(label) + 18), (len(label) + 20, len(step))), partial=partial)
+
+
+def _held(max_batch: int):
+    """A batching scorer whose first call (``hold``) blocks until released, so that the test can
+    queue work behind it."""
+    gate = threading.Event()
+    inner = FakeScorer(gate=gate, record_requests=True)
+    batching = BatchingScorer(inner, max_batch=max_batch, wait_s=0)
+    hold = batching.submit([_request("hold", "hold")], eager=True, due=0)
+    deadline = time.monotonic() + 30
+    while batching.queue_info()["running_s"] is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return batching, inner, gate, hold
+
+
+def _order(inner: FakeScorer) -> list[str]:
+    return [r.step.split(" ", 1)[0] for r in inner.requests_seen][1:]
+
+
+def test_the_most_urgent_work_ahead_runs_first():
+    batching, inner, gate, _ = _held(max_batch=1)
+    futures = [
+        batching.submit([_request("late", "late")], eager=True),  # a late step: whenever
+        batching.submit([_request("a", "context", partial=True)], eager=True, due=3.0),
+        batching.submit([_request("b", "feed", partial=True)], eager=True, due=2.0),
+        batching.submit([_request("c", "step")], eager=True, due=1.0),
+    ]
+    gate.set()
+    for f in futures:
+        f.result(timeout=30)
+    assert _order(inner) == ["step", "feed", "context", "late"]
+    batching.close()
+
+
+def test_a_stream_keeps_its_order_and_is_as_urgent_as_its_most_urgent_call():
+    batching, inner, gate, _ = _held(max_batch=1)
+    futures = [
+        batching.submit([_request("b", "otherfeed", partial=True)], eager=True, due=1.5),
+        batching.submit([_request("a", "feed", partial=True)], eager=True, due=2.0),
+        batching.submit([_request("a", "step")], eager=True, due=1.0),  # continues a's feed: after it
+    ]
+    gate.set()
+    for f in futures:
+        f.result(timeout=30)
+    assert _order(inner) == ["feed", "step", "otherfeed"]
+    batching.close()
+
+
+def test_conversations_due_alike_share_a_batch_and_late_work_runs_apart():
+    batching, inner, gate, _ = _held(max_batch=8)
+    calls_before = inner.calls
+    futures = [batching.submit([_request(s, "step")], eager=True, due=1.0) for s in ("a", "b", "c")]
+    futures.append(batching.submit([_request("d", "late")], eager=True))
+    gate.set()
+    for f in futures:
+        f.result(timeout=30)
+    # after the hold: one batch of the three steps, then the late one on its own
+    assert inner.calls - calls_before == 2 and batching.largest_batch == 3
+    assert _order(inner) == ["step", "step", "step", "late"]
+    batching.close()
+
+
+def test_a_demoted_call_waits_behind_work_that_can_still_be_on_time():
+    batching, inner, gate, _ = _held(max_batch=1)
+    waited = batching.submit([_request("a", "missed")])  # a request waited for it, then gave up
+    assert batching.demote(waited)
+    on_time = batching.submit([_request("b", "step")], eager=True, due=1.0)
+    gate.set()
+    waited.result(timeout=30)
+    on_time.result(timeout=30)
+    assert _order(inner) == ["step", "missed"]
+    batching.close()
