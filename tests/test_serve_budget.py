@@ -369,7 +369,7 @@ def test_the_budget_options_from_the_command_line_and_a_config_file(tmp_path):
 
     serve = typer.main.get_command(build_app()).commands["serve"]
     defaults = serve.make_context("serve", ["--upstream", "http://127.0.0.1:9/v1"]).params
-    assert defaults["max_wait"] == 0.5 and defaults["late"].value == "as-sent"
+    assert defaults["max_wait"] == 0.5 and defaults["late"].value == "when-it-pays"
     config = tmp_path / "serve.toml"
     config.write_text('upstream = "http://127.0.0.1:9/v1"\nmax-wait = inf\nlate = "compress-later"\n')
     params = serve.make_context("serve", ["--config", str(config)]).params

@@ -371,6 +371,8 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
             else:
                 rewrite = value
             added = time.monotonic() - start
+            if rewrite.report is not None:  # one line per request: what it decided, waited and added
+                log.info("%s", rewrite.report.line(added))
             waiting.upstream = True
             how, value = await _race(lambda: send(request, path, rewrite.body), request, stopped_holder["s"],
                                      max(config.shutdown_grace_s - 1, config.shutdown_grace_s / 2), watch_client=False)

@@ -8,22 +8,22 @@ request after 300 s). So ``iclr serve`` waits for a step's scores at most ``max_
 from the moment the request arrived, over all the steps it decides and on every path: a step
 scored ahead and still running, a call queued behind other conversations, the prefill of P.
 A step whose scores are not ready by then goes upstream as generated: it is sent **late**.
-What happens to it afterwards is the ``late`` policy:
+What happens to it afterwards is the ``late`` policy (:mod:`iclr_cli.serve.late`):
 
-- ``as-sent`` (default): it stays as generated for the rest of the conversation, so the
-  prefix the provider cached never changes; its scoring is taken out of the queue.
-- ``compress-later``: its scoring goes on behind the requests clients wait for, and the step
-  is compressed at the first later request that finds its scores ready. That request changes
-  the prefix from that step on (one cache write of the tail, as a provider counts it: a
-  changed prefix is written again from the first changed token), and every later request
-  carries the compressed step.
+- ``when-it-pays`` (default): its scoring goes on behind the requests clients wait for, and
+  the conversation's late steps whose scores are ready are compressed together, at one
+  request, when that prefix break costs nothing (the provider's cache has expired, the client
+  changed its history itself) or pays for itself at the provider's cache prices.
+- ``as-sent``: it stays as generated for the rest of the conversation, so the prefix the
+  provider cached never changes; its scoring is taken out of the queue.
+- ``compress-later``: the step is compressed at the first later request that finds its scores
+  ready, whatever the cache rewrite costs (one break per late step at worst).
 
-``benchmarks/bench_serve_budget.py`` measured both on scripted Claude-Code-style sessions,
+``benchmarks/bench_serve_budget.py`` measured them on scripted Claude-Code-style sessions,
 priced by Anthropic's and OpenAI's prompt-cache rules (BENCHMARKS.md, "``iclr serve``: the
-latency budget"): ``compress-later`` compressed more steps and sent fewer input tokens, but its
-cache rewrites cost more than the tokens they saved (up to a third more than no proxy at all
-over 30 steps in Anthropic's prices, where ``as-sent`` cost a few percent less), and its late
-compressions took scorer time that made more later steps late. So ``as-sent`` is the default.
+latency budget"): ``compress-later``'s rewrites cost more than the tokens they saved, and
+``as-sent`` loses every late step for the rest of the session, which on a busy machine is
+most of them; ``when-it-pays`` breaks only where the price says so.
 
 What the scorer saw: a step is scored against P and the earlier steps as they stood when its
 scoring was queued (when its reply was relayed, or at the request that needed it). A step sent
@@ -61,11 +61,13 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from iclr_cli.serve.late import DEFAULT, POLICIES, CacheRule, rule_for
+
 log = logging.getLogger("iclr.serve")
 
 DEFAULT_MAX_WAIT = 0.5
-LATE_POLICIES = ("as-sent", "compress-later")
-DEFAULT_LATE = "as-sent"
+LATE_POLICIES = POLICIES
+DEFAULT_LATE = DEFAULT
 # A request held longer than this before its upstream answer started gets one log line
 # saying what it waits on (README promise: serve is never silent for minutes).
 WAIT_LOG_S = 5.0
@@ -74,10 +76,22 @@ WAIT_LOG_S = 5.0
 @dataclass(frozen=True)
 class Budget:
     """``max_wait``: seconds a request may wait for scores in all (``None``: no limit);
-    ``late``: what happens to a step sent late (module docstring, :data:`LATE_POLICIES`)."""
+    ``late``: what happens to a step sent late (module docstring, :data:`LATE_POLICIES`);
+    ``upstream_kind``: the ``--upstream-kind`` whose prompt-cache rule ``when-it-pays``
+    prices a break by (:func:`iclr_cli.serve.late.rule_for`)."""
 
     max_wait: float | None = DEFAULT_MAX_WAIT
     late: str = DEFAULT_LATE
+    upstream_kind: str | None = None
+
+    def cache_rule(self, one_hour: bool = False) -> CacheRule:
+        """The upstream's prompt-cache rule (``one_hour``: the request asks for a 1-hour cache)."""
+        return rule_for(self.upstream_kind, one_hour)
+
+    @property
+    def keeps_late(self) -> bool:
+        """True when a late step's scoring goes on so that it can be compressed later."""
+        return self.late != "as-sent"
 
     def __post_init__(self) -> None:
         if self.late not in LATE_POLICIES:
@@ -140,6 +154,36 @@ class Waiting:
     def current(self) -> Future | None:
         with self._lock:
             return self.future
+
+
+def wait_within(scorer, stats, waiting: Waiting, future: Future, deadline: float | None):
+    """(``future``'s result within ``deadline`` or ``None``, and why it was not ready: one of
+    :data:`iclr_cli.serve.report.LATE_CAUSES`). Not waited for at all when ``scorer`` expects
+    it later than that (a prefill of P or a queue behind one: the wait would only add to the
+    request's time); ``stats`` counts the requests waiting now."""
+    eta = getattr(scorer, "eta", None)
+    predicted = False
+    if deadline is not None and eta is not None and not future.done():
+        if time.monotonic() + eta(future) > deadline:
+            deadline, predicted = time.monotonic(), True
+    with stats.lock:
+        stats.waiting += 1
+    stats.metrics.waiting.inc()
+    try:
+        result = waiting.wait(future, deadline)
+    finally:
+        with stats.lock:
+            stats.waiting -= 1
+        stats.metrics.waiting.dec()
+    if result is not None:
+        return result, None
+    if predicted:
+        return None, "predicted"
+    where = getattr(scorer, "where", None)
+    at = where(future) if where is not None else None
+    if at is None or at.state != "running":
+        return None, "queue"
+    return None, "prefill" if at.prefill else "scorer_busy"
 
 
 def describe(waiting: Waiting, scorer) -> str:

@@ -229,7 +229,7 @@ def build_engine(options: ServeOptions, *, scorer=None, tokenizer=None) -> Engin
         stats=stats,
         max_conversations=options.max_conversations,
         restore_reasoning=options.restore_reasoning,
-        budget=Budget(None if options.max_wait == float("inf") else options.max_wait, options.late),
+        budget=Budget(None if options.max_wait == float("inf") else options.max_wait, options.late, kind.name),
     )
 
     def shutdown() -> None:

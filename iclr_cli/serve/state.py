@@ -47,14 +47,21 @@ from iclr_cli.errors import IclrError, InputError
 from iclr_cli.formats.writeback import UnregisteredCopy
 from iclr_cli.scoring.base import Scorer, ScoringCancelled, Tokenizer
 from iclr_cli.serve import along
-from iclr_cli.serve.budget import Budget, Waiting
+from iclr_cli.serve.budget import Budget, Waiting, wait_within
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript
-from iclr_cli.serve.fingerprint import conversation_id, step_keys
+from iclr_cli.serve.fingerprint import conversation_id, diverges, item_digests, step_keys
+from iclr_cli.serve.late_steps import catch_up, settle_group
+from iclr_cli.serve.report import RequestReport
 from iclr_cli.serve.stats import Counts, Stats
 from iclr_cli.serve.store import MemoryStore, StoredStep
 from iclr_cli.token_accounting import ReasoningTokens, account, token_counter
 from iclr_cli.trajectory import Part, Step, Trajectory
+
+
+def step_texts(step: Step) -> tuple[str, ...]:
+    """The text of each of ``step``'s reasoning parts."""
+    return tuple(p.text for p in step.reasoning)
 
 log = logging.getLogger("iclr.serve")
 
@@ -66,7 +73,11 @@ class Conversation:
     ``steps``: step key -> the step as decided once. ``reasoning``: tool-call id ->
     (field, text) of the reasoning the upstream returned with that call (``--restore-reasoning``).
     ``late``: step key -> the scoring of a step sent late and still to be compressed
-    (``--late compress-later``), in memory only.
+    (``--late when-it-pays`` or ``compress-later``), in memory only. ``last_request``: when
+    its last request arrived (``time.monotonic``; ``None`` since a restart). ``received`` and
+    ``sent``: digests of the last request's items as the client sent them and as they went
+    upstream (:func:`~iclr_cli.serve.fingerprint.item_digests`), to tell a prefix break and
+    whose it is; ``seen``: requests of it this process has rewritten.
     """
 
     id: str
@@ -75,6 +86,10 @@ class Conversation:
     counts: Counts = field(default_factory=Counts)
     lock: threading.Lock = field(default_factory=threading.Lock)
     late: dict[str, tuple[PreparedStep, Future]] = field(default_factory=dict)
+    last_request: float | None = None
+    received: list[bytes] | None = None
+    sent: list[bytes] | None = None
+    seen: int = 0
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,7 @@ class Rewrite:
     ``stream``: the scorer stream the reply is fed under along the stream
     (:mod:`iclr_cli.serve.along`): the conversation id, or for a first request a provisional
     one that :meth:`ServeState.record_reply` renames once the reply gives the id.
+    ``report``: what the request decided, for its log line (:mod:`iclr_cli.serve.report`).
     """
 
     body: bytes
@@ -97,6 +113,7 @@ class Rewrite:
     compressed: int = 0
     request: Request | None = None
     stream: str | None = None
+    report: RequestReport | None = None
 
 
 class ServeState:
@@ -235,39 +252,61 @@ class ServeState:
             return Rewrite(raw, None, request=request, stream=along.feed_first(self, request, dialect))
         conv = self.conversation(conv_id)
         waiting.conversation = conv_id
+        report = RequestReport(conv_id)
         # Another request of this conversation holding the lock waits for scores until its own
         # deadline, which is before ours (it arrived first): the lock adds nothing to the budget.
         with conv.lock:
             sent = dialect.restore(request, conv.reasoning) if self.restore_reasoning else request
+            received = item_digests(dialect, sent.items)
             try:
                 transcript = dialect.read(sent, conv_id)
             except (IclrError, KeyError, TypeError, AttributeError, ValueError) as exc:
                 log.warning("conversation %s: request not read as %s (%s); forwarded unchanged", conv_id, dialect.name, type(exc).__name__)
-                return Rewrite(raw, conv_id, request=request)
+                self._sent(conv, dialect, received, request.items, report)
+                return Rewrite(raw, conv_id, request=request, report=report)
             try:
-                edited, compressed = self._write_back(conv, dialect, sent, transcript, waiting)
+                edited, compressed = self._write_back(conv, dialect, sent, transcript, waiting, report, diverges(conv.received, received), raw)
             finally:
+                report.waited_s = waiting.scoring_s
                 if waiting.scored:
                     self.stats.waited(conv.counts, waiting.scoring_s)
             if not transcript.ends or transcript.ends[-1] < len(sent.items):  # no step in progress
                 along.feed_context(self, conv_id, edited)
-        try:
-            out = dialect.write(sent, transcript, edited)
-        except (InputError, UnregisteredCopy) as exc:  # a copy of the reasoning the reader does not edit: never half-edit
-            log.warning("conversation %s: %s; forwarded unchanged", conv_id, exc)
-            return Rewrite(raw, conv_id, compressed, request, conv_id)
-        if out is None and sent is not request:  # nothing compressed, but --restore-reasoning put back what the client dropped
-            out = dict(sent.body)
+            try:
+                out = dialect.write(sent, transcript, edited)
+            except (InputError, UnregisteredCopy) as exc:  # a copy of the reasoning the reader does not edit: never half-edit
+                log.warning("conversation %s: %s; forwarded unchanged", conv_id, exc)
+                self._sent(conv, dialect, received, request.items, report)
+                return Rewrite(raw, conv_id, compressed, request, conv_id, report)
+            if out is None and sent is not request:  # nothing compressed, but --restore-reasoning put back what the client dropped
+                out = dict(sent.body)
+            self._sent(conv, dialect, received, request.items if out is None else out.get(dialect.items_field) or sent.items, report)
         if out is None:
-            return Rewrite(raw, conv_id, compressed, request, conv_id)
-        return Rewrite(orjson.dumps(out), conv_id, compressed, request, conv_id)
+            return Rewrite(raw, conv_id, compressed, request, conv_id, report)
+        return Rewrite(orjson.dumps(out), conv_id, compressed, request, conv_id, report)
 
-    def _write_back(self, conv: Conversation, dialect: Dialect, request: Request, transcript: Transcript, waiting: Waiting) -> tuple[Trajectory, int]:
+    def _sent(self, conv: Conversation, dialect: Dialect, received: list[bytes], items: Sequence, report: RequestReport) -> None:
+        """Note what this request sent: a prefix break when its items as sent do not extend the
+        previous request's (the client's, when its own items did not either; else the proxy's),
+        counted in ``/stats``; and when it came, for the late policy's cache lifetime."""
+        now = item_digests(dialect, items)
+        at = diverges(conv.sent, now)
+        if at is not None:
+            client = diverges(conv.received, received)
+            report.prefix_break = "client" if client is not None and client <= at else "proxy"
+            self.stats.prefix_break(conv.counts, report.prefix_break)
+        conv.sent, conv.received, conv.last_request = now, received, time.monotonic()
+        conv.seen += 1
+
+    def _write_back(self, conv: Conversation, dialect: Dialect, request: Request, transcript: Transcript, waiting: Waiting,
+                    report: RequestReport, client_break_at: int | None = None, raw: bytes = b"") -> tuple[Trajectory, int]:
         """The trajectory with every complete step's reasoning as decided once (a step sent
-        late and still pending: as generated, unless its scores are ready now)."""
+        late and still pending: as generated, unless the late policy compresses it now)."""
         read = transcript.trajectory
         keys = step_keys(conv.id, dialect, request, transcript.ends)
         deadline = self.budget.deadline(waiting.start)
+        if self.budget.late == "when-it-pays":
+            settle_group(self, conv, request, transcript, keys, client_break_at, raw, report)
         done: list[Step] = []
         decided = 0
         for t, step in enumerate(read.steps):
@@ -279,10 +318,13 @@ class ServeState:
                 unread = transcript.unrecognised_of(t)
                 for item in unread:  # said once: a step is decided once
                     log.warning("conversation %s step %d: %s", conv.id, step.index, item.describe("request"))
-                stored = self._decide(conv, keys[t], read.prompt, done, step, deadline, waiting, len(unread), transcript.sealed_of(t))
+                stored = self._decide(conv, keys[t], read.prompt, done, step, deadline, waiting, report, len(unread), transcript.sealed_of(t))
                 decided += 1
-            elif stored.pending:
-                stored = self._catch_up(conv, keys[t], read.prompt, done, step, stored)
+            elif stored.pending and self.budget.late == "compress-later":
+                stored = catch_up(self, conv, keys[t], read.prompt, done, step)
+                report.late_compressed += not stored.pending and stored.texts != step_texts(step)
+            elif stored.pending and not self.budget.keeps_late:  # the policy changed across a restart: as generated for good
+                stored = self._save(conv, keys[t], StoredStep(stored.texts, stored.generated, stored.removed, stored.failure, late=True))
             done.append(step.with_reasoning(stored.texts))
         return read.with_steps(done), decided
 
@@ -298,22 +340,24 @@ class ServeState:
             return ReasoningTokens()
 
     def _decide(self, conv: Conversation, key: str, prompt: Sequence[Part], history: Sequence[Step], step: Step,
-                deadline: float | None, waiting: Waiting, unrecognised: int = 0, sealed: Sequence[str] = ()) -> StoredStep:
+                deadline: float | None, waiting: Waiting, decisions: RequestReport, unrecognised: int = 0, sealed: Sequence[str] = ()) -> StoredStep:
         """Compress the just-completed ``step`` against P and ``history`` (the earlier steps
         as they stand), waiting for its scores until ``deadline`` at most; store and count the
         decision. The accounting is replay's: compress_step's report, i.e.
         token_accounting.account of (text as generated, text as sent) per part. What the
         dialect writes is what finish_step returned (opaque copies are written with
         OpaqueEdits.DROP, and read-only parts are never edited), so the two agree."""
-        texts = tuple(p.text for p in step.reasoning)
+        texts = step_texts(step)
         compressible = True
+        decisions.decided += 1
         try:
             prepared = prepare_step(conv.id, prompt, history, step, self.settings)
             result = None
             if prepared.request is not None:
-                result, future = self._scores(conv, key, prepared, deadline, waiting)
+                result, future, cause = self._scores(conv, key, prepared, deadline, waiting)
                 if result is None:
-                    return self._late(conv, key, prepared, future, texts, unrecognised, sealed)
+                    decisions.went_late(cause)
+                    return self._late(conv, key, prepared, future, texts, unrecognised, sealed, cause)
             new_step, report = finish_step(prepared, result, self.settings, self.tokenizer)
             stored, tokens = StoredStep(tuple(p.text for p in new_step.reasoning), report.tokens.generated, report.tokens.deleted), report.tokens
             compressible = bool(report.blocks)  # no candidate block: no reasoning, or all of it sealed
@@ -325,16 +369,18 @@ class ServeState:
             tokens = self._accounting(texts, texts)
             stored = StoredStep(texts, tokens.generated, 0, reason)
         self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised, sealed, compressible, changed=stored.texts != texts)
+        decisions.compressed += stored.texts != texts
         return self._save(conv, key, stored)
 
     def _scores(self, conv: Conversation, key: str, prepared: PreparedStep, deadline: float | None, waiting: Waiting):
-        """(result, future) for ``prepared.request``: the result is ``None`` when it is not
-        ready by ``deadline``, and the future is then the scoring still under way. The result
-        scored ahead under ``key`` is taken if one is kept (one that failed is scored again);
+        """(result, future, late cause) for ``prepared.request``: the result is ``None`` when
+        it is not ready by ``deadline``, the future is then the scoring still under way and
+        the cause says why (:data:`~iclr_cli.serve.report.LATE_CAUSES`). The result scored
+        ahead under ``key`` is taken if one is kept (one that failed is scored again);
         otherwise the request is scored now, ahead of work done ahead."""
         submit = getattr(self.scorer, "submit", None)
         if submit is None:  # a plain scorer: no budget to keep
-            return self.scorer.score([prepared.request])[0], None
+            return self.scorer.score([prepared.request])[0], None, None
         claim = getattr(self.scorer, "claim", None)
         future = claim(prepared.request, key) if claim is not None else None
         if future is not None:
@@ -342,90 +388,37 @@ class ServeState:
             if not ready:
                 self.scorer.promote(future)
             try:
-                result = self._wait(waiting, future, deadline)
+                result, cause = self._wait(waiting, future, deadline)
             except ScoringCancelled:
                 raise
             except Exception:  # failed ahead: scored again now, below
                 pass
             else:
                 self.stats.eager_event("hits" if ready else "waits")
-                return result, future
+                return result, future, cause
         if claim is not None:
             self.stats.eager_event("misses")
         future = submit([prepared.request])
-        return self._wait(waiting, future, deadline), future
+        result, cause = self._wait(waiting, future, deadline)
+        return result, future, cause
 
     def _wait(self, waiting: Waiting, future: Future, deadline: float | None):
-        """``future``'s result within ``deadline``; not waited for at all when the scorer
-        expects it later than that (a prefill of P or a queue behind one: the wait would only
-        add to the request's time)."""
-        eta = getattr(self.scorer, "eta", None)
-        if deadline is not None and eta is not None and not future.done():
-            if time.monotonic() + eta(future) > deadline:
-                deadline = time.monotonic()
-        with self.stats.lock:
-            self.stats.waiting += 1
-        self.stats.metrics.waiting.inc()
-        try:
-            return waiting.wait(future, deadline)
-        finally:
-            with self.stats.lock:
-                self.stats.waiting -= 1
-            self.stats.metrics.waiting.dec()
+        return wait_within(self.scorer, self.stats, waiting, future, deadline)
 
     def _late(self, conv: Conversation, key: str, prepared: PreparedStep, future: Future, texts: tuple[str, ...],
-              unrecognised: int, sealed: Sequence[str]) -> StoredStep:
-        """Send ``prepared``'s step as generated: its scores were not ready within the budget.
-        ``compress-later`` keeps ``future`` (moved behind the waited-for calls) for a later
-        request; ``as-sent`` takes it out of the queue."""
-        pending = self.budget.late == "compress-later"
+              unrecognised: int, sealed: Sequence[str], cause: str) -> StoredStep:
+        """Send ``prepared``'s step as generated: its scores were not ready within the budget
+        (``cause``). ``when-it-pays`` and ``compress-later`` keep ``future`` (moved behind the
+        waited-for calls) for a later request; ``as-sent`` takes it out of the queue."""
+        pending = self.budget.keeps_late
         if pending:
             conv.late[key] = (prepared, future)
             self.scorer.demote(future)
         else:
             self.scorer.drop(future)
         tokens = self._accounting(texts, texts)
-        self.stats.compressed(conv.counts, tokens, False, unrecognised, sealed, late=True)
+        self.stats.compressed(conv.counts, tokens, False, unrecognised, sealed, late=cause)
         return self._save(conv, key, StoredStep(texts, tokens.generated, 0, late=True, pending=pending))
-
-    def _catch_up(self, conv: Conversation, key: str, prompt: Sequence[Part], history: Sequence[Step], step: Step, stored: StoredStep) -> StoredStep:
-        """A step sent late and still pending: compressed now if its scores are ready (never
-        waited for), else left as generated for this request. Its scoring is queued again
-        when this process has none (a restart: scored on the history as it stands now), and
-        under ``as-sent`` (the policy changed across a restart) it is left as generated for
-        good."""
-        if self.budget.late != "compress-later":
-            return self._save(conv, key, StoredStep(stored.texts, stored.generated, stored.removed, stored.failure, late=True))
-        job = conv.late.get(key)
-        if job is None:
-            prepared = prepare_step(conv.id, prompt, history, step, self.settings)
-            submit = getattr(self.scorer, "submit", None)
-            if prepared.request is not None and submit is not None:
-                try:
-                    conv.late[key] = (prepared, submit([prepared.request], eager=True))
-                except RuntimeError:  # stopped: the next process queues it again
-                    pass
-                return stored
-            job = (prepared, None)
-        prepared, future = job
-        if future is not None and not future.done():
-            return stored
-        conv.late.pop(key, None)
-        texts = stored.texts
-        before = self._accounting(texts, texts)
-        try:
-            result = future.result()[0] if future is not None else None
-            new_step, report = finish_step(prepared, result, self.settings, self.tokenizer)
-        except ScoringCancelled:  # shutting down: still pending, queued again by the next process
-            return stored
-        except Exception as exc:
-            reason = f"{type(exc).__name__}: {exc}"[:500]
-            log.warning("conversation %s step %d: compression failed (%s); the step is sent uncompressed from now on", conv.id, step.index, reason)
-            self.stats.compressed_late(conv.counts, before, before, changed=False, failed=True)
-            return self._save(conv, key, StoredStep(texts, stored.generated, 0, reason, late=True))
-        new_texts = tuple(p.text for p in new_step.reasoning)
-        self.stats.compressed_late(conv.counts, before, report.tokens, changed=new_texts != texts)
-        return self._save(conv, key, StoredStep(new_texts, report.tokens.generated, report.tokens.deleted, late=True))
 
     # -- replies ---------------------------------------------------------------------------
 

@@ -4,8 +4,10 @@ Per conversation and in total: requests, upstream errors, requests whose client 
 they were forwarded (``client_gone``: never sent upstream), completed steps, steps compressed (the
 text sent upstream differs from the text generated: a step with nothing to remove is not
 counted), steps sent late (their scores were not ready within the latency budget,
-:mod:`iclr_cli.serve.budget`) and, of those, steps compressed later (``--late
-compress-later``), scorer failures,
+:mod:`iclr_cli.serve.budget`; by cause, :mod:`iclr_cli.serve.report`) and, of those, steps
+compressed later (:mod:`iclr_cli.serve.late`), prefix breaks (requests whose items as sent do
+not extend the conversation's previous request's, by whose change: the client's or the
+proxy's), scorer failures,
 reasoning blocks left sealed (by reason: signed or encrypted for the upstream, redacted), requests
 whose history lives on the server (in total only, by the field that says so), the reasoning-token accounting of the compressed steps (the one definition of
 :mod:`iclr_cli.token_accounting`, in the proxy tokenizer's tokens, with the field names of
@@ -57,6 +59,8 @@ class Counts:
     steps_nothing_to_compress: int = 0  # completed steps without a block a variant may edit
     steps_late: int = 0
     steps_late_compressed: int = 0
+    late_causes: dict = field(default_factory=dict)  # cause -> steps sent late
+    prefix_breaks: dict = field(default_factory=dict)  # "client" | "proxy" -> requests
     scorer_failures: int = 0
     unrecognised: int = 0
     sealed: dict = field(default_factory=dict)  # why -> reasoning blocks left sealed
@@ -86,6 +90,9 @@ class Counts:
             "steps_nothing_to_compress": self.steps_nothing_to_compress,
             "steps_late": self.steps_late,
             "steps_late_compressed": self.steps_late_compressed,
+            "steps_late_by_cause": dict(sorted(self.late_causes.items())),
+            "prefix_breaks": sum(self.prefix_breaks.values()),
+            "prefix_breaks_by_cause": dict(sorted(self.prefix_breaks.items())),
             "scorer_failures": self.scorer_failures,
             "unrecognised": self.unrecognised,
             "sealed_blocks": sum(self.sealed.values()),
@@ -200,8 +207,9 @@ class Metrics:
         self.requests = Counter("iclr_serve_requests", "Compressing requests (chat completions, messages, responses), by how they ended", ["outcome"], registry=r)
         self.completed = Counter("iclr_serve_steps_completed", "Completed steps decided (once each): compressed, left as generated, or sent late", registry=r)
         self.steps = Counter("iclr_serve_steps_compressed", "Completed steps whose reasoning went upstream compressed (once each; late ones when compressed)", registry=r)
-        self.late = Counter("iclr_serve_steps_late", "Completed steps sent as generated because their scores were not ready within --max-wait", registry=r)
-        self.late_compressed = Counter("iclr_serve_steps_late_compressed", "Steps sent late and compressed at a later request (--late compress-later)", registry=r)
+        self.late = Counter("iclr_serve_steps_late", "Completed steps sent as generated because their scores were not ready within --max-wait, by cause", ["cause"], registry=r)
+        self.late_compressed = Counter("iclr_serve_steps_late_compressed", "Steps sent late and compressed at a later request (--late when-it-pays or compress-later)", registry=r)
+        self.prefix_breaks = Counter("iclr_serve_prefix_breaks", "Requests whose items as sent do not extend their conversation's previous request, by whose change", ["cause"], registry=r)
         self.scorer_failures = Counter("iclr_serve_scorer_failures", "Steps forwarded uncompressed because scoring failed", registry=r)
         self.sealed = Counter("iclr_serve_sealed_blocks", "Reasoning blocks of completed steps left sealed (signed or encrypted for the upstream)", registry=r)
         self.reasoning = Counter("iclr_serve_reasoning_tokens", "Reasoning tokens of compressed steps (proxy tokenizer)", ["kind"], registry=r)
@@ -259,11 +267,12 @@ class Stats:
         self.metrics.eager.labels(outcome).inc(n)
 
     def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool, unrecognised: int = 0, sealed: Sequence[str] = (),
-                   compressible: bool = True, *, changed: bool = False, late: bool = False) -> None:
+                   compressible: bool = True, *, changed: bool = False, late: str | None = None) -> None:
         """Record one completed step decided once; ``tokens`` is its accounting
         (:func:`iclr_cli.token_accounting.account` of the texts as generated and as sent);
         ``changed``: the text sent differs from the text generated (a compressed step);
-        ``late``: sent as generated because its scores were not ready within the budget;
+        ``late``: why it was sent as generated, its scores not ready within the budget
+        (:data:`~iclr_cli.serve.report.LATE_CAUSES`; ``None``: it was not);
         ``unrecognised`` counts the step's texts read neither as reasoning nor as action;
         ``sealed`` gives, per reasoning block left sealed, why (``/stats`` counts them by reason).
         A step with no block a variant may edit (``compressible`` False: no reasoning, or all
@@ -273,7 +282,9 @@ class Stats:
                 c.steps_completed += 1
                 c.steps_compressed += changed
                 c.steps_nothing_to_compress += not compressible
-                c.steps_late += late
+                if late:
+                    c.steps_late += 1
+                    c.late_causes[late] = c.late_causes.get(late, 0) + 1
                 c.reasoning = c.reasoning + tokens
                 c.scorer_failures += failed
                 c.unrecognised += unrecognised
@@ -283,7 +294,7 @@ class Stats:
         if changed:
             self.metrics.steps.inc()
         if late:
-            self.metrics.late.inc()
+            self.metrics.late.labels(late).inc()
         self.metrics.reasoning.labels("generated").inc(tokens.generated)
         self.metrics.reasoning.labels("removed").inc(tokens.deleted)
         self.metrics.reasoning.labels("skip_marker").inc(tokens.marker_tokens)
@@ -310,6 +321,15 @@ class Stats:
             self.metrics.scorer_failures.inc()
         self.metrics.reasoning.labels("removed").inc(delta.deleted)
         self.metrics.reasoning.labels("skip_marker").inc(delta.marker_tokens)
+
+    def prefix_break(self, conv: Counts, cause: str) -> None:
+        """Count one request whose items as sent do not extend its conversation's previous
+        request's (``cause``: ``client``, the client changed its own history there, or
+        ``proxy``, the proxy sent an earlier step otherwise than before)."""
+        with self.lock:
+            for c in (conv, self.total):
+                c.prefix_breaks[cause] = c.prefix_breaks.get(cause, 0) + 1
+        self.metrics.prefix_breaks.labels(cause).inc()
 
     def waited(self, conv: Counts, seconds: float) -> None:
         """Record how long one request waited for scores (it had a step to score)."""
