@@ -5,7 +5,8 @@ Run from the repository root::
     python benchmarks/bench_serve_budget.py                        # SmolLM2, tool time 2 s and 0 s, both late policies
     python benchmarks/bench_serve_budget.py --proxy-model fake:400 # a paced fake (no model; same shape of timing)
     python benchmarks/bench_serve_budget.py --second-session       # then a second session with the same P
-    python benchmarks/bench_serve_budget.py --concurrent 2         # two sessions at once against one alone
+    python benchmarks/bench_serve_budget.py --concurrent 4 --only-concurrent --pace provider --tool-s 0 \
+        --late when-it-pays as-sent --busy 2                        # four at once, two CPU-bound processes beside
     python benchmarks/bench_serve_budget.py --repo /path/to/main   # the same session through another checkout's serve
 
 The session: a scripted upstream on 127.0.0.1 speaking Anthropic Messages (streamed, plain
@@ -26,7 +27,9 @@ both in input-token units) against the direct run's.
 ``--second-session`` runs another session with the same P through the same proxy once the
 first one's scoring is done, and reports whether its first scored step ran a prefill of P (the
 scorer's forward tokens during that session against the tokens of P). ``--concurrent N`` runs
-N sessions at once through one proxy beside one session alone.
+N sessions at once straight to the upstream and through one proxy per ``--late`` policy, with
+``--busy K`` CPU-bound processes beside it: steps compressed when first sent and later, late
+steps by cause, prefix breaks (at most, per conversation) and the priced input against direct.
 
 Wall times are wall clock on a shared machine: say the load with them (printed).
 """
@@ -321,28 +324,65 @@ def second(args, base: str, handler, tokenizer, p, tool_s: float) -> dict:
             "steps_late_compressed": conv[0]["steps_late_compressed"] if conv else None, "requests": len(handler.bodies) - n_before}
 
 
-def concurrent(args, tool_s: float, late: str, p, n: int) -> dict:
-    """``n`` sessions at once through one proxy, and one alone through a fresh one."""
+def _busy(n: int) -> list[subprocess.Popen]:
+    """``n`` CPU-bound processes beside the proxy (an agent's build, a test suite), each a
+    busy loop that ends by itself after an hour at most."""
+    loop = "import time\nend = time.monotonic() + 3600\nwhile time.monotonic() < end: sum(i * i for i in range(10000))"
+    return [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(n)]
+
+
+def _sessions(base: str, n: int, p, tool_s) -> list[float]:
     system, tools = p
-    out = {"tool_s": tool_s, "late": late, "sessions": n}
-    for label, count in (("alone", 1), ("together", n)):
-        httpd, handler, upstream = _start_upstream(args.steps, args.upstream_s, args.pace)
-        proc, base = _proxy(upstream, args, late)
-        walls: list[float] = []
-        try:
-            threads = [threading.Thread(target=lambda k=k: walls.append(session(base, 10 + k, system, tools, tool_s))) for k in range(count)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            total = _stats(base)["total"]
-            out[label + "_steps"] = {k: total.get(k) for k in ("steps_completed", "steps_compressed", "steps_late")}
-        finally:
-            proc.terminate()
-            proc.wait(60)
-            httpd.shutdown()
-        out[label] = sorted(round(w, 1) for w in walls)
-    return out
+    walls: list[float] = []
+    threads = [threading.Thread(target=lambda k=k: walls.append(session(base, 10 + k, system, tools, tool_s))) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sorted(round(w, 1) for w in walls)
+
+
+def concurrent(args, tool_s: float, lates: list[str], p, n: int, tokenizer) -> list[dict]:
+    """``n`` sessions at once straight to the upstream, then through one fresh proxy per late
+    policy (``--busy`` CPU-bound processes beside it, for both): steps compressed when first
+    sent and later, late steps by cause, prefix breaks, the slowest session's wall against the
+    direct run's, and the input priced by the prompt-cache rules."""
+    rows = []
+    busy = _busy(args.busy)
+    try:
+        for late in (None, *lates):
+            httpd, handler, upstream = _start_upstream(args.steps, args.upstream_s, args.pace)
+            proc, base = (None, upstream) if late is None else _proxy(upstream, args, late)
+            try:
+                walls = _sessions(base, n, p, tool_s)
+                row = {"sessions": n, "tool_s": tool_s, "busy": args.busy, "late": late or "direct", "walls_s": walls}
+                row.update(prompt_cache.account(_by_task(handler.bodies), tokenizer).to_record())
+                if proc is not None:
+                    stats = _stats(base)
+                    total = stats["total"]
+                    row.update({k: total.get(k) for k in ("steps_completed", "steps_compressed", "steps_late", "steps_late_compressed",
+                                                          "steps_late_by_cause", "prefix_breaks", "prefix_breaks_by_cause")})
+                    row["compressed_when_sent"] = total["steps_compressed"] - total["steps_late_compressed"]
+                    row["breaks_per_conversation"] = max((c.get("prefix_breaks", 0) for c in stats["conversations"].values()), default=0)
+                    row["scoring_wait_ms"] = total.get("scoring_wait_ms")
+                    row["scorer"] = stats.get("scorer_profile")
+                    row["forward_tokens"] = (stats.get("scorer_state") or {}).get("forward_tokens")
+                else:
+                    direct = row
+                if late is not None:
+                    row["wall_ratio"] = round(max(walls) / max(direct["walls_s"]), 3)
+                    row["anthropic_vs_direct"] = round(row["anthropic_units"] / direct["anthropic_units"], 4)
+                    row["openai_vs_direct"] = round(row["openai_units"] / direct["openai_units"], 4)
+                rows.append(row)
+            finally:
+                if proc is not None:
+                    proc.terminate()
+                    proc.wait(60)
+                httpd.shutdown()
+    finally:
+        for b in busy:
+            b.kill()
+    return rows
 
 
 def _cpu() -> str:
@@ -370,11 +410,13 @@ def main() -> None:
     parser.add_argument("--cold-p", action="store_true", help="a fresh P cache folder for each proxy (the first session on a machine)")
     parser.add_argument("--upstream-s", type=float, default=1.0, help="seconds per upstream answer (half before the first byte)")
     parser.add_argument("--max-wait", type=float, default=0.5)
-    parser.add_argument("--late", nargs="+", default=["as-sent", "compress-later"])
+    parser.add_argument("--late", nargs="+", default=["when-it-pays", "as-sent", "compress-later"])
     parser.add_argument("--second-session", action="store_true")
     parser.add_argument("--second-late", default="compress-later")
     parser.add_argument("--settle-s", type=float, default=900, help="most seconds to wait for the first session's scoring before the second")
-    parser.add_argument("--concurrent", type=int, default=0)
+    parser.add_argument("--concurrent", type=int, default=0, help="N sessions at once through one proxy (rows per --late), after the single rows")
+    parser.add_argument("--only-concurrent", action="store_true", help="skip the single-session rows")
+    parser.add_argument("--busy", type=int, default=0, help="CPU-bound processes running beside the proxy in the --concurrent rows")
     parser.add_argument("--serve-arg", action="append", default=[], help="an extra iclr serve argument (repeat)")
     parser.add_argument("--repo", type=Path, default=None, help="run this checkout's iclr serve instead, with no budget options (rows 'before')")
     args = parser.parse_args()
@@ -388,10 +430,12 @@ def main() -> None:
                       "proxy_model": args.proxy_model, "max_wait": args.max_wait, "steps": args.steps, "upstream_s": args.upstream_s,
                       "pace": args.pace, "env": args.env, "cold_p": args.cold_p, "cpu": _cpu()}), flush=True)
     for tool_s in args.tool_s:
-        for late in (None, *args.late):
-            print(json.dumps(run_row(args, tool_s, late, tokenizer, p)), flush=True)
+        if not args.only_concurrent:
+            for late in (None, *args.late):
+                print(json.dumps(run_row(args, tool_s, late, tokenizer, p)), flush=True)
         if args.concurrent:
-            print(json.dumps(concurrent(args, tool_s, args.late[-1], p, args.concurrent)), flush=True)
+            for row in concurrent(args, tool_s, args.late, p, args.concurrent, tokenizer):
+                print(json.dumps(row), flush=True)
     print(json.dumps({"load_after": os.getloadavg()}), flush=True)
 
 
