@@ -92,3 +92,22 @@ def test_a_demoted_call_waits_behind_work_that_can_still_be_on_time():
     on_time.result(timeout=30)
     assert _order(inner) == ["step", "missed"]
     batching.close()
+
+
+def test_a_prefill_of_p_runs_alone():
+    gate = threading.Event()
+    inner = FakeScorer(gate=gate, record_requests=True, tokens_per_s=1e9)  # paced: a stream without state prefills
+    batching = BatchingScorer(inner, max_batch=8, wait_s=0)
+    hold = batching.submit([_request("kept", "hold")], eager=True, due=0)
+    deadline = time.monotonic() + 30
+    while batching.queue_info()["running_s"] is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    futures = [batching.submit([_request(s, "first")], eager=True, due=3.0) for s in ("a", "b")]
+    futures.append(batching.submit([_request("kept", "step")], eager=True, due=1.0))
+    gate.set()
+    for f in (hold, *futures):
+        f.result(timeout=30)
+    # the step of the stream with kept state first, then each conversation's first call alone
+    assert inner.calls == 4 and batching.largest_batch == 1
+    assert _order(inner) == ["step", "first", "first"]
+    batching.close()

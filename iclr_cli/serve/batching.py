@@ -17,7 +17,8 @@ end, a request's P and history before its reply streams, a late step's scoring w
 scorer is free), one stream's calls keep their order (each continues the state the one before
 left) and a stream is as urgent as its most urgent call; calls of several conversations due
 alike share one batch, while a late step's scoring and a prefill of P never join a batch of
-steps that can still be on time. :meth:`~BatchingScorer.promote` moves an eager request that a client now waits for to
+steps that can still be on time (a prefill of P runs alone: the next conversation with the same
+P then starts from its kept state instead of running P beside it). :meth:`~BatchingScorer.promote` moves an eager request that a client now waits for to
 the front, :meth:`~BatchingScorer.demote` moves one back once its client stopped waiting (the
 latency budget ran out: :mod:`iclr_cli.serve.budget`), and :meth:`~BatchingScorer.drop` takes
 one out of the queue whose result nobody will read. :meth:`~BatchingScorer.forget` drops a
@@ -365,15 +366,21 @@ class BatchingScorer:
         heads.sort(key=lambda h: h[:2])
         first_due, _, first = heads[0]
         batch, size = [first], len(first.requests)
-        alone = first_due == float("inf") or self._kind(first.requests) == "prefill"
+        if self._kind(first.requests) == "prefill":
+            # alone: several conversations with one system prompt and tools (subagents, a
+            # team's agents) would each run P in one batch; one at a time, the first keeps P's
+            # state for every later one (scoring/prefix.py), and they run only their own tokens
+            self._eager.remove(first)
+            return batch
+        alone = first_due == float("inf")
         for when, _, call in heads[1:]:
             if size >= self.max_batch:
                 break
             if size + len(call.requests) > self.max_batch or not _apart(batch, call):
                 continue
-            # late work and prefills of P run beside their own kind only: either would hold a
-            # step that can still be on time for the length of the batch
-            if alone != (when == float("inf") or self._kind(call.requests) == "prefill"):
+            # late work runs beside late work only, and a prefill of P beside nothing: either
+            # would hold a step that can still be on time for the length of the batch
+            if alone != (when == float("inf")) or self._kind(call.requests) == "prefill":
                 continue
             batch.append(call)
             size += len(call.requests)
