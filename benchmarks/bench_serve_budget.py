@@ -367,6 +367,8 @@ def concurrent(args, tool_s: float, lates: list[str], p, n: int, tokenizer) -> l
                     row["scoring_wait_ms"] = total.get("scoring_wait_ms")
                     row["scorer"] = stats.get("scorer_profile")
                     row["forward_tokens"] = (stats.get("scorer_state") or {}).get("forward_tokens")
+                    row["scorer_work"] = (stats.get("scorer_queue") or {}).get("work")
+                    row["eager"] = stats.get("eager_scoring")
                 else:
                     direct = row
                 if late is not None:

@@ -111,3 +111,18 @@ def test_a_prefill_of_p_runs_alone():
     assert inner.calls == 4 and batching.largest_batch == 1
     assert _order(inner) == ["step", "first", "first"]
     batching.close()
+
+
+def test_the_scorer_says_where_its_work_went():
+    inner = FakeScorer(tokens_per_s=1e9)  # paced: it counts the tokens it runs after each stream's kept ones
+    batching = BatchingScorer(inner, wait_s=0)
+    context = ScoreRequest("a", ("P alpha beta",), ("history gamma delta",), "", (), partial=True)
+    batching.submit([context], eager=True, due=3.0).result(timeout=30)  # a's first call: a prefill
+    batching.submit([_request("a", "feed", partial=True)], eager=True, due=2.0).result(timeout=30)
+    batching.submit([_request("a", "step")], eager=True, due=1.0).result(timeout=30)
+    batching.submit([_request("a", "waited")]).result(timeout=30)
+    batching.submit([_request("a", "late")], eager=True).result(timeout=30)
+    work = batching.work()
+    assert {k: v["batches"] for k, v in work.items()} == {"prefill": 1, "step": 1, "waited_for": 1, "reply": 1, "context": 0, "late": 1}
+    assert work["prefill"]["forward_tokens"] > 0 and sum(v["forward_tokens"] for v in work.values()) == inner.tokens_run
+    batching.close()

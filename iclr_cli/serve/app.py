@@ -431,7 +431,8 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
             "largest_scorer_batch": getattr(scorer, "largest_batch", None),
             "scorer_state": scorer.cache_info() if hasattr(scorer, "cache_info") else None,
             "eager_scoring": state.stats.eager.to_record(),
-            "scorer_queue": {**scorer.queue_info(), "requests_waiting": state.stats.waiting} if hasattr(scorer, "queue_info") else None,
+            "scorer_queue": {**scorer.queue_info(), "requests_waiting": state.stats.waiting,
+                             "work": scorer.work() if hasattr(scorer, "work") else None} if hasattr(scorer, "queue_info") else None,
             "total": state.stats.total.to_record(),
             "conversations": {c.id: c.counts.to_record() for c in reversed(convs)},
         }

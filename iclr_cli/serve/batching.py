@@ -51,12 +51,14 @@ from iclr_cli.scoring.base import ScoreRequest, ScoreResult, Scorer, ScoringCanc
 @dataclass
 class _Call:
     """One queued call: its requests, the future of their results, when it was queued
-    (``time.monotonic``)."""
+    (``time.monotonic``), when its result is wanted (``due``, the same clock) and whether a
+    client waits for it (``waited``)."""
 
     requests: list[ScoreRequest]
     future: Future
     queued_at: float
     due: float = float("inf")
+    waited: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,11 @@ class Where:
 
 
 KINDS = ("prefill", "step", "feed")
+WORK = ("prefill", "step", "waited_for", "reply", "context", "late")
+"""What a batch was for, for ``/stats`` (:meth:`BatchingScorer.work`): a prefill of P (a stream
+read from the start), finished steps scored ahead (``step``) or for a waiting request
+(``waited_for``), pieces of streaming replies (``reply``), requests' P and history
+(``context``), late steps' scoring (``late``)."""
 
 
 def _apart(batch: list[_Call], call: _Call) -> bool:
@@ -127,6 +134,7 @@ class BatchingScorer:
         # recent batch seconds by kind (:meth:`_kind`): a step fed along the stream, a finished
         # step, a prefill of P; mixed, the feeds' seconds would say nothing of a step's
         self._took: dict[str, deque[float]] = {kind: deque(maxlen=16) for kind in KINDS}
+        self._work = {kind: {"batches": 0, "seconds": 0.0, "forward_tokens": 0} for kind in WORK}
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="iclr-scorer", daemon=True)
         self._thread.start()
@@ -162,7 +170,8 @@ class BatchingScorer:
             if not self._thread.is_alive():
                 raise RuntimeError("the scorer thread has stopped")
             now = time.monotonic()
-            (self._eager if eager else self._urgent).append(_Call(list(requests), future, now, now + due if due is not None else float("inf")))
+            when = now + due if due is not None else float("inf")
+            (self._eager if eager else self._urgent).append(_Call(list(requests), future, now, when, waited=not eager))
             self._cond.notify_all()
         return future
 
@@ -180,6 +189,10 @@ class BatchingScorer:
     def promote(self, future: Future) -> bool:
         """Move the eager call of ``future`` to the waited-for queue; False when it is no
         longer queued (running or done)."""
+        with self._cond:
+            for call in self._eager:
+                if call.future is future:
+                    call.waited = True
         return self._move(future, self._eager, self._urgent)
 
     def demote(self, future: Future) -> bool:
@@ -188,7 +201,7 @@ class BatchingScorer:
         with self._cond:
             for call in self._urgent:
                 if call.future is future:
-                    call.due = float("inf")
+                    call.due, call.waited = float("inf"), False
         return self._move(future, self._urgent, self._eager)
 
     def drop(self, future: Future) -> bool:
@@ -410,14 +423,45 @@ class BatchingScorer:
                 getattr(self.inner, op)(*streams)  # forget(stream) or rename(old, new)
             if not batch:
                 continue
+            label, before = self._label(batch), self._forwarded()
             try:
                 self._score(batch)
             finally:
+                ran = self._forwarded() - before
                 with self._cond:
                     if self._running is not None:
                         _, started, kind = self._running
-                        self._took[kind].append(time.monotonic() - started)
+                        took = time.monotonic() - started
+                        self._took[kind].append(took)
+                        work = self._work[label]
+                        work["batches"] += 1
+                        work["seconds"] += took
+                        work["forward_tokens"] += max(ran, 0)
                     self._running = None
+
+    def _forwarded(self) -> int:
+        """Tokens the inner scorer has run through its model so far (0 when it does not say)."""
+        info = self.cache_info()
+        return int((info or {}).get("forward_tokens") or 0)
+
+    def _label(self, batch: list[_Call]) -> str:
+        """What ``batch`` is for (:data:`WORK`); called in the scorer thread before it runs."""
+        requests = [r for call in batch for r in call.requests]
+        if self._running is not None and self._running[2] == "prefill":
+            return "prefill"
+        if all(call.due == float("inf") and not call.waited for call in batch):
+            return "late"
+        if any(call.waited for call in batch):
+            return "waited_for"
+        if all(r.partial and not r.step for r in requests):
+            return "context"
+        return "reply" if all(r.partial for r in requests) else "step"
+
+    def work(self) -> dict:
+        """Per :data:`WORK` kind: batches run, scorer seconds and tokens forwarded, so far:
+        where a serve step's scoring goes (``/stats`` ``scorer_queue.work``)."""
+        with self._cond:
+            return {k: {**v, "seconds": round(v["seconds"], 3)} for k, v in self._work.items()}
 
     def _score(self, batch: list[_Call]) -> None:
         flat = [r for call in batch for r in call.requests]

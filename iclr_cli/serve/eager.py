@@ -143,6 +143,10 @@ class EagerScorer:
     def queue_info(self) -> dict:
         return self.inner.queue_info()
 
+    def work(self) -> dict:
+        """:meth:`BatchingScorer.work`."""
+        return self.inner.work()
+
     def eta(self, future: Future) -> float:
         return self.inner.eta(future)
 
