@@ -1,4 +1,4 @@
-"""Claude Code and Codex through an ``iclr serve`` process: the latency the proxy adds per request.
+"""Claude Code, Codex, OpenCode and Qwen Code through an ``iclr serve`` process: what the proxy adds per request.
 
 Run from the repository root::
 
@@ -6,6 +6,7 @@ Run from the repository root::
     python benchmarks/bench_serve_agents.py --quick            # --proxy-model fake: a smoke run
     python benchmarks/bench_serve_agents.py --max-tokens 8000  # a shorter scoring window
     python benchmarks/bench_serve_agents.py --pace provider --steps 8 --sessions 2 --cli claude
+    python benchmarks/bench_serve_agents.py --pace provider --steps 6 --sessions 1 --cli opencode   # or qwen
 
 Each CLI (found or installed as ``tests/test_serve_agents.py`` does: ``$ICLR_AGENT_CLIS`` or
 ``~/.cache/iclr/agent-clis``) runs the same task as that test, three tool-calling steps and an
@@ -135,12 +136,12 @@ class Pacer:
     def command(self) -> str:
         return f"sleep {self.tool_s} && seq 1000 1199"  # the tool's time, then about 1 KB of output
 
-    def stream(self, events: list[dict], step: int):
+    def stream(self, events: list[dict], step: int, named: bool = True):
         from bench_serve_budget import TTFT_S
         from serve_fixtures import Stream
 
         first = random.Random(self.session * 31 + step).uniform(*TTFT_S)
-        return Stream(events, named=True, first_byte_s=first, delays=[_event_s(e) for e in events])
+        return Stream(events, named=named, first_byte_s=first, delays=[_event_s(e) for e in events])
 
 
 def _event_s(event: dict) -> float:
@@ -148,7 +149,12 @@ def _event_s(event: dict) -> float:
     from bench_serve_budget import CHARS_PER_TOKEN, TOKENS_PER_S
 
     delta, item = event.get("delta"), event.get("item") or {}
-    if isinstance(delta, dict):
+    choices = event.get("choices")
+    if isinstance(choices, list) and choices:  # a chat completions chunk
+        d = choices[0].get("delta") or {}
+        chars = sum(len(v) for k, v in d.items() if k in ("content", "reasoning_content") and isinstance(v, str))
+        chars += sum(len((c.get("function") or {}).get("arguments") or "") for c in d.get("tool_calls") or [])
+    elif isinstance(delta, dict):
         chars = sum(len(v) for k, v in delta.items() if k in ("thinking", "text", "partial_json") and isinstance(v, str))
     elif isinstance(delta, str):
         chars = len(delta)
@@ -196,6 +202,38 @@ def _codex_paced(pacer: Pacer):
     return reply
 
 
+def _chat_paced(pacer: Pacer, shell: str):
+    """A DeepSeek-style chat upstream at a provider's pace: ``reasoning_content`` then one shell
+    call a step, streamed with ``content: null`` and spaced JSON arguments (which OpenCode and
+    Qwen Code send back as ``""`` and re-encoded)."""
+    from agent_cli_fixtures import chat_stream
+
+    def reply(body, index):
+        if not body.get("tools"):  # OpenCode's title request: at once
+            return chat_stream("Run the commands")
+        turn = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant" and m.get("tool_calls"))
+        if turn >= pacer.steps:
+            return chat_stream(f"All {pacer.steps} steps are done.")
+        args = {"command": pacer.command(), "description": f"Step {turn}"}
+        text = pacer.reasoning(turn)
+        events = chat_stream(reasoning=text, calls=((f"call_{pacer.session}_{turn}", shell, args),), pieces=max(2, len(text) // 12)).events
+        return pacer.stream(events, turn, named=False)
+
+    return reply
+
+
+def _chat_runner(name: str):
+    """``runner(bins, url, home, timeout=, prompt=)`` for OpenCode / Qwen Code, as the Claude
+    Code and Codex runners of tests/test_serve_agents.py are called."""
+    from agent_cli_fixtures import run_opencode, run_qwen
+
+    def runner(bins, url, home, *, timeout, prompt):
+        run = run_qwen(url, home, prompt, timeout=timeout) if name == "qwen" else run_opencode(name, url, home, prompt, timeout=timeout)
+        return run.process
+
+    return runner
+
+
 def run_paced(name: str, args: argparse.Namespace, bins: Path) -> list[dict]:
     """The sessions of ``name`` straight to a paced upstream, then through one fresh serve."""
     import httpx
@@ -204,7 +242,10 @@ def run_paced(name: str, args: argparse.Namespace, bins: Path) -> list[dict]:
     from serve_fixtures import scripted_upstream
 
     pacer = Pacer(args.steps, args.tool_s)
-    reply, runner = (_claude_paced(pacer), agents._run_claude) if name == "claude" else (_codex_paced(pacer), agents._run_codex)
+    if name in ("opencode", "qwen"):
+        reply, runner = _chat_paced(pacer, "run_shell_command" if name == "qwen" else "bash"), _chat_runner(name)
+    else:
+        reply, runner = (_claude_paced(pacer), agents._run_claude) if name == "claude" else (_codex_paced(pacer), agents._run_codex)
     prompt = f"Run the {args.steps} commands you are given, one at a time."
     rows: list[dict] = []
 
@@ -252,7 +293,8 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=None, help="iclr serve --max-tokens (default: serve's own)")
     parser.add_argument("--device", default=None)
     parser.add_argument("--max-wait", default=None, help="iclr serve --max-wait (default: serve's own; inf: every step waits for its scores)")
-    parser.add_argument("--cli", choices=("claude", "codex", "both"), default="both")
+    parser.add_argument("--cli", choices=("claude", "codex", "both", "opencode", "qwen"), default="both",
+                        help="opencode / qwen: --pace provider only, a DeepSeek-style chat upstream (content null, spaced arguments)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds a CLI (and each of its requests) may take")
     parser.add_argument("--quick", action="store_true", help="--proxy-model fake")
     parser.add_argument("--pace", choices=("instant", "provider"), default="instant",

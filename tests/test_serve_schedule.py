@@ -126,3 +126,28 @@ def test_the_scorer_says_where_its_work_went():
     assert {k: v["batches"] for k, v in work.items()} == {"prefill": 1, "step": 1, "waited_for": 1, "reply": 1, "context": 0, "late": 1}
     assert work["prefill"]["forward_tokens"] > 0 and sum(v["forward_tokens"] for v in work.values()) == inner.tokens_run
     batching.close()
+
+
+def test_on_a_cpu_each_call_is_its_own_batch():
+    class CpuFake(FakeScorer):
+        device_type = "cpu"
+
+    gate = threading.Event()
+    inner = CpuFake(gate=gate, record_requests=True)
+    batching = BatchingScorer(inner, max_batch=32, wait_s=0)
+    elsewhere = BatchingScorer(FakeScorer(), max_batch=32)
+    assert batching.max_calls == 1 and elsewhere.max_calls == 32
+    elsewhere.close()
+    hold = batching.submit([_request("hold", "hold")], eager=True, due=0)
+    deadline = time.monotonic() + 30
+    while batching.queue_info()["running_s"] is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    ahead = [batching.submit([_request(s, "step")], eager=True, due=1.0) for s in ("a", "b")]
+    waited = [batching.submit([_request(s, "waited")]) for s in ("c", "d")]
+    gate.set()
+    for f in (hold, *ahead, *waited):
+        f.result(timeout=30)
+    # one result at a time: the first of four steps is not held until the fourth is done
+    assert inner.calls == 5 and batching.largest_batch == 1
+    assert _order(inner) == ["waited", "waited", "step", "step"]
+    batching.close()

@@ -496,6 +496,11 @@ class TransformersScorer:
         of ``iclr serve``: :mod:`iclr_cli.serve.health`). Safe to call from any thread."""
         return self._warm or self._prompts is None
 
+    @property
+    def device_type(self) -> str:
+        """``cpu``, ``cuda``, ``mps``: where the model runs (``iclr serve`` batches by it)."""
+        return self._device.type
+
     def prefills(self, request: ScoreRequest) -> bool:
         """True when scoring ``request`` runs P and the history from the start: no state of
         its stream is kept (a conversation's first scored step, or one evicted). False means

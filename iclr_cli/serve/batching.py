@@ -110,13 +110,22 @@ class BatchingScorer:
         inner: the real scorer; only the batching thread ever calls it.
         max_batch: most requests per call of ``inner.score``.
         wait_s: how long to wait for more requests once the first one arrived (seconds).
+        max_calls: most calls gathered into one batch (default: 1 when ``inner`` runs on a
+            CPU, else unbounded). Every result of a batch arrives when the batch ends, and on a
+            CPU a wider batch is no faster per token (BENCHMARKS.md, "Batching": one row
+            already keeps the cores busy), so gathering four conversations' steps there only
+            makes all four wait for the last: under load every one of them then misses its
+            budget, where one at a time the first ones are on time.
 
     ``batches`` counts calls of ``inner.score``; ``largest_batch`` is the most requests one
     call scored. Call :meth:`close` (or :meth:`stop`, which does not wait) to stop the thread.
     """
 
-    def __init__(self, inner: Scorer, *, max_batch: int = 32, wait_s: float = 0.002):
+    def __init__(self, inner: Scorer, *, max_batch: int = 32, wait_s: float = 0.002, max_calls: int | None = None):
         self.inner = inner
+        if max_calls is None:
+            max_calls = 1 if getattr(inner, "device_type", None) == "cpu" else max_batch
+        self.max_calls = max(1, max_calls)
         self.name = inner.name
         self.max_tokens = inner.max_tokens
         self.overflow = inner.overflow
@@ -346,7 +355,7 @@ class BatchingScorer:
             batch = [self._urgent.popleft()]
             size = len(batch[0].requests)
             deadline = time.monotonic() + self.wait_s
-            while size < self.max_batch and not self._closed:
+            while size < self.max_batch and len(batch) < self.max_calls and not self._closed:
                 if self._urgent:
                     if not _apart(batch, self._urgent[0]):
                         break
@@ -387,7 +396,7 @@ class BatchingScorer:
             return batch
         alone = first_due == float("inf")
         for when, _, call in heads[1:]:
-            if size >= self.max_batch:
+            if size >= self.max_batch or len(batch) >= self.max_calls:
                 break
             if size + len(call.requests) > self.max_batch or not _apart(batch, call):
                 continue
