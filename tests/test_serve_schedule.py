@@ -27,7 +27,7 @@ def _held(max_batch: int):
     queue work behind it."""
     gate = threading.Event()
     inner = FakeScorer(gate=gate, record_requests=True)
-    batching = BatchingScorer(inner, max_batch=max_batch, wait_s=0)
+    batching = BatchingScorer(inner, max_batch=max_batch, wait_s=0, late_idle_s=0)
     hold = batching.submit([_request("hold", "hold")], eager=True, due=0)
     deadline = time.monotonic() + 30
     while batching.queue_info()["running_s"] is None and time.monotonic() < deadline:
@@ -36,7 +36,7 @@ def _held(max_batch: int):
 
 
 def _order(inner: FakeScorer) -> list[str]:
-    return [r.step.split(" ", 1)[0] for r in inner.requests_seen][1:]
+    return [r.step.split(" ", 1)[0] for r in inner.requests_seen][1:]  # after the first call
 
 
 def test_the_most_urgent_work_ahead_runs_first():
@@ -115,7 +115,7 @@ def test_a_prefill_of_p_runs_alone():
 
 def test_the_scorer_says_where_its_work_went():
     inner = FakeScorer(tokens_per_s=1e9)  # paced: it counts the tokens it runs after each stream's kept ones
-    batching = BatchingScorer(inner, wait_s=0)
+    batching = BatchingScorer(inner, wait_s=0, late_idle_s=0)
     context = ScoreRequest("a", ("P alpha beta",), ("history gamma delta",), "", (), partial=True)
     batching.submit([context], eager=True, due=3.0).result(timeout=30)  # a's first call: a prefill
     batching.submit([_request("a", "feed", partial=True)], eager=True, due=2.0).result(timeout=30)
@@ -150,4 +150,18 @@ def test_on_a_cpu_each_call_is_its_own_batch():
     # one result at a time: the first of four steps is not held until the fourth is done
     assert inner.calls == 5 and batching.largest_batch == 1
     assert _order(inner) == ["waited", "waited", "step", "step"]
+    batching.close()
+
+
+def test_late_work_waits_for_a_quiet_scorer():
+    inner = FakeScorer(record_requests=True)
+    batching = BatchingScorer(inner, wait_s=0, late_idle_s=5.0)
+    batching.submit([_request("a", "step")], eager=True, due=1.0).result(timeout=30)
+    late = batching.submit([_request("b", "late")], eager=True)
+    on_time = batching.submit([_request("c", "step")], eager=True, due=1.0)
+    on_time.result(timeout=30)
+    # on-time work ran at once; the late call waits until nothing else has run for 5 s
+    assert batching.where(late).state == "queued" and _order(inner) == ["step"]
+    late.result(timeout=60)
+    assert _order(inner) == ["step", "late"] and batching.work()["late"]["batches"] == 1
     batching.close()

@@ -76,6 +76,7 @@ class Where:
 
 
 KINDS = ("prefill", "step", "feed")
+LATE_IDLE_S = 2.0
 WORK = ("prefill", "step", "waited_for", "reply", "context", "late")
 """What a batch was for, for ``/stats`` (:meth:`BatchingScorer.work`): a prefill of P (a stream
 read from the start), finished steps scored ahead (``step``) or for a waiting request
@@ -116,12 +117,17 @@ class BatchingScorer:
             already keeps the cores busy), so gathering four conversations' steps there only
             makes all four wait for the last: under load every one of them then misses its
             budget, where one at a time the first ones are on time.
+        late_idle_s: late work (calls without a deadline: steps sent late, scored for a later
+            break) starts only once the scorer has run nothing else for this long, so that in
+            a busy stretch it never holds a step that can still be on time; it runs in the
+            pauses (a user reading, a long tool), which is when a provider's cache expires.
 
     ``batches`` counts calls of ``inner.score``; ``largest_batch`` is the most requests one
     call scored. Call :meth:`close` (or :meth:`stop`, which does not wait) to stop the thread.
     """
 
-    def __init__(self, inner: Scorer, *, max_batch: int = 32, wait_s: float = 0.002, max_calls: int | None = None):
+    def __init__(self, inner: Scorer, *, max_batch: int = 32, wait_s: float = 0.002, max_calls: int | None = None,
+                 late_idle_s: float = LATE_IDLE_S):
         self.inner = inner
         if max_calls is None:
             max_calls = 1 if getattr(inner, "device_type", None) == "cpu" else max_batch
@@ -144,6 +150,8 @@ class BatchingScorer:
         # step, a prefill of P; mixed, the feeds' seconds would say nothing of a step's
         self._took: dict[str, deque[float]] = {kind: deque(maxlen=16) for kind in KINDS}
         self._work = {kind: {"batches": 0, "seconds": 0.0, "forward_tokens": 0} for kind in WORK}
+        self.late_idle_s = late_idle_s
+        self._last_on_time = float("-inf")  # when the last batch with a deadline ended
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="iclr-scorer", daemon=True)
         self._thread.start()
@@ -342,8 +350,13 @@ class BatchingScorer:
     def _next(self) -> tuple[list, list[str]] | None:
         """The next batch and the stream operations to run first (forget, rename); ``None`` once closed."""
         with self._cond:
-            while not (self._urgent or self._eager or self._streams or self._closed):
-                self._cond.wait()
+            while True:
+                while not (self._urgent or self._eager or self._streams or self._closed):
+                    self._cond.wait()
+                quiet = time.monotonic() - self._last_on_time
+                if self._urgent or self._streams or self._closed or quiet >= self.late_idle_s or not self._only_late():
+                    break
+                self._cond.wait(self.late_idle_s - quiet)  # late work waits for a quiet scorer
             ops = list(self._streams)
             self._streams.clear()
             if self._closed:
@@ -371,6 +384,10 @@ class BatchingScorer:
                     _settle(call.future, error=ScoringCancelled("the scorer was stopped"))
                 return None
             return self._start(batch), ops
+
+    def _only_late(self) -> bool:
+        """True when every call queued is late work (no deadline; called with the lock held)."""
+        return not self._urgent and all(call.due == float("inf") and not call.waited for call in self._eager)
 
     def _pick_ahead(self) -> list[_Call]:
         """The next batch of work ahead (called with the lock held): earliest deadline first
@@ -442,6 +459,8 @@ class BatchingScorer:
                         _, started, kind = self._running
                         took = time.monotonic() - started
                         self._took[kind].append(took)
+                        if label != "late":
+                            self._last_on_time = time.monotonic()
                         work = self._work[label]
                         work["batches"] += 1
                         work["seconds"] += took
