@@ -68,7 +68,8 @@ def _serve(upstream: str, args: argparse.Namespace, env: dict | None = None) -> 
         cmd += ["--device", args.device]
     if args.max_wait is not None:
         cmd += ["--max-wait", args.max_wait]
-    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tree = args.repo or ROOT  # another checkout's serve (a "before" row)
+    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(tree), **(env or {})}, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
     while True:
@@ -302,6 +303,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="tool steps a session (--pace provider)")
     parser.add_argument("--sessions", type=int, default=2, help="sessions one after the other (--pace provider)")
     parser.add_argument("--tool-s", type=float, default=0.3, help="seconds each tool call runs (--pace provider)")
+    parser.add_argument("--repo", type=Path, default=None, help="run this checkout's iclr serve (a 'before' row)")
     args = parser.parse_args()
     if args.quick:
         args.proxy_model = "fake"
