@@ -122,3 +122,25 @@ def test_every_request_says_what_it_did_in_one_info_line(caplog):
     assert len(lines) == 3  # the requests after the first, which has no conversation id yet
     assert lines[0].startswith("conversation ") and "1 step decided; 1 compressed, 0 late" in lines[0]
     assert "waited" in lines[-1] and "added" in lines[-1]
+
+
+def test_a_restart_keeps_a_late_step_pending_and_scores_it_again(tmp_path):
+    from iclr_cli.serve.store import SqliteStore
+
+    gate = threading.Event()
+    state, _, batching = make("when-it-pays", gate=gate, store=SqliteStore(tmp_path, {"variant": "iclr"}))
+    first = send(state, conversation(1))
+    batching.stop()
+    state.store.close()
+    again, _, batching = make("when-it-pays", max_wait=None, store=SqliteStore(tmp_path, {"variant": "iclr"}))
+    sent = send(again, conversation(2))
+    assert sent[:4] == first  # the late step as it was sent: the break has not paid
+    (conv,) = again.conversations()
+    (late,) = [s for s in conv.steps.values() if s.late]
+    assert late.pending and len(conv.late) == 1  # its scoring queued again in this process
+    settle(next(iter(conv.late.values()))[1])
+    conv.last_request = time.monotonic() - 301  # the provider's cache expired: compressed now
+    sent = send(again, conversation(2))
+    assert sent[2]["reasoning_content"] == reference(1)[0] and again.stats.total.prefix_breaks == {"proxy": 1}
+    batching.close()
+    again.store.close()
