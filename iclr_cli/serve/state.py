@@ -324,16 +324,20 @@ class ServeState:
                 stored = catch_up(self, conv, keys[t], read.prompt, done, step)
                 report.late_compressed += not stored.pending and stored.texts != step_texts(step)
             elif stored.pending and not self.budget.keeps_late:  # the policy changed across a restart: as generated for good
-                stored = self._save(conv, keys[t], StoredStep(stored.texts, stored.generated, stored.removed, stored.failure, late=True))
+                stored = self.save_step(conv, keys[t], StoredStep(stored.texts, stored.generated, stored.removed, stored.failure, late=True))
             done.append(step.with_reasoning(stored.texts))
         return read.with_steps(done), decided
 
-    def _save(self, conv: Conversation, key: str, stored: StoredStep) -> StoredStep:
+    def save_step(self, conv: Conversation, key: str, stored: StoredStep) -> StoredStep:
+        """Keep ``stored`` as the decision of ``conv``'s step ``key``, in memory and the store
+        (call it holding ``conv.lock``); returns it."""
         conv.steps[key] = stored
         self.store.save_step(conv.id, key, stored)
         return stored
 
-    def _accounting(self, old: Sequence[str], new: Sequence[str]) -> ReasoningTokens:
+    def accounting(self, old: Sequence[str], new: Sequence[str]) -> ReasoningTokens:
+        """Reasoning tokens (proxy tokenizer) of the parts ``old`` sent as ``new``
+        (:func:`iclr_cli.token_accounting.account`); zeros when the tokenizer fails."""
         try:
             return account(token_counter(self.tokenizer), zip(old, new))
         except Exception:
@@ -366,11 +370,11 @@ class ServeState:
         except Exception as exc:  # any scorer failure: forward this step uncompressed, for good
             reason = f"{type(exc).__name__}: {exc}"[:500]
             log.warning("conversation %s step %d: compression failed (%s); the step is sent uncompressed from now on", conv.id, step.index, reason)
-            tokens = self._accounting(texts, texts)
+            tokens = self.accounting(texts, texts)
             stored = StoredStep(texts, tokens.generated, 0, reason)
         self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised, sealed, compressible, changed=stored.texts != texts)
         decisions.compressed += stored.texts != texts
-        return self._save(conv, key, stored)
+        return self.save_step(conv, key, stored)
 
     def _scores(self, conv: Conversation, key: str, prepared: PreparedStep, deadline: float | None, waiting: Waiting):
         """(result, future, late cause) for ``prepared.request``: the result is ``None`` when
@@ -416,9 +420,9 @@ class ServeState:
             self.scorer.demote(future)
         else:
             self.scorer.drop(future)
-        tokens = self._accounting(texts, texts)
+        tokens = self.accounting(texts, texts)
         self.stats.compressed(conv.counts, tokens, False, unrecognised, sealed, late=cause)
-        return self._save(conv, key, StoredStep(texts, tokens.generated, 0, late=True, pending=pending))
+        return self.save_step(conv, key, StoredStep(texts, tokens.generated, 0, late=True, pending=pending))
 
     # -- replies ---------------------------------------------------------------------------
 
