@@ -96,6 +96,11 @@ def test_the_late_steps_are_compressed_together_at_one_break(why):
     total = state.stats.total
     assert (total.steps_late, total.steps_late_compressed, total.steps_compressed) == (2, 2, 3)
     assert total.prefix_breaks == {"proxy": 1} and not conv.late
+    record = total.to_record()
+    assert (record["steps_late_by_cause"], record["prefix_breaks"], record["prefix_breaks_by_cause"]) == ({"predicted": 2}, 1, {"proxy": 1})
+    metrics = state.stats.metrics.render()[0].decode()
+    assert 'iclr_serve_steps_late_total{cause="predicted"} 2.0' in metrics
+    assert 'iclr_serve_prefix_breaks_total{cause="proxy"} 1.0' in metrics and "iclr_serve_steps_late_compressed_total 2.0" in metrics
     # the break happens once: the next request extends this one
     again = reasoning_sent(send(state, conversation(4)))
     assert again[:3] == sent and total.prefix_breaks == {"proxy": 1}
