@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from iclr_cli.scoring.base import ScoringCancelled
-from iclr_cli.serve import exchange
+from iclr_cli.serve import encoding, exchange
 from iclr_cli.serve.along import Feeder
 from iclr_cli.serve.auth import ClientKeys, RequireClientKey
 from iclr_cli.serve.budget import WAIT_LOG_S, Waiting, describe
@@ -255,20 +255,48 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
     def too_large(dialect: Dialect):
         return _error(dialect, 413, f"request body over {config.max_body_bytes} bytes (iclr serve --max-body-mb)", "invalid_request_error", "request_too_large")
 
-    async def send(request, path: str, body: bytes):
-        """Open the upstream request; (response, None) or (None, the proxy's error answer)."""
+    async def send(request, path: str, body: bytes, decoded: bool = False):
+        """Open the upstream request; (response, None) or (None, the proxy's error answer).
+        ``decoded``: ``body`` is the client's compressed body decoded, sent as identity
+        (:mod:`iclr_cli.serve.encoding`)."""
         import httpx
 
         upstream = upstream_holder["u"]
         dialect = dialect_of(path)
         key_header = "x-api-key" if dialect is anthropic else "authorization"
+        headers = upstream.headers(request.headers, key_header)
+        if decoded:
+            headers = [(k, v) for k, v in headers if k.lower() != "content-encoding"]
         try:
-            return await upstream.open(request.method, path, request.url.query, body, upstream.headers(request.headers, key_header)), None
+            return await upstream.open(request.method, path, request.url.query, body, headers), None
         except httpx.TimeoutException:
             return None, _error(dialect, 504, f"iclr serve: the upstream {redact(config.upstream.base_url)} timed out", "upstream_error", "upstream_timeout")
         except httpx.HTTPError as exc:
             what, code = failure_of(exc)
             return None, _error(dialect, 502, f"iclr serve: the upstream {redact(config.upstream.base_url)} {what}", "upstream_error", code)
+
+    said_codings: set[str] = set()
+
+    def undecodable(path: str, exc: encoding.Undecodable):
+        """The answer to a compressed body that did not decode (413, or 400 in the API's error
+        shape), or ``None`` to forward it as sent (a coding no library here reads: logged once
+        per coding, counted every time)."""
+        dialect = dialect_of(path)
+        if exc.kind == "too_large":
+            state.stats.body_encoding(exc.coding, "too_large")
+            return too_large(dialect)
+        if exc.kind == "corrupt":
+            state.stats.body_encoding(exc.coding, "corrupt")
+            log.warning("a request to /v1/%s says Content-Encoding %s but does not decode (%s): answered 400", path, exc.coding, exc.reason)
+            return _error(dialect, 400, f"iclr serve: the request body says Content-Encoding: {exc.coding} but does not decode ({exc.reason})",
+                          "invalid_request_error", "bad_content_encoding")
+        state.stats.body_encoding(exc.coding, "passed_through")
+        if exc.coding not in said_codings:
+            said_codings.add(exc.coding)
+            log.warning("request bodies to /v1/%s with Content-Encoding %s are forwarded as sent and not compressed: no decoder for %s here%s; "
+                        "counted in /stats request_bodies", path, exc.coding, exc.coding,
+                        " (pip install brotli)" if exc.coding == "br" else "")
+        return None
 
     def dropped(path: str, exc: Exception, then: str) -> None:
         log.warning("the upstream %s broke off its answer to /v1/%s (%s: %s); %s",
@@ -350,9 +378,21 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
             except _TooLarge:
                 return too_large(dialect_of(path))
             try:
-                body = orjson.loads(raw)
-            except orjson.JSONDecodeError:
+                decoded = encoding.decode(raw, request.headers.get("content-encoding"), config.max_body_bytes)
+            except encoding.Undecodable as exc:
+                refused = undecodable(path, exc)
+                if refused is not None:
+                    return refused
+                decoded = None  # no decoder here: forwarded as sent, logged and counted
                 body = None
+            else:
+                if decoded is not None:
+                    state.stats.body_encoding(request.headers.get("content-encoding", ""), "decoded")
+                    raw = decoded
+                try:
+                    body = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    body = None
             work = lambda: in_thread(state.rewrite, body, raw, request.headers.get(HEADER), dialect, waiting, abandon=True)  # noqa: E731
             how, value = await _race(work, request, stopped_holder["s"])
             added = time.monotonic() - start
@@ -374,7 +414,7 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
             if rewrite.report is not None:  # one line per request: what it decided, waited and added
                 log.info("%s", rewrite.report.line(added))
             waiting.upstream = True
-            how, value = await _race(lambda: send(request, path, rewrite.body), request, stopped_holder["s"],
+            how, value = await _race(lambda: send(request, path, rewrite.body, decoded is not None), request, stopped_holder["s"],
                                      max(config.shutdown_grace_s - 1, config.shutdown_grace_s / 2), watch_client=False)
             conv = state.find(rewrite.conversation)
             if how == STOPPED:
@@ -427,6 +467,7 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
             "keepalives_sent": state.stats.keepalives,
             "client_keys": len(config.client_keys) if config.client_keys is not None else 0,
             "unauthorized_requests": state.stats.unauthorized,
+            "request_bodies": state.stats.bodies_record(),
             "scorer_batches": getattr(scorer, "batches", None),
             "largest_scorer_batch": getattr(scorer, "largest_batch", None),
             "scorer_state": scorer.cache_info() if hasattr(scorer, "cache_info") else None,

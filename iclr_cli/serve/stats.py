@@ -231,6 +231,7 @@ class Metrics:
         self.waiting = Gauge("iclr_serve_requests_waiting_for_scores", "Requests waiting for their steps' scores now (each at most --max-wait)", registry=r)
         self.eager = Counter("iclr_serve_eager_scoring", "Steps scored ahead, once the reply was relayed, by outcome", ["outcome"], registry=r)
         self.keepalives = Counter("iclr_serve_keepalives", "Keep-alives sent on relayed streams while the upstream was silent", registry=r)
+        self.bodies = Counter("iclr_serve_request_bodies", "Compressed request bodies (Content-Encoding), by coding and outcome: decoded, passed_through, corrupt, too_large", ["encoding", "outcome"], registry=r)
         self.unauthorized = Counter("iclr_serve_unauthorized_requests", "Requests answered 401: no client key, or one that is not a client key", registry=r)
 
     def watch_scorer(self, info) -> None:
@@ -259,6 +260,7 @@ class Stats:
         self.lock = threading.Lock()
         self.keepalives = 0  # in total only: keep-alives sent on silent relayed streams
         self.unauthorized = 0  # in total only: requests refused for their client key
+        self.bodies: dict[tuple[str, str], int] = {}  # in total only: (content coding, outcome) -> request bodies
 
     def eager_event(self, outcome: str, n: int = 1) -> None:
         """Count ``n`` of one :class:`EagerCounts` outcome."""
@@ -350,6 +352,24 @@ class Stats:
         with self.lock:
             self.keepalives += 1
         self.metrics.keepalives.inc()
+
+    def body_encoding(self, coding: str, outcome: str) -> None:
+        """Count one compressed request body (:mod:`iclr_cli.serve.encoding`): ``coding`` as
+        the client's ``Content-Encoding`` said, ``outcome`` ``decoded``, ``passed_through``
+        (no decoder here: forwarded as sent, not compressed), ``corrupt`` (answered 400) or
+        ``too_large`` (413)."""
+        key = (coding.strip().lower(), outcome)
+        with self.lock:
+            self.bodies[key] = self.bodies.get(key, 0) + 1
+        self.metrics.bodies.labels(*key).inc()
+
+    def bodies_record(self) -> dict:
+        """``/stats`` ``request_bodies``: ``{coding: {outcome: n}}``."""
+        out: dict = {}
+        with self.lock:
+            for (coding, outcome), n in sorted(self.bodies.items()):
+                out.setdefault(coding, {})[outcome] = n
+        return out
 
     def refused(self) -> None:
         """Count one request answered 401 for its client key (:mod:`iclr_cli.serve.auth`;
