@@ -118,15 +118,19 @@ def test_a_client_that_changes_its_own_history_is_its_own_prefix_break():
 
 
 def test_every_request_says_what_it_did_in_one_info_line(caplog):
+    import httpx
     from serve_fixtures import proxy, scripted_upstream
     from test_serve_eager import drive, responder
 
     with caplog.at_level(logging.INFO, logger="iclr.serve"), scripted_upstream(responder(3)) as up, proxy(up.url) as (url, _):
         drive(url, "Fix the bug.")
-    lines = [r.getMessage() for r in caplog.records if "decided" in r.getMessage()]
-    assert len(lines) == 3  # the requests after the first, which has no conversation id yet
-    assert lines[0].startswith("conversation ") and "1 step decided; 1 compressed, 0 late" in lines[0]
-    assert "waited" in lines[-1] and "added" in lines[-1]
+        httpx.post(url + "/chat/completions", content=b"not json{", timeout=30)
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and r.name == "iclr.serve"]
+    assert len(lines) == 5  # one per request: the first, three that decide a step, the bad body
+    assert lines[0].startswith("a first request (no step to decide yet); P and the task queued for the scorer; added ")
+    assert lines[1].startswith("conversation ") and "1 step decided; 1 compressed, 0 late" in lines[1]
+    assert "waited" in lines[-2] and "added" in lines[-2]
+    assert lines[-1].startswith("a body that is not a chat request (not JSON): forwarded as sent")
 
 
 def test_a_restart_keeps_a_late_step_pending_and_scores_it_again(tmp_path):

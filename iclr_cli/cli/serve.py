@@ -27,7 +27,7 @@ def serve(
     variant: Annotated[str, typer.Option("--variant", "-v", help="none, iclr, iclr-ext, step-only, delete-all, random-R (e.g. random-10). iclr-ext is this project's hypothesis from the paper's externalization finding, not the paper's method: BottomK as iclr, but a block whose derived state (identifiers, paths, numbers, quoted text, code it introduced) has not yet reached an action, a written file or a tool result is never removed.")] = "iclr",
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     seed: opt.Seed = 0,
-    proxy_model: Annotated[str, typer.Option("--proxy-model", help="Proxy scorer and reasoning tokenizer: 'smollm2', 'fake' (dry runs), a folder, a .gguf, a HF id.")] = "smollm2",
+    proxy_model: Annotated[str, typer.Option("--proxy-model", help="Proxy scorer and reasoning tokenizer: 'smollm2', 'fake' (dry runs; 'fake:N' takes the time of a proxy that runs N tokens a second), a folder, a .gguf, a HF id.")] = "smollm2",
     max_tokens: opt.MaxTokens = None,
     exact: opt.Exact = False,
     elide: opt.Elide = None,
@@ -129,6 +129,8 @@ def serve(
         late=late.value,
     )
     logging.basicConfig(level=getattr(logging, log_level.value.upper()), format="iclr serve: %(levelname)s: %(message)s")
+    # httpx logs every upstream request at INFO; the proxy's own line per request says more
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
     kind, why = resolve_kind(options)
     warn_precision(output, scorer_config(proxy_model, max_tokens, options.overflow, options.dtype, False, batch_size, device,
                                          exact=exact, elide=elide))

@@ -37,6 +37,7 @@ class RequestReport:
     late_waiting: int = 0  # late steps still sent as generated at this request
     prefix_break: str | None = None  # "client" or "proxy": the prompt does not extend the last one
     waited_s: float = 0.0
+    note: str | None = None  # a request with nothing to decide: why (a first request, not a request of this API)
 
     def went_late(self, cause: str) -> None:
         self.late[cause] = self.late.get(cause, 0) + 1
@@ -44,6 +45,8 @@ class RequestReport:
     def line(self, added_s: float) -> str:
         """The INFO line (without the logger's prefix)."""
         late = sum(self.late.values())
+        if self.note is not None:
+            return f"{self.note}; added {added_s * 1000:.0f} ms"
         parts = [f"conversation {self.conversation or '(first request)'}: {self.decided} step{'s' if self.decided != 1 else ''} decided"]
         if self.decided:
             why = ", ".join(f"{n} {c}" for c, n in sorted(self.late.items()))

@@ -239,17 +239,20 @@ class ServeState:
         waiting = waiting or Waiting()
         request = dialect.parse(body) if isinstance(body, dict) else None
         if request is None:
-            return Rewrite(raw, None)
+            why = "not JSON" if body is None else f"no {dialect.items_field} list"
+            return Rewrite(raw, None, report=RequestReport(note=f"a body that is not a {dialect.name} request ({why}): forwarded as sent"))
         if request.held is not None:  # history the proxy cannot see: nothing to rewrite
             self.stats.held(request.held)
             if request.held not in self._held_said:  # said once per reason; /stats counts every one
                 self._held_said.add(request.held)
                 log.warning("a %s request continues a conversation whose history is held by the upstream (%s): forwarded as sent, "
                             "nothing in it compressed (the proxy sees only the new items); counted in /stats server_history", dialect.name, request.held)
-            return Rewrite(raw, None)
+            return Rewrite(raw, None, report=RequestReport(note=f"history held by the upstream ({request.held}): forwarded as sent"))
         conv_id = conversation_id(dialect, request, header)
         if conv_id is None:  # a first request: its P is read while the upstream works
-            return Rewrite(raw, None, request=request, stream=along.feed_first(self, request, dialect))
+            stream = along.feed_first(self, request, dialect)
+            note = "a first request (no step to decide yet)" + ("; P and the task queued for the scorer" if stream else "")
+            return Rewrite(raw, None, request=request, stream=stream, report=RequestReport(note=note))
         conv = self.conversation(conv_id)
         waiting.conversation = conv_id
         report = RequestReport(conv_id)
