@@ -485,7 +485,9 @@ def _describe_bad_line(body: bytes, exc: Exception) -> str:
 
 def dumps_document_like(value, original: bytes) -> bytes:
     """Serialise a whole-file JSON document in the layout of ``original``: the same indent
-    (or compact), the same escaping of non-ASCII text, the same trailing newline."""
+    (or compact), the same escaping of non-ASCII text, the same line ends (CRLF kept: a file
+    written on Windows must not come back with every line changed) and the same trailing
+    newline."""
     body = original[len(BOM) :] if original.startswith(BOM) else original
     m = re.match(rb"\s*[\[{]\s*?\n([ \t]+)\S", body)
     indent: int | str | None = None
@@ -497,5 +499,7 @@ def dumps_document_like(value, original: bytes) -> bytes:
         text = dumps_like(value, body)
     else:
         text = _utf8(json.dumps(value, indent=indent, ensure_ascii=escaped))
+    if b"\r\n" in body and body.count(b"\n") == body.count(b"\r\n"):
+        text = text.replace(b"\n", b"\r\n")  # JSON escapes newlines inside strings: only layout ones are raw
     trailing = body[len(body.rstrip()) :]
     return (BOM if original.startswith(BOM) else b"") + text + trailing
