@@ -254,6 +254,11 @@ def _parseable_head(head: bytes) -> bytes:
                 continue
             records += isinstance(value, (dict, list))
         kept.append(raw)
+    if records and (NUL in tail or any(NUL in raw for raw in complete)):
+        # NUL padding where a writer crashed (a preallocated or torn file) among JSONL records
+        # is line damage, not a binary file: the reader names each such line and
+        # --skip-bad-lines skips it, wherever in the file it sits
+        return b"\n".join([*(raw for raw in kept if NUL not in raw), b"" if NUL in tail else tail])
     if not bad or records <= bad:
         return head
     return b"\n".join([*kept, tail])
