@@ -29,9 +29,9 @@ from iclr_cli.compress import finish_step, prepare_step
 from iclr_cli.scoring.base import ScoringCancelled
 from iclr_cli.serve.late import Moment, break_now, rewrite_cost
 from iclr_cli.serve.store import StoredStep
-from iclr_cli.token_accounting import token_counter
 
 log = logging.getLogger("iclr.serve")
+BYTES_PER_TOKEN = 4
 
 
 def _requeue(state, conv, key: str, prompt, history, step) -> None:
@@ -125,7 +125,9 @@ def settle_group(state, conv, request, transcript, keys: Sequence[str], client_b
     hit_end = len(conv.sent) if conv.sent is not None else len(request.items)
     if client_break_at is not None:
         hit_end = min(hit_end, client_break_at)
-    tail = token_counter(state.tokenizer)(orjson.dumps(list(request.items[first_at:hit_end])).decode()) if hit_end > first_at else 0
+    # estimated at 4 bytes a token: tokenizing a long tail on every request while late steps
+    # wait would add tens of milliseconds to each; the rule needs its size, not its count
+    tail = len(orjson.dumps(list(request.items[first_at:hit_end]))) // BYTES_PER_TOKEN if hit_end > first_at else 0
     one_hour = b'"ttl":"1h"' in raw or b'"ttl": "1h"' in raw
     rule = state.budget.cache_rule(one_hour)
     idle = None if conv.last_request is None else time.monotonic() - conv.last_request
