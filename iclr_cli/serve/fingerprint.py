@@ -106,10 +106,15 @@ def step_keys(conv_id: str, dialect, request, ends: Sequence[int]) -> list[str]:
     return keys
 
 
-def item_digests(dialect, items: Sequence) -> list[bytes]:
-    """One short digest per item, of the item as the provider reads it
+def item_digest(dialect, item) -> bytes:
+    """A short digest of ``item`` as the provider reads it
     (:meth:`~iclr_cli.serve.dialect.Dialect.step_item`): what a prefix is compared by."""
-    return [hashlib.blake2b(dump(dialect.step_item(item)), digest_size=12).digest() for item in items]
+    return hashlib.blake2b(dump(dialect.step_item(item)), digest_size=12).digest()
+
+
+def item_digests(dialect, items: Sequence) -> list[bytes]:
+    """:func:`item_digest` of each of ``items``."""
+    return [item_digest(dialect, item) for item in items]
 
 
 def diverges(before: Sequence[bytes] | None, now: Sequence[bytes]) -> int | None:

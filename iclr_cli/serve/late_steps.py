@@ -99,6 +99,8 @@ def settle_group(state, conv, request, transcript, keys: Sequence[str], client_b
     ready (module docstring). Steps whose scoring this process lacks are queued again; the
     decision and its reason go to ``report``
     (:class:`~iclr_cli.serve.report.RequestReport`)."""
+    if not any(stored.pending for stored in conv.steps.values()):  # the common case: nothing late
+        return
     read = transcript.trajectory
     history, ready, waiting = [], [], 0
     for t, step in enumerate(read.steps):

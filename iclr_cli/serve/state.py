@@ -50,7 +50,7 @@ from iclr_cli.serve import along
 from iclr_cli.serve.budget import Budget, Waiting, wait_within
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript
-from iclr_cli.serve.fingerprint import conversation_id, diverges, item_digests, step_keys
+from iclr_cli.serve.fingerprint import conversation_id, diverges, item_digest, item_digests, step_keys
 from iclr_cli.serve.late_steps import catch_up, settle_group
 from iclr_cli.serve.report import RequestReport
 from iclr_cli.serve.stats import Counts, Stats
@@ -58,12 +58,12 @@ from iclr_cli.serve.store import MemoryStore, StoredStep
 from iclr_cli.token_accounting import ReasoningTokens, account, token_counter
 from iclr_cli.trajectory import Part, Step, Trajectory
 
+log = logging.getLogger("iclr.serve")
+
 
 def step_texts(step: Step) -> tuple[str, ...]:
     """The text of each of ``step``'s reasoning parts."""
     return tuple(p.text for p in step.reasoning)
-
-log = logging.getLogger("iclr.serve")
 
 
 @dataclass
@@ -265,7 +265,7 @@ class ServeState:
                 transcript = dialect.read(sent, conv_id)
             except (IclrError, KeyError, TypeError, AttributeError, ValueError) as exc:
                 log.warning("conversation %s: request not read as %s (%s); forwarded unchanged", conv_id, dialect.name, type(exc).__name__)
-                self._sent(conv, dialect, received, request.items, report)
+                self._sent(conv, dialect, received, request.items, report, sent.items)
                 return Rewrite(raw, conv_id, request=request, report=report)
             try:
                 edited, compressed = self._write_back(conv, dialect, sent, transcript, waiting, report, diverges(conv.received, received), raw)
@@ -279,20 +279,23 @@ class ServeState:
                 out = dialect.write(sent, transcript, edited)
             except (InputError, UnregisteredCopy) as exc:  # a copy of the reasoning the reader does not edit: never half-edit
                 log.warning("conversation %s: %s; forwarded unchanged", conv_id, exc)
-                self._sent(conv, dialect, received, request.items, report)
+                self._sent(conv, dialect, received, request.items, report, sent.items)
                 return Rewrite(raw, conv_id, compressed, request, conv_id, report)
             if out is None and sent is not request:  # nothing compressed, but --restore-reasoning put back what the client dropped
                 out = dict(sent.body)
-            self._sent(conv, dialect, received, request.items if out is None else out.get(dialect.items_field) or sent.items, report)
+            self._sent(conv, dialect, received, request.items if out is None else out.get(dialect.items_field) or sent.items, report, sent.items)
         if out is None:
             return Rewrite(raw, conv_id, compressed, request, conv_id, report)
         return Rewrite(orjson.dumps(out), conv_id, compressed, request, conv_id, report)
 
-    def _sent(self, conv: Conversation, dialect: Dialect, received: list[bytes], items: Sequence, report: RequestReport) -> None:
+    def _sent(self, conv: Conversation, dialect: Dialect, received: list[bytes], items: Sequence, report: RequestReport,
+              client_items: Sequence = ()) -> None:
         """Note what this request sent: a prefix break when its items as sent do not extend the
         previous request's (the client's, when its own items did not either; else the proxy's),
-        counted in ``/stats``; and when it came, for the late policy's cache lifetime."""
-        now = item_digests(dialect, items)
+        counted in ``/stats``; and when it came, for the late policy's cache lifetime. An item
+        sent as the client's own object (``client_items``, whose digests are ``received``)
+        is not hashed again: only the rewritten ones are."""
+        now = [received[i] if i < len(client_items) and item is client_items[i] else item_digest(dialect, item) for i, item in enumerate(items)]
         at = diverges(conv.sent, now)
         if at is not None:
             client = diverges(conv.received, received)
@@ -366,7 +369,7 @@ class ServeState:
                     decisions.went_late(cause)
                     return self._late(conv, key, prepared, future, texts, unrecognised, sealed, cause)
             new_step, report = finish_step(prepared, result, self.settings, self.tokenizer)
-            stored, tokens = StoredStep(tuple(p.text for p in new_step.reasoning), report.tokens.generated, report.tokens.deleted), report.tokens
+            stored, tokens = StoredStep(step_texts(new_step), report.tokens.generated, report.tokens.deleted), report.tokens
             compressible = bool(report.blocks)  # no candidate block: no reasoning, or all of it sealed
         except ScoringCancelled:
             raise
