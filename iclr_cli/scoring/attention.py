@@ -10,6 +10,12 @@ and the scorer always passes one (new tokens attend to a kept past). For a step 
 entropies to the last printed digit (BENCHMARKS.md, "``iclr serve``: several conversations
 and a busy CPU").
 
+Only ``iclr serve`` turns it on (:func:`iclr_cli.serve.server.build`): there the scorer feeds
+pieces of tens of tokens onto a long kept past, where the copy dominates. Scoring a whole file
+runs long chunks, where the grouped kernel with a mask was slower here: ``iclr score`` of the
+SWE-agent pydicom trajectory, capped to AVX2, alternating in one quiet run, 48.5 and 47.6 s with
+it against 39.7 and 35.8 s without, the same records byte for byte.
+
 torch (2.5 and later) computes grouped attention itself (``enable_gqa=True``), masks
 included, on the CPU; transformers uses it only where it knows the kernel handles a mask, and
 otherwise when ``TRANSFORMERS_SDPA_FORCE_GQA=1`` (``transformers.integrations.sdpa_attention.

@@ -63,7 +63,6 @@ import torch
 from iclr_cli.errors import UsageError
 from iclr_cli.scoring import budget as budgets
 from iclr_cli.scoring import threads
-from iclr_cli.scoring.attention import grouped_attention_on_cpu
 from iclr_cli.scoring.threads import fix_mmap_threshold
 from iclr_cli.scoring.base import (
     CONTEXTS,
@@ -179,7 +178,6 @@ class TransformersScorer:
         if self._device.type == "cpu":
             threads.limit_torch()
             fix_mmap_threshold()
-        grouped_attention_on_cpu(self._device.type)
         # transformers 5.2x renamed the forward's ``past_key_values`` to ``cache``.
         params = inspect.signature(self._base.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"

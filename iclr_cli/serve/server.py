@@ -217,6 +217,10 @@ def build_engine(options: ServeOptions, *, scorer=None, tokenizer=None) -> Engin
         stats.metrics.watch_queue(batching.queue_info)
         if options.eager_scoring:
             serving = EagerScorer(batching, stats, max_pending=options.max_conversations)
+    if getattr(scorer, "device_type", None) is not None:  # serve feeds short pieces onto a long kept past
+        from iclr_cli.scoring.attention import grouped_attention_on_cpu
+
+        grouped_attention_on_cpu(scorer.device_type)
     scorer_name = scorer.name if scorer is not None else tokenizer.name
     store = SqliteStore(options.state_dir, _settings_record(options, config, scorer_name, kind.name)) if options.state_dir else MemoryStore()
     state = ServeState(
