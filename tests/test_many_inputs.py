@@ -76,9 +76,9 @@ def test_a_folder_is_pruned_to_the_same_relative_paths_each_file_as_pruned_alone
         assert (out / rel).read_bytes() == single(capsys, "prune", tree / rel, tmp_path / ("alone_" + rel.replace("/", "_")))
     # the note is named as skipped, and does not fail the run
     assert f"skipped {tree / 'notes.md'}: not read as a trajectory: not JSON or JSONL" in err
-    rows = table(err, "iclr prune: 4 files")
+    rows = table(err, "iclr prune: 5 files, 1 not read as a trajectory")
     assert [r[0] for r in rows] == [str(tree / "a.json"), str(tree / "cc" / "s1.jsonl"), str(tree / "cc/s1/subagents/agent-x.jsonl"),
-                                    str(tree / "deep" / "b.json"), "total: 4 of 4 files"]
+                                    str(tree / "deep" / "b.json"), "total: 4 of 5 files"]  # the note is counted among the files found
     # file, format, steps, blocks, removed, reasoning tokens, deleted, written: as the run on a.json alone counts them
     code, _, alone = run_cli(capsys, "prune", str(tree / "a.json"), "-o", str(tmp_path / "a_alone.json"), "--model", "fake")
     summary = {r[0]: r[1] for r in table(alone, "iclr prune --variant iclr")}
@@ -118,7 +118,7 @@ def test_a_bad_file_is_named_and_skipped_the_others_written_and_the_run_exits_1(
     assert f"warning: not pruned: {cut}:{line}: truncated JSON document" in err
     last = err.strip().splitlines()[-1]
     assert last == f"iclr: error: 1 of 5 files could not be pruned and were skipped ({cut}); 4 written below {out}"
-    row = next(r for r in table(err, "iclr prune: 5 files") if r[0] == str(cut))
+    row = next(r for r in table(err, "iclr prune: 6 files, 1 not read as a trajectory") if r[0] == str(cut))
     assert row[1:] == ["-"] * 6 + ["not written: error below"]
 
 
@@ -243,7 +243,7 @@ def test_score_of_a_folder_goes_to_one_jsonl_with_each_file_as_scored_alone(tree
     expected = b"".join(single(capsys, "score", tree / rel, tmp_path / f"{n}.jsonl")
                         for n, rel in enumerate(["a.json", "cc/s1.jsonl", "cc/s1/subagents/agent-x.jsonl", "deep/b.json"]))
     assert out.read_bytes() == expected
-    assert [r[-2:] for r in table(err, "iclr score: 4 files")] == [["12", str(out)], ["0", str(out)], ["0", str(out)], ["8", str(out)],
+    assert [r[-2:] for r in table(err, "iclr score: 5 files, 1 not read as a trajectory")] == [["12", str(out)], ["0", str(out)], ["0", str(out)], ["8", str(out)],
                                                                     ["20", f"to {out}"]]
 
 

@@ -184,7 +184,7 @@ def _run(many: Many, rows: list[Row], skipped: list[Skipped], make: Callable, wr
     except KeyboardInterrupt:
         raise Interrupted(_interrupted(many, rows, state, sink)) from None
     discard(state.finished)
-    return _report(many, rows, where, tokenizer.name if ready else None, scorer if ready else None)
+    return _report(many, rows, skipped, where, tokenizer.name if ready else None, scorer if ready else None)
 
 
 @dataclass
@@ -274,8 +274,9 @@ def _names(paths: Sequence[str]) -> str:
     return shown + (f" and {len(paths) - LISTED} more" if len(paths) > LISTED else "")
 
 
-def _report(many: Many, rows: list[Row], where: str, tokenizer: str | None, scorer) -> IclrError | None:
-    """The per-file table with a total, the whole run's summary, the files left out, and the
+def _report(many: Many, rows: list[Row], skipped: list[Skipped], where: str, tokenizer: str | None, scorer) -> IclrError | None:
+    """The per-file table with a total, the whole run's summary, the files left out (failed,
+    or found in a folder but not read as a trajectory: both counted in the total), and the
     error (exit 1) when any file failed."""
     from iclr_cli.cli.common import print_summary
 
@@ -296,9 +297,10 @@ def _report(many: Many, rows: list[Row], where: str, tokenizer: str | None, scor
         status = (row.target or "stdout") if row.written else "not written: error below"
         table.append([row.job.source, row.format or "-", *counts, status])
     written = [r for r in rows if r.written]
-    table.append([f"total: {len(written)} of {len(rows)} files", "", total.steps, total.blocks, total.removed,
+    found = len(rows) + len(skipped)
+    table.append([f"total: {len(written)} of {found} files", "", total.steps, total.blocks, total.removed,
                   f"{total.tokens.generated:,}", f"{total.tokens.deleted:,}", *([] if prune else [sum(r.records for r in written)]), where])
-    out.table(f"iclr {many.command}: {len(rows)} files", columns, table)
+    out.table(f"iclr {many.command}: {found} files" + (f", {len(skipped)} not read as a trajectory" if skipped else ""), columns, table)
     variant = many.settings.variant
     if tokenizer is not None:
         print_summary(out, total, tokenizer, variant.name, command=many.command,
@@ -306,6 +308,9 @@ def _report(many: Many, rows: list[Row], where: str, tokenizer: str | None, scor
                       scorer=many.config.describe(getattr(scorer, "max_tokens", None)) if variant.needs_scores else None)
     if not prune and written and not any(r.records for r in written):
         out.info("no reasoning blocks in the inputs: nothing to score (0 records written)")
+    if skipped:
+        out.warn(f"{len(skipped)} of {found} files skipped, not read as a trajectory ({_names([s.path for s in skipped])}): "
+                 "each is named above with its reason; pass a file by name to see its error")
     failed = [r for r in rows if r.error is not None]
     for row in failed:
         out.warn(f"not {'pruned' if prune else 'scored'}: {row.error}")

@@ -1,8 +1,10 @@
 """Claude Code session transcripts (``~/.claude/projects/<project>/<session>.jsonl``).
 
 One event per line, with a top-level ``type``: ``user``, ``assistant``, ``progress``,
-``system``, ``summary``, ``file-history-snapshot``, ``queue-operation``, ... Only ``user`` and
-``assistant`` lines carry a ``message`` (Anthropic Messages shape, see
+``system``, ``summary``, ``file-history-snapshot``, ``queue-operation``, ``attachment``, and
+session bookkeeping (``last-prompt``, ``mode``, ``permission-mode``, ``ai-title``,
+``custom-title``), which current releases write before any turn: a file is recognised by its
+structure, not its first line. Only ``user`` and ``assistant`` lines carry a ``message`` (Anthropic Messages shape, see
 :mod:`iclr_cli.formats.anthropic`). Every other line passes through byte for byte.
 
 One file is one trajectory, with id ``sessionId`` (of its first conversation line; fallback
@@ -14,6 +16,9 @@ One file is one trajectory, with id ``sessionId`` (of its first conversation lin
   ``message.id`` is a step of its own.
 - Observations: user lines after the first assistant message (tool_result blocks, the user's
   later text, system reminders, the compaction summary), attached to the latest step.
+- A prompt the user typed while the agent worked is written as an ``attachment`` line of type
+  ``queued_command`` (no user line) and sent to the model as a user message: it is an
+  observation (label ``queued_command``) of the latest step, or part of P before the first.
 - P: user lines, and the ``content`` of ``system`` lines, before the first assistant message.
   ``system`` lines after it (local command echoes, ``compact_boundary`` markers) are
   transcript bookkeeping the model is not sent, so they are not parts.
@@ -66,17 +71,42 @@ from iclr_cli.trajectory import Part, Request, Step, Trajectory, Usage
 EVENT_TYPES = frozenset(
     {"user", "assistant", "progress", "system", "summary", "file-history-snapshot", "queue-operation", "result", "attachment"}
 )
-"""Top-level ``type`` values of Claude Code session lines (for sniffing; others pass through)."""
+"""Top-level ``type`` values of Claude Code session lines that carry or frame the conversation."""
 
+BOOKKEEPING_TYPES = frozenset(
+    {"last-prompt", "mode", "permission-mode", "ai-title", "custom-title", "agent-name", "tag", "pr-link"}
+)
+"""Session-state lines current Claude Code writes before any turn (and again later). Known here
+only so a file that opens with them is recognised; any other line type, known or not, is kept
+byte for byte all the same."""
+
+_CONVERSATION = ("user", "assistant")
 _SESSION_KEYS = ("sessionId", "uuid", "parentUuid", "message", "messageId", "leafUuid")
-_SNIFF_LINES = 5
+# Leading bookkeeping can run to dozens of lines (a resumed session repeats its titles and
+# modes); the sniff reads records until it meets a turn, within the 64 KiB head.
+_SNIFF_RECORDS = 200
 # A Claude Code ``message`` is an Anthropic message (``content``); one opening with ``role``
 # and ``parts`` is a Gemini Content, as Qwen Code writes them.
 _GEMINI_MESSAGE = re.compile(rb'"message"\s*:\s*\{\s*"role"\s*:\s*"(?:user|model)"\s*,\s*"parts"\s*:')
 
 
-def _looks_like_event(value: object) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("type"), str) and value["type"] in EVENT_TYPES
+def _looks_like_turn(value: object) -> bool:
+    """A user or assistant line in Claude Code's envelope: a ``message`` object beside the
+    line's session keys."""
+    return (
+        isinstance(value, dict)
+        and value.get("type") in _CONVERSATION
+        and isinstance(value.get("message"), dict)
+        and any(k in value for k in ("sessionId", "uuid", "parentUuid"))
+    )
+
+
+def _looks_like_record(value: object) -> bool:
+    """Any line of a session: an object typed with a string, that is a known event or
+    bookkeeping type or carries the session's id (a line type added by a later release)."""
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        return False
+    return value["type"] in EVENT_TYPES or value["type"] in BOOKKEEPING_TYPES or "sessionId" in value or "leafUuid" in value
 
 
 class ClaudeCodeAdapter(WriteBackAdapter):
@@ -91,13 +121,16 @@ class ClaudeCodeAdapter(WriteBackAdapter):
     not_carried = frozenset({("toolUseResult",), ("data",), ("content",)})
 
     def sniff(self, head: Head | bytes) -> Match | None:
-        """A match when the first JSON lines are objects whose ``type`` is a Claude Code event
-        type and one of them has a session key (``sessionId``, ``uuid``, ``parentUuid``,
-        ``message``), and no ``message`` among them is a Gemini ``Content`` (``parts``, no
+        """A match for a session judged by its structure, not its first line: the head's lines
+        are Claude Code records (objects typed with a string: events, bookkeeping such as
+        ``last-prompt`` or ``permission-mode``, or any type carrying ``sessionId``) and the
+        first user or assistant line among them is in Claude Code's envelope (``message`` beside
+        ``sessionId`` / ``uuid`` / ``parentUuid``); a head of bookkeeping alone matches when its
+        lines carry the session keys. No ``message`` may be a Gemini ``Content`` (``parts``, no
         ``content``: a Qwen Code session, which the qwen_code adapter reads). A first line
         longer than the head is judged by its keys alone."""
         if self._looks(Head.of(head).raw):
-            return Match(MARKER, "Claude Code session events (type user/assistant with sessionId/uuid)")
+            return Match(MARKER, "Claude Code session records (user/assistant lines with sessionId/uuid, bookkeeping before them)")
         return None
 
     @staticmethod
@@ -110,14 +143,20 @@ class ClaudeCodeAdapter(WriteBackAdapter):
                 parsed.append(loads(raw))
             except (ValueError, UnicodeDecodeError):
                 return False
-            if len(parsed) == _SNIFF_LINES:
+            if len(parsed) == _SNIFF_RECORDS or _looks_like_turn(parsed[-1]):
                 break
         if not parsed:
             start = head.lstrip()
             return start[:1] == b"{" and b'"sessionId"' in head and b'"parentUuid"' in head and _GEMINI_MESSAGE.search(head) is None
         if any(isinstance(v, dict) and gemini_content(v.get("message")) for v in parsed):
             return False  # Qwen Code's records: the same envelope around a Gemini Content (formats/qwen_code.py)
-        return _looks_like_event(parsed[0]) and any(isinstance(v, dict) and any(k in v for k in _SESSION_KEYS) for v in parsed)
+        if not all(_looks_like_record(v) for v in parsed):
+            return False
+        if _looks_like_turn(parsed[-1]):
+            return True
+        # No turn in the head (a long run of bookkeeping, or a file cut short): the old rule,
+        # an event line first and session keys somewhere.
+        return parsed[0]["type"] in EVENT_TYPES | BOOKKEEPING_TYPES and any(any(k in v for k in _SESSION_KEYS) for v in parsed)
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
         warnings: list[str] = []
@@ -179,6 +218,11 @@ def _trajectory(records: Records, conversation: list[int], source: str, unrecogn
         if kind == "system" and not steps and isinstance(value.get("content"), str) and bool(value.get("isSidechain")) == sidechain:
             prompt.append(Part("prompt", value["content"], label="system"))
             continue
+        if kind == "attachment" and bool(value.get("isSidechain")) == sidechain and (queued := _queued_prompt(value)):
+            # Claude Code sends a prompt typed while the agent works to the model as a user
+            # message, though the file holds it only as this attachment.
+            (steps[-1] if steps else prompt).append(Part("observation" if steps else "prompt", queued, label="queued_command"))
+            continue
         if rec not in members:
             continue
         message = value["message"]
@@ -206,6 +250,22 @@ def _trajectory(records: Records, conversation: list[int], source: str, unrecogn
         meta["model"] = model
     requests = tuple(Request(i, usage.get(i), models.get(i), "anthropic") for i in range(len(steps)))
     return Trajectory(traj_id, tuple(prompt), tuple(Step(i, tuple(p)) for i, p in enumerate(steps)), meta=meta, requests=requests)
+
+
+def _queued_prompt(value: dict) -> str:
+    """The text of a ``queued_command`` attachment (a prompt typed while the agent worked;
+    ``prompt`` a string or a list of content blocks, whose text blocks are joined), ``""``
+    for any other attachment."""
+    attachment = value.get("attachment")
+    if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
+        return ""
+    prompt = attachment.get("prompt")
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        texts = [b["text"] for b in prompt if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)]
+        return "\n\n".join(texts)
+    return ""
 
 
 def _by_model(parts: list[Part], model: object) -> list[Part]:
