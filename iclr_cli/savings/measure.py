@@ -46,7 +46,8 @@ def plain_upstream(meta: Mapping[str, object]) -> bool:
     return meta.get("format") in PLAIN_WIRE_FORMATS and meta.get("provider") not in SEALED_PROVIDERS
 
 
-def sealed_kind(part: Part, plain: bool = False, opaque: OpaqueEdits = OpaqueEdits.DROP) -> str | None:
+def sealed_kind(part: Part, plain: bool = False, opaque: OpaqueEdits = OpaqueEdits.DROP,
+                meta: Mapping[str, object] | None = None) -> str | None:
     """The provider whose rule keeps ``part`` from being edited there (a sealed kind of
     :mod:`iclr_cli.providers`: ``anthropic`` or ``openai``), or ``None`` for reasoning the
     write-back edits and the upstream takes as edited.
@@ -57,10 +58,12 @@ def sealed_kind(part: Part, plain: bool = False, opaque: OpaqueEdits = OpaqueEdi
     (:mod:`iclr_cli.formats.writeback`): a signed part is edited with its signature removed,
     so it is plain; an opaque part is edited only under ``opaque`` DROP with encrypted entries
     to drop, and stays sealed otherwise. ``READ_ONLY`` reasoning (redacted) is never scored or
-    counted, so it has no kind here.
+    counted, so it has no kind here. With the trajectory's ``meta``, a signed part whose
+    provider the file names as one that does not check signatures is not sealed
+    (:func:`_plain_provider`).
     """
     if part.write_back is WriteBack.SIGNED:
-        return None if plain else "anthropic"
+        return None if plain or (meta is not None and _plain_provider(part, meta)) else "anthropic"
     if part.write_back is WriteBack.OPAQUE:
         edited = opaque is OpaqueEdits.DROP and bool(getattr(part.ref, "drop", ()))
         return None if plain and edited else "openai"
@@ -87,17 +90,34 @@ def seal_for_estimate(traj: Trajectory, opaque: OpaqueEdits = OpaqueEdits.DROP) 
     the provider rule of :mod:`iclr_cli.formats.sealing` leaves it for ``prune``: no variant
     selects it, so it is never handed to the scorer, while the scorer still reads it as
     context of the later steps it scores (:func:`iclr_cli.compress.will_score`), and
-    :func:`measure` counts it whole as sealed. Parts already sealed stay as they are."""
+    :func:`measure` counts it whole as sealed. Signed reasoning of a provider that does not
+    check signatures (its own message's model, as ``prune`` reads it) stays editable. Parts
+    already sealed stay as they are."""
     plain = plain_upstream(traj.meta)
     steps = []
     for step in traj.steps:
-        parts = tuple(_sealed_part(p, plain, opaque) for p in step.parts)
+        parts = tuple(_sealed_part(p, plain, opaque, traj.meta) for p in step.parts)
         steps.append(step if all(a is b for a, b in zip(parts, step.parts)) else Step(step.index, parts))
     return traj.with_steps(steps)
 
 
-def _sealed_part(part: Part, plain: bool, opaque: OpaqueEdits) -> Part:
-    kind = sealed_kind(part, plain, opaque) if part.is_scorable_reasoning else None
+def _plain_provider(part: Part, meta: Mapping[str, object]) -> bool:
+    """True when the provider the file names for ``part`` (its own message's model first, then
+    the record's model, provider or base URL) does not check signatures: the same reading as
+    ``prune``'s :class:`~iclr_cli.formats.sealing.Sealer`, so a Claude Code session run on
+    DeepSeek's Anthropic endpoint is editable in both."""
+    from iclr_cli.providers import for_record
+
+    def text(value: object) -> str | None:
+        return value if isinstance(value, str) and value else None
+
+    model = text(getattr(part.ref, "model", None))
+    kind, _ = for_record(model) if model else for_record(text(meta.get("model")), text(meta.get("base_url")), text(meta.get("provider")))
+    return kind is not None and not kind.checks_signatures
+
+
+def _sealed_part(part: Part, plain: bool, opaque: OpaqueEdits, meta: Mapping[str, object]) -> Part:
+    kind = sealed_kind(part, plain, opaque, meta) if part.is_scorable_reasoning else None
     if kind is None:
         return part
     what = SIGNED if part.write_back is WriteBack.SIGNED else ENCRYPTED
@@ -160,7 +180,7 @@ def measure(result: CompressionResult, count: CountTokens, opaque: OpaqueEdits =
             if out is not None and out.text != before.text:
                 in_place.append((before.text, out.text))  # what the file now holds
                 continue
-            kind = sealed_kind(before, plain, opaque)
+            kind = sealed_kind(before, plain, opaque, result.original.meta)
             if out is not None and after.text == before.text:
                 kind = None  # nothing asked, nothing to count apart
             (sealed if kind else in_place).append((before.text, after.text if kind or out is None else out.text))
