@@ -8,7 +8,8 @@ shapes turn up in each of them. One reader for all of them (docs/FORMAT.md):
   and vLLM): in-place reasoning;
 - ``thinking_blocks`` (Anthropic through LiteLLM): ``thinking`` is reasoning, signed when it
   has a signature (an edit strips it; a block emptied leaves its list), ``redacted_thinking``
-  is read-only;
+  is read-only; the entries of one streamed block kept per delta are one reasoning
+  (:mod:`iclr_cli.formats.fragments`);
 - ``responses_reasoning_item`` (OpenAI Responses through OpenHands): each ``summary`` and
   ``content`` string is reasoning, opaque when the item has ``encrypted_content`` (an edit
   drops the whole item, or leaves it, as ``--encrypted-reasoning`` says).
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from iclr_cli.formats.fragments import Fragments, streamed_blocks
 from iclr_cli.formats.reading import Where, dig
 from iclr_cli.formats.writeback import Draft, Path, Site
 from iclr_cli.trajectory import WriteBack
@@ -65,8 +67,12 @@ def message_reasoning(msg: dict, path: Path, where: Where, field_path: Sequence,
         by_text[text] = Draft(text, sites)
         drafts.append(by_text[text])
     blocks = msg.get("thinking_blocks")
+    groups = {g.members[0]: g for g in streamed_blocks(blocks)} if isinstance(blocks, list) else {}
+    grouped = {k for g in groups.values() for k in g.members}
     for k, block in enumerate(blocks if isinstance(blocks, list) else []):
-        if not isinstance(block, dict):
+        if (group := groups.get(k)) is not None:
+            drafts.extend(_streamed(group, blocks, path, by_text, copy_sites))
+        if not isinstance(block, dict) or k in grouped:
             continue
         bpath = (*path, "thinking_blocks", k)
         if block.get("type") == "redacted_thinking":
@@ -102,3 +108,22 @@ def message_reasoning(msg: dict, path: Path, where: Where, field_path: Sequence,
                     mode = WriteBack.OPAQUE if opaque else WriteBack.IN_PLACE
                     drafts.append(Draft(text, [Site((*ipath, key, j))], label="reasoning", write_back=mode, drop=[ipath]))
     return drafts
+
+
+def _streamed(group: Fragments, blocks: list, path: Path, by_text: dict[str, Draft], copy_sites) -> list[Draft]:
+    """One streamed block kept per delta (:mod:`iclr_cli.formats.fragments`) as one draft:
+    joined to the reasoning field holding its text, or a draft of its own (the new drafts)."""
+    sites = [Site((*path, "thinking_blocks", k, "thinking"), f"fragment:{j}") for j, k in enumerate(group.pieces)]
+    for j, k in enumerate(group.pieces):  # the same fragments in copies of the message
+        piece = blocks[k]["thinking"]
+        sites += [Site(cpath, f"fragment:{j}") for cpath, value in copy_sites(("thinking_blocks", k, "thinking")) if value == piece]
+    draft = by_text.get(group.text)
+    new = draft is None
+    if draft is None:
+        draft = by_text[group.text] = Draft(group.text, [], label="thinking")
+    for site in sites:
+        draft.add(site)
+    if group.signed is not None:  # the signature covers the joined text: it seals the group
+        draft.strip_keys.append(((*path, "thinking_blocks", group.signed), "signature"))
+        draft.write_back = WriteBack.SIGNED
+    return [draft] if new else []

@@ -22,7 +22,9 @@ Reasoning of an assistant message, in this order (docs/FORMAT.md, "OpenAI chat m
   (LiteLLM: ``thinking`` with ``signature``, ``redacted_thinking``). A structured entry and the
   plain field that holds the same text are one part, edited together: an edited signed entry
   loses its ``signature``, an emptied ``thinking`` block leaves its list (unless it is the
-  last one); ``reasoning.encrypted`` entries are never edited, and the part is
+  last one); the entries of one streamed block kept per delta (``"signature": ""`` fragments
+  and a signature-only entry, :mod:`iclr_cli.formats.fragments`) are one reasoning, sealed by
+  a signature anywhere in the group; ``reasoning.encrypted`` entries are never edited, and the part is
   :attr:`WriteBack.OPAQUE`: with :attr:`OpaqueEdits.DROP` the edit is written and the
   encrypted entries are removed, with ``KEEP`` the message is left as it was. When the plain
   field and the structured copy hold different text, neither is edited (the parts are
@@ -63,6 +65,7 @@ import orjson
 from iclr_cli.errors import InputError
 from iclr_cli.formats import markup, media
 from iclr_cli.formats.base import OpaqueEdits, Unrecognised
+from iclr_cli.formats.fragments import streamed_blocks
 from iclr_cli.formats.reading import field_name, text_of
 from iclr_cli.formats.writeback import Site, TextRef, UnregisteredCopy, apply_edits, copy_error, join_think_copies
 from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
@@ -413,6 +416,7 @@ class _Entry:
     text: str
     signed: tuple | None  # keys of the entry dict when it carries a signature
     removable: bool  # an emptied entry leaves its list (Anthropic thinking blocks)
+    pieces: tuple[tuple, ...] = ()  # one streamed block kept per delta: the keys of each fragment (formats/fragments.py)
 
 
 def _structured(msg: Mapping, i: int, reader: _Reader) -> tuple[list[_Entry], list[tuple]]:
@@ -428,7 +432,15 @@ def _structured(msg: Mapping, i: int, reader: _Reader) -> tuple[list[_Entry], li
         if not isinstance(value, list):
             reader.report(i, (name,), f"{name} is not a list: not scored or pruned")
             continue
+        groups = {g.members[0]: g for g in streamed_blocks(value)} if name == "thinking_blocks" else {}
+        grouped = {k for g in groups.values() for k in g.members}
         for k, entry in enumerate(value):
+            if (group := groups.get(k)) is not None:
+                signed = (name, group.signed) if group.signed is not None else None
+                pieces = tuple((name, j, "thinking") for j in group.pieces)
+                entries.append(_Entry(pieces[0], group.text, signed, False, pieces))
+            if k in grouped:
+                continue
             kind = entry.get("type") if isinstance(entry, dict) else None
             if kind not in kinds:
                 reader.report(i, (name, k), f"{name} entry of type {kind!r}: not scored or pruned")
@@ -467,6 +479,11 @@ def _field_reasoning(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
     write = WriteBack.OPAQUE if dropped else WriteBack.IN_PLACE
     drop = tuple(reader.site(i, keys).path for keys in dropped)
 
+    def entry_sites(entry: _Entry) -> list[Site]:
+        if entry.pieces:
+            return [reader.site(i, keys, f"fragment:{j}") for j, keys in enumerate(entry.pieces)]
+        return [reader.site(i, entry.keys)]
+
     def part(text: str, sites: list[Site], entry: _Entry | None = None) -> Part:
         strip = ((reader.site(i, entry.signed).path, "signature"),) if entry is not None and entry.signed else ()
         empty = reader.site(i, entry.keys[:-1]).path if entry is not None and entry.removable else None
@@ -478,7 +495,7 @@ def _field_reasoning(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
     if not entries:
         return [part(text, [reader.site(i, (f,)) for f in fields]) for text, fields in plain]
     if not plain:
-        return [part(e.text, [reader.site(i, e.keys)], e) for e in entries]
+        return [part(e.text, entry_sites(e), e) for e in entries]
     found = next(((g, hows) for g, (text, _) in enumerate(plain) if (hows := _match(text, entries)) is not None), None)
     if found is None:
         names = ", ".join(f for _, fields in plain for f in fields)
@@ -492,7 +509,7 @@ def _field_reasoning(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
             continue
         for entry, how in zip(entries, found[1]):
             # the structured entry first: it is the copy clients send back (the primary site)
-            sites = [reader.site(i, entry.keys)] + ([reader.site(i, (f,), how) for f in fields] if how else [])
+            sites = entry_sites(entry) + ([reader.site(i, (f,), how) for f in fields] if how else [])
             parts.append(part(entry.text, sites, entry))
     return parts
 

@@ -24,7 +24,8 @@ from iclr_cli.formats.openai_messages import REASONING_FIELDS, read_messages, wr
 from iclr_cli.replay.accounting import parse_usage
 from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript, by_step
 from iclr_cli.serve.fingerprint import arguments_value, text_value, without_empty
-from iclr_cli.trajectory import Trajectory, WriteBack
+from iclr_cli.formats.sites import TextRef
+from iclr_cli.trajectory import Part, Trajectory, WriteBack
 
 
 def _text(content) -> str:
@@ -160,19 +161,29 @@ def _seal_signed(read: Trajectory, model: object) -> tuple[Trajectory, tuple[tup
     """The provider rule of :mod:`iclr_cli.providers` on the chat wire: a routed model whose
     provider checks signatures (``anthropic/claude-*`` through OpenRouter or LiteLLM) has its
     signed reasoning (``reasoning_details`` text with a ``signature``, LiteLLM
-    ``thinking_blocks``) sealed, as in files (:mod:`iclr_cli.formats.sealing`); any other
-    model's reasoning is plain on this wire."""
+    ``thinking_blocks``) sealed, as in files (:mod:`iclr_cli.formats.sealing`); a model of a
+    provider named as plain (MiniMax, DeepSeek, ...) has it edited with its ``signature`` key
+    kept, as in files; any other model's reasoning is plain on this wire (an edited entry
+    loses its signature)."""
     from iclr_cli.providers import for_model
 
     kind = for_model(model) if isinstance(model, str) else None
-    if kind is None or not kind.checks_signatures:
+    if kind is None:
         return read, ()
+    if not kind.checks_signatures:  # a named plain provider (MiniMax, DeepSeek...): edited, its signature key kept, as in files
+        return read.with_steps([replace(step, parts=tuple(_keep_signature(p) for p in step.parts)) for step in read.steps]), ()
     steps, why = [], []
     for step in read.steps:
         parts = tuple(replace(p, ref=None, write_back=WriteBack.READ_ONLY) if p.write_back is WriteBack.SIGNED else p for p in step.parts)
         steps.append(replace(step, parts=parts))
         why.append(tuple(SEALED_SIGNED for p in step.parts if p.write_back is WriteBack.SIGNED))
     return read.with_steps(steps), tuple(why)
+
+
+def _keep_signature(part: Part) -> Part:
+    if part.write_back is not WriteBack.SIGNED or not isinstance(part.ref, TextRef):
+        return part
+    return replace(part, ref=replace(part.ref, strip_keys=()), write_back=WriteBack.IN_PLACE)
 
 
 _REMEMBERED = "chat"
