@@ -295,12 +295,18 @@ def load(path: str, fmt: str | None = None, *, skip_bad_lines: bool = False, all
     Raises:
         InputError: for an unreadable or unknown file, a bad record, or one with no step.
     """
+    from iclr_cli.formats import forced
+
     data = read_input(path)
     adapter = get(fmt) if fmt else detect(data, path)
+    if fmt:
+        forced.check_unlike(adapter, data, path, skip_bad_lines=skip_bad_lines)
     try:
         doc = adapter.load(data, path, skip_bad_lines=skip_bad_lines)
         if not allow_empty:
             require_steps(adapter, path, sum(len(t.steps) for t in doc.trajectories), len(doc.trajectories))
     except InputError as exc:
         raise (forced_error(adapter, data, path, exc) if fmt else exc) from None
+    if fmt and not allow_empty:
+        forced.check_nothing(adapter, data, path, forced.Reading.of([doc]).reasoning, skip_bad_lines=skip_bad_lines)
     return adapter, doc
