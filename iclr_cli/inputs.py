@@ -91,7 +91,12 @@ class Input:
             InputError: naming the file, line and field of the first bad record; after the
             last document, when the file held no step at all.
         """
+        from iclr_cli.formats import forced
+
+        if self.forced:  # before any work: another format's file read as this one
+            forced.check_unlike(self.adapter, self.data, self.path, skip_bad_lines=skip_bad_lines)
         chunks = getattr(self.adapter, "load_chunks", None)
+        reasoning = 0
         try:
             if chunks is not None:
                 docs = chunks(self.data, self.path, skip_bad_lines=skip_bad_lines, chunk_size=chunk_size)
@@ -103,12 +108,16 @@ class Input:
                 steps += sum(len(t.steps) for t in doc.trajectories)
                 trajectories += len(doc.trajectories)
                 held = held or next((t.meta["server_history"] for t in doc.trajectories if t.meta.get("server_history")), None)
+                if self.forced:
+                    reasoning += forced.Reading.of([doc]).reasoning
                 yield doc
             # inside the try: a file of another agent read with --format holds no step, and is
             # told what it looks like rather than that it is an empty file of this format
             registry.require_steps(self.adapter, self.path, steps, trajectories, held)
         except InputError as exc:
             raise (registry.forced_error(self.adapter, self.data, self.path, exc) if self.forced else exc) from None
+        if self.forced:  # nothing was scored: say where the reasoning is, if another format finds it
+            forced.check_nothing(self.adapter, self.data, self.path, reasoning, skip_bad_lines=skip_bad_lines)
 
 
 def with_last(items: Iterable[T]) -> Iterator[tuple[T, bool]]:

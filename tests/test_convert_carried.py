@@ -77,9 +77,12 @@ def test_case_07_bedrock_converse_is_carried_or_refused(capsys, tmp_path):
         # the canonical model carries every text (signatures are format data it does not hold)
         assert (code, out.exists()) == ((0, True) if to == "iclr" else (2, False)), err
         out.unlink(missing_ok=True)
-        # read as OpenAI chat (how it was misread before the Converse adapter): refused too
+        # read as OpenAI chat (how it was misread before the Converse adapter): refused before
+        # converting, as a file that does not look like OpenAI chat and loses its reasoning so
         code, _, err = run_cli(capsys, "convert", str(src), "--format", "openai", "--to", to, "-o", str(out))
-        assert code == 2 and not out.exists() and "without losing data" in err
+        assert code == 2 and not out.exists(), err
+        assert "does not look like openai (" in err and "use --format bedrock" in err
+        assert "Read as openai: 0 reasoning part(s), where bedrock reads 2" in err
 
 
 def test_declared_format_data_is_not_refused(capsys, tmp_path):

@@ -198,8 +198,10 @@ def _not_json(head: bytes) -> str | None:
 
 def forced_error(adapter: FormatAdapter, data: bytes, source: str, exc: InputError) -> InputError:
     """The error to show when reading ``data`` as ``adapter`` (named with ``--format``) failed
-    with ``exc``: ``exc`` itself when the file looks like that format (a bad record in it), else
-    that the file does not look like it and what it looks like instead, from the sniffers."""
+    with ``exc``: ``exc`` itself when the file is detected as that format (a bad record in it);
+    when its sniff matches but another format's matches better, ``exc`` with what the file
+    looks like (an OpenAI reader fails on a LiteLLM spend-log row); else that the file does not
+    look like it and what it looks like instead, from the sniffers."""
     if database.is_database(data):
         try:
             if hasattr(adapter, "sniff_database") and adapter.sniff_database(database.head(data, source)):
@@ -208,22 +210,25 @@ def forced_error(adapter: FormatAdapter, data: bytes, source: str, exc: InputErr
             return exc
     head = data[:HEAD_BYTES]
     try:
-        if adapter.sniff(Head.of(_parseable_head(head[len(BOM) :] if head.startswith(BOM) else head))):
-            return exc
+        alike = adapter.sniff(Head.of(_parseable_head(head[len(BOM) :] if head.startswith(BOM) else head)))
     except Exception:  # a sniffer that cannot judge this head: keep the reader's own error
         return exc
     try:
         found = detect_why(data, source)
         looks = f"it looks like {found.adapter.name} ({found.match.reason}): use --format {found.adapter.name}, or leave --format out"
     except InputError as other:
-        if other.problem.startswith(("not a trajectory format", "file is empty", "truncated JSON document", "not a valid JSON document")):
+        if alike or other.problem.startswith(("not a trajectory format", "file is empty", "truncated JSON document", "not a valid JSON document")):
             return exc  # no other reading to offer (a JSON syntax error, say): the reader's error says more
         looks = other.problem
+    if alike and found.adapter.name == adapter.name:
+        return exc  # a bad record of a file of this format
     where = (f"line {exc.line}: " if exc.line is not None else "") + (f"field {exc.field!r}: " if exc.field else "")
     problem = exc.problem.split(" (use --skip-bad-lines")[0]  # skipping lines would not help here
     empty = f"read as {adapter.name} ({adapter.description}), but "  # require_steps: said once above
     if problem.startswith(empty):
         problem = problem[len(empty):].split(". If it is another format")[0]
+    if alike:  # readable as this format too (the detection note says so), but a record is not
+        return InputError(source, f"read as {adapter.name} ({adapter.description}), but {where}{problem}; {looks}")
     return InputError(source, f"does not look like {adapter.name} ({adapter.description}); {looks}. Read as {adapter.name}: {where}{problem}")
 
 
@@ -290,12 +295,18 @@ def load(path: str, fmt: str | None = None, *, skip_bad_lines: bool = False, all
     Raises:
         InputError: for an unreadable or unknown file, a bad record, or one with no step.
     """
+    from iclr_cli.formats import forced
+
     data = read_input(path)
     adapter = get(fmt) if fmt else detect(data, path)
+    if fmt:
+        forced.check_unlike(adapter, data, path, skip_bad_lines=skip_bad_lines)
     try:
         doc = adapter.load(data, path, skip_bad_lines=skip_bad_lines)
         if not allow_empty:
             require_steps(adapter, path, sum(len(t.steps) for t in doc.trajectories), len(doc.trajectories))
     except InputError as exc:
         raise (forced_error(adapter, data, path, exc) if fmt else exc) from None
+    if fmt and not allow_empty:
+        forced.check_nothing(adapter, data, path, forced.Reading.of([doc]).reasoning, skip_bad_lines=skip_bad_lines)
     return adapter, doc
