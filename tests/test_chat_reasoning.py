@@ -107,3 +107,17 @@ def test_openhands_responses_reasoning_item_encrypted_is_dropped_or_kept_whole()
     plain = OPENHANDS.load(openhands_v1({"summary": ["first"]}), "e.jsonl")
     out = json.loads(delete_all(OPENHANDS, plain).data.splitlines()[2])
     assert out["responses_reasoning_item"] == {"summary": [""]}
+
+
+def test_an_agent_log_edits_litellms_provider_specific_copies_alike():
+    text = "Read the key function first.\n\nThen change the handler.\n\nThen add a test."
+    blocks = [{"type": "thinking", "thinking": text, "signature": "sig"}]
+    data = mini({"role": "assistant", "content": None, "reasoning_content": text, "thinking_blocks": blocks, "tool_calls": [],
+                 "provider_specific_fields": {"reasoning_content": text, "thinking_blocks": blocks}})
+    doc = MINI.load(data, "m.json")
+    [part] = doc.trajectories[0].steps[0].reasoning
+    assert sum("provider_specific_fields" in s.path for s in part.ref.sites) == 4  # two fields, in the message and its raw copy
+    out = json.loads(delete_all(MINI, doc).data)["messages"][2]
+    for msg in (out, out["extra"]["response"]["choices"][0]["message"]):
+        copies = msg["provider_specific_fields"]
+        assert msg["reasoning_content"] == copies["reasoning_content"] == "" and copies["thinking_blocks"] == msg["thinking_blocks"]

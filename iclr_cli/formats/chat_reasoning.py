@@ -34,6 +34,7 @@ TEXT_FIELDS = ("reasoning_content", "reasoning", "thinking")
 """String fields of a message that hold reasoning."""
 
 REDACTED_TEXT = "[redacted thinking]"
+_COPIES = "provider_specific_fields"
 
 
 def message_reasoning(msg: dict, path: Path, where: Where, field_path: Sequence, copies: Sequence[tuple[Path, object]] = ()) -> list[Draft]:
@@ -45,6 +46,10 @@ def message_reasoning(msg: dict, path: Path, where: Where, field_path: Sequence,
         return []
     drafts: list[Draft] = []
     by_text: dict[str, Draft] = {}
+    # LiteLLM's provider_specific_fields repeats the reasoning fields (an app sends
+    # message.model_dump() back): one more copy of the message's fields, edited alike
+    copies = [*copies, *(((*cpath, _COPIES), cmsg[_COPIES]) for cpath, cmsg in [(path, msg), *copies]
+                         if isinstance(cmsg, dict) and isinstance(cmsg.get(_COPIES), dict))]
 
     def copy_sites(keys: tuple) -> list[tuple[Path, str]]:
         out = []

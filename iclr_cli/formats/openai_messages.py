@@ -417,11 +417,16 @@ class _Entry:
     signed: tuple | None  # keys of the entry dict when it carries a signature
     removable: bool  # an emptied entry leaves its list (Anthropic thinking blocks)
     pieces: tuple[tuple, ...] = ()  # one streamed block kept per delta: the keys of each fragment (formats/fragments.py)
+    twin: _Entry | None = None  # the same entry in provider_specific_fields (LiteLLM's copy)
 
 
-def _structured(msg: Mapping, i: int, reader: _Reader) -> tuple[list[_Entry], list[tuple]]:
+def _structured(msg: Mapping, i: int, reader: _Reader, prefix: tuple = ()) -> tuple[list[_Entry], list[tuple]]:
     """Text entries of ``reasoning_details`` / ``thinking_blocks`` and the keys of the entries
-    that go when an edit is written (``reasoning.encrypted``)."""
+    that go when an edit is written (``reasoning.encrypted``); ``prefix``: the keys from the
+    message to ``msg`` (LiteLLM's ``provider_specific_fields``)."""
+    if prefix:
+        entries, dropped = _structured(msg, i, _Prefixed(reader, prefix))
+        return [_prefixed(e, prefix) for e in entries], [(*prefix, *keys) for keys in dropped]
     entries: list[_Entry] = []
     dropped: list[tuple] = []
     calls = call_ids(msg)
@@ -463,16 +468,58 @@ def _structured(msg: Mapping, i: int, reader: _Reader) -> tuple[list[_Entry], li
     return entries, dropped
 
 
+def _prefixed(entry: _Entry, prefix: tuple) -> _Entry:
+    return _Entry((*prefix, *entry.keys), entry.text, (*prefix, *entry.signed) if entry.signed else None, entry.removable,
+                  tuple((*prefix, *keys) for keys in entry.pieces))
+
+
+class _Prefixed:
+    """A :class:`_Reader` for a dict inside the message (``provider_specific_fields``): the
+    keys it is given are prefixed with the path to that dict."""
+
+    def __init__(self, reader: _Reader, prefix: tuple):
+        self.reader, self.prefix = reader, prefix
+
+    def __getattr__(self, name: str):
+        method = getattr(self.reader, name)
+        return lambda i, keys, *rest: method(i, (*self.prefix, *keys), *rest)
+
+
+_COPIES = "provider_specific_fields"
+"""LiteLLM's message field holding copies of the provider's own reasoning fields: an app on the
+LiteLLM client that sends ``message.model_dump()`` back sends them too (``reasoning``,
+``reasoning_content``, ``thinking_blocks``): sites of the same reasoning, edited alike."""
+
+
+def _copy_entries(entries: list[_Entry], copies: list[_Entry]) -> list[_Entry]:
+    """``entries`` with each copy (the same list entry, the same text, under
+    ``provider_specific_fields``) joined to it as extra pieces; copies of no entry are
+    entries of their own."""
+    by_keys = {(e.keys[-3:], e.text): e for e in copies}
+    out, used = [], set()
+    for entry in entries:
+        twin = by_keys.get((entry.keys[-3:], entry.text))
+        if twin is not None and len(twin.pieces) == len(entry.pieces):
+            used.add(id(twin))
+            entry = _Entry(entry.keys, entry.text, entry.signed, entry.removable, entry.pieces, twin)
+        out.append(entry)
+    return out + [c for c in copies if id(c) not in used]
+
+
 def _field_reasoning(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
     """Parts for the reasoning fields and their structured copies (module docstring)."""
-    groups: dict[str, list[str]] = {}  # text -> the plain fields holding it
-    for name in REASONING_FIELDS:
-        value = msg.get(name)
+    groups: dict[str, list[tuple]] = {}  # text -> the keys of the plain fields holding it
+    copies = msg.get(_COPIES) if isinstance(msg.get(_COPIES), Mapping) else {}
+    for keys in [(name,) for name in REASONING_FIELDS] + [(_COPIES, name) for name in REASONING_FIELDS]:
+        value = copies.get(keys[1]) if len(keys) == 2 else msg.get(keys[0])
         if isinstance(value, str):
-            groups.setdefault(value, []).append(name)
+            groups.setdefault(value, []).append(keys)
         elif value is not None:
-            reader.report(i, (name,), f"{name} holds a JSON {_json_kind(value)}, not text (a string is the documented form; a number would be an input error): not scored or pruned; kept in place by prune")
+            reader.report(i, keys, f"{keys[-1]} holds a JSON {_json_kind(value)}, not text (a string is the documented form; a number would be an input error): not scored or pruned; kept in place by prune")
     entries, dropped = _structured(msg, i, reader)
+    if any(name in copies for name in _STRUCTURED):
+        more, also = _structured(copies, i, reader, (_COPIES,))
+        entries, dropped = _copy_entries(entries, more), dropped + also
     if dropped and not entries and not groups:  # encrypted only: nothing readable goes with it
         for keys in dropped:
             reader.seal(i, keys, "encrypted (reasoning.encrypted, no readable text)")
@@ -480,36 +527,45 @@ def _field_reasoning(msg: Mapping, i: int, reader: _Reader) -> list[Part]:
     drop = tuple(reader.site(i, keys).path for keys in dropped)
 
     def entry_sites(entry: _Entry) -> list[Site]:
+        twin = entry_sites(entry.twin) if entry.twin is not None else []
         if entry.pieces:
-            return [reader.site(i, keys, f"fragment:{j}") for j, keys in enumerate(entry.pieces)]
-        return [reader.site(i, entry.keys)]
+            return [reader.site(i, keys, f"fragment:{j}") for j, keys in enumerate(entry.pieces)] + twin
+        return [reader.site(i, entry.keys)] + twin
+
+    def signatures(entry: _Entry | None) -> tuple:
+        if entry is None:
+            return ()
+        own = ((reader.site(i, entry.signed).path, "signature"),) if entry.signed else ()
+        return own + signatures(entry.twin)
 
     def part(text: str, sites: list[Site], entry: _Entry | None = None) -> Part:
-        strip = ((reader.site(i, entry.signed).path, "signature"),) if entry is not None and entry.signed else ()
+        strip = signatures(entry)
         empty = reader.site(i, entry.keys[:-1]).path if entry is not None and entry.removable else None
+        twin = entry.twin if entry is not None else None
+        also = (reader.site(i, twin.keys[:-1]).path,) if twin is not None and twin.removable and empty is not None else ()
         mode = write if write is WriteBack.OPAQUE or not strip else WriteBack.SIGNED
-        ref = TextRef(tuple(sites), drop=drop, strip_keys=strip, remove_when_empty=empty)
+        ref = TextRef(tuple(sites), drop=drop, strip_keys=strip, remove_when_empty=empty, also_empty=also)
         return Part("reasoning", text, label="reasoning", ref=ref, write_back=mode)
 
     plain = [(text, fields) for text, fields in groups.items()]
     if not entries:
-        return [part(text, [reader.site(i, (f,)) for f in fields]) for text, fields in plain]
+        return [part(text, [reader.site(i, f) for f in fields]) for text, fields in plain]
     if not plain:
         return [part(e.text, entry_sites(e), e) for e in entries]
     found = next(((g, hows) for g, (text, _) in enumerate(plain) if (hows := _match(text, entries)) is not None), None)
     if found is None:
-        names = ", ".join(f for _, fields in plain for f in fields)
-        lists = ", ".join(n for n in _STRUCTURED if n in msg)
+        names = ", ".join(".".join(f) for _, fields in plain for f in fields)
+        lists = ", ".join(n for n in _STRUCTURED if n in msg) or ", ".join(f"{_COPIES}.{n}" for n in _STRUCTURED if n in copies)
         reader.report(i, (), f"{names} and {lists} hold different text: neither is edited")
         return [Part("reasoning", text, label="reasoning", write_back=WriteBack.READ_ONLY) for text, _ in plain]
     parts: list[Part] = []
     for g, (text, fields) in enumerate(plain):
         if g != found[0]:
-            parts.append(part(text, [reader.site(i, (f,)) for f in fields]))
+            parts.append(part(text, [reader.site(i, f) for f in fields]))
             continue
         for entry, how in zip(entries, found[1]):
             # the structured entry first: it is the copy clients send back (the primary site)
-            sites = entry_sites(entry) + ([reader.site(i, (f,), how) for f in fields] if how else [])
+            sites = entry_sites(entry) + ([reader.site(i, f, how) for f in fields] if how else [])
             parts.append(part(entry.text, sites, entry))
     return parts
 

@@ -38,6 +38,10 @@ class RequestReport:
     prefix_break: str | None = None  # "client" or "proxy": the prompt does not extend the last one
     waited_s: float = 0.0
     note: str | None = None  # a request with nothing to decide: why (a first request, not a request of this API)
+    unwritten: int = 0  # steps decided compressed whose edit the request could not carry (sent as generated)
+    # the counts of steps decided compressed at this request, kept until the body is written:
+    # /stats counts what was sent (ServeState.rewrite)
+    pending: list = field(default_factory=list, repr=False)
 
     def went_late(self, cause: str) -> None:
         self.late[cause] = self.late.get(cause, 0) + 1
@@ -51,6 +55,8 @@ class RequestReport:
         if self.decided:
             why = ", ".join(f"{n} {c}" for c, n in sorted(self.late.items()))
             parts.append(f"{self.compressed} compressed, {late} late" + (f" ({why})" if why else ""))
+        if self.unwritten:
+            parts.append(f"{self.unwritten} not written (a copy the reader does not edit), sent as generated")
         if self.late_compressed:
             parts.append(f"{self.late_compressed} late step{'s' if self.late_compressed != 1 else ''} compressed now ({self.late_break})")
         if self.late_waiting:

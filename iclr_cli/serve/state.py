@@ -279,8 +279,10 @@ class ServeState:
                 out = dialect.write(sent, transcript, edited)
             except (InputError, UnregisteredCopy) as exc:  # a copy of the reasoning the reader does not edit: never half-edit
                 log.warning("conversation %s: %s; forwarded unchanged", conv_id, exc)
+                self._count_decided(conv, report, str(exc))
                 self._sent(conv, dialect, received, request.items, report, sent.items)
                 return Rewrite(raw, conv_id, compressed, request, conv_id, report)
+            self._count_decided(conv, report)
             if out is None and sent is not request:  # nothing compressed, but --restore-reasoning put back what the client dropped
                 out = dict(sent.body)
             self._sent(conv, dialect, received, request.items if out is None else out.get(dialect.items_field) or sent.items, report, sent.items)
@@ -378,9 +380,27 @@ class ServeState:
             log.warning("conversation %s step %d: compression failed (%s); the step is sent uncompressed from now on", conv.id, step.index, reason)
             tokens = self.accounting(texts, texts)
             stored = StoredStep(texts, tokens.generated, 0, reason)
-        self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised, sealed, compressible, changed=stored.texts != texts)
+        if stored.texts != texts:  # counted once the request carries it (_count_decided)
+            decisions.pending.append((key, texts, stored, tokens, unrecognised, tuple(sealed), compressible))
+        else:
+            self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised, sealed, compressible)
         decisions.compressed += stored.texts != texts
         return self.save_step(conv, key, stored)
+
+    def _count_decided(self, conv: Conversation, report: RequestReport, unwritten: str | None = None) -> None:
+        """Count the steps this request decided compressed: as compressed when the body carries
+        them, or, when it could not (``unwritten`` says why: a copy of the reasoning the reader
+        does not edit), as sent as generated, for good (stored so), so ``/stats`` counts what
+        went upstream. Call it holding ``conv.lock``."""
+        for key, texts, stored, tokens, unrecognised, sealed, compressible in report.pending:
+            if unwritten is None:
+                self.stats.compressed(conv.counts, tokens, False, unrecognised, sealed, compressible, changed=True)
+                continue
+            self.save_step(conv, key, StoredStep(texts, stored.generated, 0, f"not written: {unwritten}"[:500]))
+            self.stats.compressed(conv.counts, self.accounting(texts, texts), False, unrecognised, sealed, compressible, unwritten=True)
+            report.compressed -= 1
+            report.unwritten += 1
+        report.pending.clear()
 
     def _scores(self, conv: Conversation, key: str, prepared: PreparedStep, deadline: float | None, waiting: Waiting):
         """(result, future, late cause) for ``prepared.request``: the result is ``None`` when

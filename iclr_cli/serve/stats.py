@@ -59,6 +59,7 @@ class Counts:
     steps_nothing_to_compress: int = 0  # completed steps without a block a variant may edit
     steps_late: int = 0
     steps_late_compressed: int = 0
+    steps_unwritten: int = 0  # decided compressed, but the request could not carry the edit: sent as generated
     late_causes: dict = field(default_factory=dict)  # cause -> steps sent late
     prefix_breaks: dict = field(default_factory=dict)  # "client" | "proxy" -> requests
     scorer_failures: int = 0
@@ -90,6 +91,7 @@ class Counts:
             "steps_nothing_to_compress": self.steps_nothing_to_compress,
             "steps_late": self.steps_late,
             "steps_late_compressed": self.steps_late_compressed,
+            "steps_unwritten": self.steps_unwritten,
             "steps_late_by_cause": dict(sorted(self.late_causes.items())),
             "prefix_breaks": sum(self.prefix_breaks.values()),
             "prefix_breaks_by_cause": dict(sorted(self.prefix_breaks.items())),
@@ -210,6 +212,7 @@ class Metrics:
         self.late = Counter("iclr_serve_steps_late", "Completed steps sent as generated because their scores were not ready within --max-wait, by cause", ["cause"], registry=r)
         self.late_compressed = Counter("iclr_serve_steps_late_compressed", "Steps sent late and compressed at a later request (--late when-it-pays or compress-later)", registry=r)
         self.prefix_breaks = Counter("iclr_serve_prefix_breaks", "Requests whose items as sent do not extend their conversation's previous request, by whose change", ["cause"], registry=r)
+        self.unwritten = Counter("iclr_serve_steps_unwritten", "Steps decided compressed whose edit the request could not carry (a copy the reader does not edit): sent as generated", registry=r)
         self.scorer_failures = Counter("iclr_serve_scorer_failures", "Steps forwarded uncompressed because scoring failed", registry=r)
         self.sealed = Counter("iclr_serve_sealed_blocks", "Reasoning blocks of completed steps left sealed (signed or encrypted for the upstream)", registry=r)
         self.reasoning = Counter("iclr_serve_reasoning_tokens", "Reasoning tokens of compressed steps (proxy tokenizer)", ["kind"], registry=r)
@@ -269,7 +272,7 @@ class Stats:
         self.metrics.eager.labels(outcome).inc(n)
 
     def compressed(self, conv: Counts, tokens: ReasoningTokens, failed: bool, unrecognised: int = 0, sealed: Sequence[str] = (),
-                   compressible: bool = True, *, changed: bool = False, late: str | None = None) -> None:
+                   compressible: bool = True, *, changed: bool = False, late: str | None = None, unwritten: bool = False) -> None:
         """Record one completed step decided once; ``tokens`` is its accounting
         (:func:`iclr_cli.token_accounting.account` of the texts as generated and as sent);
         ``changed``: the text sent differs from the text generated (a compressed step);
@@ -278,11 +281,14 @@ class Stats:
         ``unrecognised`` counts the step's texts read neither as reasoning nor as action;
         ``sealed`` gives, per reasoning block left sealed, why (``/stats`` counts them by reason).
         A step with no block a variant may edit (``compressible`` False: no reasoning, or all
-        of it sealed) counts in ``steps_nothing_to_compress``, not as compressed."""
+        of it sealed) counts in ``steps_nothing_to_compress``, not as compressed. ``unwritten``:
+        it was decided compressed, but the request could not carry the edit (a copy of the
+        reasoning the reader does not edit), so it went as generated (``tokens`` say so)."""
         with self.lock:
             for c in (conv, self.total):
                 c.steps_completed += 1
                 c.steps_compressed += changed
+                c.steps_unwritten += unwritten
                 c.steps_nothing_to_compress += not compressible
                 if late:
                     c.steps_late += 1
@@ -295,6 +301,8 @@ class Stats:
         self.metrics.completed.inc()
         if changed:
             self.metrics.steps.inc()
+        if unwritten:
+            self.metrics.unwritten.inc()
         if late:
             self.metrics.late.labels(late).inc()
         self.metrics.reasoning.labels("generated").inc(tokens.generated)
