@@ -228,6 +228,32 @@ def test_call_signatures_stay_on_the_chat_wire_and_are_restored(where):
     assert _signatures(sent) == _signatures(doc["messages"][1]) and SKIP in sent["reasoning"]
 
 
+@pytest.mark.parametrize("model, sealed", [("anthropic/claude-sonnet-4.5", True), ("deepseek/deepseek-r1", False)])
+def test_restore_puts_back_a_reasoning_details_signature_sent_empty(model, sealed):
+    """A client that keeps OpenRouter's reasoning_details but blanks the signature: an empty
+    signature is no signature; the reply's is put back where the entry is the reply's own."""
+    signed = {"type": "reasoning.text", "text": R, "signature": "c2ln", "format": "anthropic-claude-v1", "index": 0}
+    reply = {"role": "assistant", "content": "", "reasoning": R, "reasoning_details": [signed],
+             "tool_calls": [{"id": "toolu_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]}
+    first = {"model": model, "messages": [{"role": "user", "content": "go"}]}
+    state = serve_state(restore_reasoning=True)
+    state.record_reply(None, CHAT.parse(first), Reply((reply,)))
+    blank = {**reply, "reasoning_details": [{**signed, "signature": ""}]}
+    sent = serve(state, CHAT, {**first, "messages": [*first["messages"], blank, {"role": "tool", "tool_call_id": "toolu_1", "content": "ok"}]})
+    entry = sent["messages"][1]["reasoning_details"][0]
+    assert entry["signature"] == "c2ln"
+    if sealed:  # Anthropic checks it: the turn goes back as generated, signed
+        assert sent["messages"][1] == reply
+    else:
+        assert SKIP in entry["text"] and entry["text"] == sent["messages"][1]["reasoning"]
+    # another text at that place is not the reply's entry: nothing put back
+    other = serve_state(restore_reasoning=True)
+    other.record_reply(None, CHAT.parse(first), Reply((reply,)))
+    changed = {**reply, "reasoning": "Another thought.", "reasoning_details": [{**signed, "text": "Another thought.", "signature": ""}]}
+    sent = serve(other, CHAT, {**first, "messages": [*first["messages"], changed, {"role": "tool", "tool_call_id": "toolu_1", "content": "ok"}]})
+    assert sent["messages"][1]["reasoning_details"][0]["signature"] == ""
+
+
 def test_streamed_chat_replies_keep_details_and_call_signatures():
     chunks = [
         {"choices": [{"delta": {"role": "assistant", "reasoning": "Read ", "reasoning_details": [{"type": "reasoning.text", "text": "Read ", "index": 0}]}}]},

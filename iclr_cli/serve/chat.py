@@ -110,7 +110,8 @@ class ChatDialect(Dialect):
         reply: the reasoning fields (DeepSeek 400s on a tool-call turn without
         ``reasoning_content``), OpenRouter's ``reasoning_details`` (Gemini's thought signatures
         ride there) and a call's ``extra_content`` (Gemini's own thought signature): each only
-        where it is missing, so what the client sent is never replaced."""
+        where it is missing, so what the client sent is never replaced; a ``reasoning_details``
+        entry sent with an empty signature gets the reply's back (:func:`_with_signatures`)."""
         out = messages = request.items
         for i, msg in enumerate(messages):
             calls = msg.get("tool_calls")
@@ -125,6 +126,8 @@ class ChatDialect(Dialect):
                 added.update({f: v for f, v in fields.items() if f in REASONING_FIELDS})
             if msg.get("reasoning_details") in (None, []) and fields.get("reasoning_details"):
                 added["reasoning_details"] = fields["reasoning_details"]
+            elif (signed := _with_signatures(msg.get("reasoning_details"), fields.get("reasoning_details"))) is not None:
+                added["reasoning_details"] = signed
             new_calls = [
                 {**c, "extra_content": _recalled(memory[c["id"]])[1]}
                 if isinstance(c, Mapping) and c.get("extra_content") is None and c.get("id") in memory and _recalled(memory[c["id"]])[1] is not None else c
@@ -178,6 +181,26 @@ def _seal_signed(read: Trajectory, model: object) -> tuple[Trajectory, tuple[tup
         steps.append(replace(step, parts=parts))
         why.append(tuple(SEALED_SIGNED for p in step.parts if p.write_back is WriteBack.SIGNED))
     return read.with_steps(steps), tuple(why)
+
+
+def _with_signatures(sent: object, kept: object) -> list | None:
+    """``sent`` (a turn's ``reasoning_details`` as the client sent it) with the signature put
+    back on each entry that came with ``"signature": ""`` or none, where the reply's entry at
+    the same place (``kept``) is the same entry, text included, and was signed: an empty
+    signature is no signature, and the provider checks the one it issued against that text
+    (https://openrouter.ai/docs/use-cases/reasoning-tokens#preserving-reasoning-blocks).
+    ``None`` when nothing is put back."""
+    if not isinstance(sent, list) or not isinstance(kept, list):
+        return None
+    out = list(sent)
+    for k, (entry, reply) in enumerate(zip(sent, kept)):
+        if not (isinstance(entry, Mapping) and isinstance(reply, Mapping)) or entry.get("signature") not in (None, ""):
+            continue
+        signature = reply.get("signature")
+        same = {key: v for key, v in entry.items() if key != "signature"} == {key: v for key, v in reply.items() if key != "signature"}
+        if isinstance(signature, str) and signature and same:
+            out[k] = {**entry, "signature": signature}
+    return out if any(a is not b for a, b in zip(out, sent)) else None
 
 
 def _keep_signature(part: Part) -> Part:
