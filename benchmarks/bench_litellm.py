@@ -23,8 +23,8 @@ the client; the latency a row adds is each request's time to the first event min
 run's for the same request (the upstream's own wait is the same draw in every row). The table
 gives its p50 / p95 / max in milliseconds, and the session's wall time.
 
-The guardrail runs inside LiteLLM's environment, which here has no torch (LiteLLM pins older
-``rich`` and ``huggingface-hub`` than iclr's model extra): the scorer is the paced fake
+The guardrail runs inside LiteLLM's environment, which here has no torch (LiteLLM pins an older
+``rich`` than iclr's own environment): the scorer is the paced fake
 (``fake:N``, N tokens a second, the time a real proxy model takes, with no model loaded). What
 the real proxy model costs per step is serve's and is measured by ``bench_serve_budget.py``;
 this benchmark measures what LiteLLM adds, and what the guardrail adds around the scorer.

@@ -111,7 +111,7 @@ step "installing iclr and its extras model,replay,report,serve,ray,analyze,savin
 
 # The LiteLLM proxy, for the iclr guardrail's tests (tests/test_litellm_guardrail.py) and
 # benchmarks/bench_litellm.py: in an environment of its own, because litellm[proxy] pins
-# rich<14 and huggingface-hub<2, older than iclr's own extras install. iclr's serve extra goes
+# rich<14, older than iclr's own extras install (its huggingface-hub<2 the model extra shares). iclr's serve extra goes
 # in beside it (editable: the proxy imports this checkout), the proxy model is not needed there.
 LPY=.venv/litellm-proxy/bin/python
 if [ -x "$LPY" ] && "$LPY" -c "import litellm.proxy.proxy_server, iclr_cli.serve.litellm_guardrail" 2>/dev/null; then

@@ -1,8 +1,8 @@
 """The real LiteLLM proxy (PyPI ``litellm[proxy]``) started on 127.0.0.1 with the iclr guardrail,
 in front of a scripted upstream (:mod:`serve_fixtures`).
 
-LiteLLM pins ``rich<14`` and ``huggingface-hub<2``, older than what iclr's own extras install,
-so ``scripts/setup.sh`` installs it in a virtual environment of its own, ``.venv/litellm-proxy``
+LiteLLM pins ``rich<14``, older than what iclr's own extras install (its ``huggingface-hub<2``
+the model extra shares), so ``scripts/setup.sh`` installs it in a virtual environment of its own, ``.venv/litellm-proxy``
 (iclr's runtime dependencies and the ``litellm`` extra); the proxy process imports this
 checkout's ``iclr_cli`` through ``PYTHONPATH``. ``ICLR_LITELLM_BIN`` names another ``litellm``
 executable. Without one the tests skip, saying how to get it.
