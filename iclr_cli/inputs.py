@@ -12,7 +12,7 @@ from iclr_cli.compression import Compression
 from iclr_cli.errors import InputError, UsageError
 from iclr_cli.formats import registry
 from iclr_cli.formats.base import Document, FormatAdapter
-from iclr_cli.jsonio import StoredInput, TextEncoding, output_encoder, read_input_stored
+from iclr_cli.jsonio import StoredInput, TextEncoding, output_encoder, read_input, read_input_stored
 
 T = TypeVar("T")
 
@@ -160,3 +160,28 @@ def input_of(path: str, stored: StoredInput, fmt: str | None) -> Input:
         return Input(path, registry.get(fmt), stored.data, encoding=stored.encoding, forced=True, compression=stored.compression)
     found = registry.detect_why(stored.data, path)
     return Input(path, found.adapter, stored.data, found.note(path), stored.encoding, compression=stored.compression)
+
+
+def load_file(path: str, fmt: str | None = None, *, skip_bad_lines: bool = False, allow_empty: bool = False) -> tuple[FormatAdapter, Document]:
+    """Read ``path`` (``-`` for stdin) with the named adapter or the detected one.
+    ``allow_empty`` accepts a file with no step (a replay run that ended before its first
+    turn); user input never gets it.
+
+    Raises:
+        InputError: for an unreadable or unknown file, a bad record, or one with no step.
+    """
+    from iclr_cli.formats import forced
+
+    data = read_input(path)
+    adapter = registry.get(fmt) if fmt else registry.detect(data, path)
+    if fmt:
+        forced.check_unlike(adapter, data, path, skip_bad_lines=skip_bad_lines)
+    try:
+        doc = adapter.load(data, path, skip_bad_lines=skip_bad_lines)
+        if not allow_empty:
+            registry.require_steps(adapter, path, sum(len(t.steps) for t in doc.trajectories), len(doc.trajectories))
+    except InputError as exc:
+        raise (registry.forced_error(adapter, data, path, exc) if fmt else exc) from None
+    if fmt and not allow_empty:
+        forced.check_nothing(adapter, data, path, forced.Reading.of([doc]).reasoning, skip_bad_lines=skip_bad_lines)
+    return adapter, doc

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from format_helpers import REALDATA, SAMPLES, parse_any, run_cli
+from iclr_cli.inputs import load_file
 from iclr_cli.errors import UsageError
 from iclr_cli.formats import registry
 from iclr_cli.formats.convert import convert_trajectories
@@ -168,12 +169,12 @@ def test_cli_to_iclr_always_works_and_reads_back(capsys, tmp_path, path):
     out = tmp_path / "c.jsonl"
     code, _, err = run_cli(capsys, "convert", str(path), "--to", "iclr", "-o", str(out))
     assert code == 0, err
-    _, source = registry.load(str(path))
+    _, source = load_file(str(path))
     records = parse_any(out.read_bytes())
     records = records if isinstance(records, list) else [records]
     assert [r["id"] for r in records] == [t.id for t in source.trajectories]
     assert [len(r["steps"]) for r in records] == [len(t.steps) for t in source.trajectories]
-    assert registry.load(str(out))[0].name == "iclr"
+    assert load_file(str(out))[0].name == "iclr"
 
 
 @pytest.mark.parametrize(
@@ -195,6 +196,6 @@ def test_cli_real_files_convert_or_refuse(capsys, tmp_path, name, to, ok):
     code, _, err = run_cli(capsys, "convert", str(path), "--to", to, "-o", str(out))
     assert code == (0 if ok else 2), err
     if ok:
-        adapter, doc = registry.load(str(out), to)
-        _, source = registry.load(str(path))
+        adapter, doc = load_file(str(out), to)
+        _, source = load_file(str(path))
         assert [len(t.steps) for t in doc.trajectories] == [len(t.steps) for t in source.trajectories]

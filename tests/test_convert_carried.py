@@ -10,6 +10,7 @@ import json
 import pytest
 
 from format_helpers import CASES, REALDATA, SAMPLES, run_cli
+from iclr_cli.inputs import load_file
 from iclr_cli.formats.convert import convert_document
 from iclr_cli.formats.convert.carried import AskedDict, is_text, reading_tracked, unread_texts
 from iclr_cli.formats import registry
@@ -107,7 +108,7 @@ def test_asking_is_reading_and_iterating_is_not():
 def test_library_callers_without_tracking_keep_the_part_check_only(tmp_path):
     src = tmp_path / "in.json"
     src.write_text(json.dumps({"system": [{"text": "You are careful."}], "messages": CHAT}))
-    _, doc = registry.load(str(src))
+    _, doc = load_file(str(src))
     assert convert_document(doc, "openai")  # not read under reading_tracked: no input-side check
 
 

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from format_helpers import REPO, run_cli
+from iclr_cli.inputs import load_file
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
 from iclr_cli.formats.writeback import write_document
@@ -14,7 +15,7 @@ SHAPES = REPO / "tests" / "shapes"
 
 
 def load(path, fmt=None, **kw):
-    adapter, doc = registry.load(str(path), fmt, **kw)
+    adapter, doc = load_file(str(path), fmt, **kw)
     return adapter, doc
 
 

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from format_helpers import REALDATA, SAMPLES, realdata, realdata_ids, run_cli, summary_value
+from iclr_cli.inputs import load_file
 from iclr_cli.blocks import split_blocks
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.errors import InputError
@@ -144,7 +145,7 @@ def test_cli_prune_changes_only_reasoning(capsys, tmp_path, name, variant, encry
             assert "left sealed" in " ".join(err.split())
     elif variant == "delete-all":  # --encrypted-reasoning drop: an edited encrypted item goes whole
         assert not encrypted_after
-    assert registry.load(str(out))[0].name == "codex"
+    assert load_file(str(out))[0].name == "codex"
 
 
 def test_cli_score_on_real_rollout(capsys, tmp_path):

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from format_helpers import REALDATA, SAMPLES, run_cli
+from iclr_cli.inputs import load_file
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
 from iclr_cli.formats.iclr_jsonl import ADAPTER, SCHEMA, to_record
@@ -86,7 +87,7 @@ REAL_FILES = sorted(p for p in REALDATA.glob("*/*") if p.is_file()) if REALDATA.
 
 @pytest.mark.parametrize("path", REAL_FILES + sorted(SAMPLES.iterdir()), ids=lambda p: p.name)
 def test_every_format_survives_canonical_write_and_read(path):
-    adapter, doc = registry.load(str(path))
+    adapter, doc = load_file(str(path))
     data = b"".join(json.dumps(to_record(t), ensure_ascii=False).encode() + b"\n" for t in doc.trajectories)
     again = ADAPTER.load(data, "c.jsonl").trajectories
     assert len(again) == len(doc.trajectories)

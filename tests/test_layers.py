@@ -43,3 +43,22 @@ def test_totals_is_one_class_wherever_it_is_imported_from():
     assert FromSavings is Totals
     assert (Totals(requests=1, input=10.0, saved=4.0) + Totals(requests=2, input=5.0, cache_read=3.0)) == Totals(
         requests=3, input=15.0, saved=4.0, cache_read=3.0)
+
+
+def _module(path: Path) -> str:
+    return ".".join(path.relative_to(PKG.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def test_no_two_modules_import_each_other():
+    """A pair of modules that import each other (even inside a function) hides which one is
+    the lower layer: ``scoring.loading`` / ``scoring.precision`` share ``scoring.device``, and
+    reading a file by name (``inputs.load_file``) sits above the format registry."""
+    imports = {}
+    for path in PKG.rglob("*.py"):
+        names = _imports(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):  # "from pkg import module" names a module too
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names.update(f"{node.module}.{a.name}" for a in node.names)
+        imports[_module(path)] = names
+    pairs = sorted({tuple(sorted((a, b))) for a, names in imports.items() for b in names if b != a and a in imports.get(b, ())})
+    assert pairs == []

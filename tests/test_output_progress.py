@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from iclr_cli.inputs import load_file
 from iclr_cli.render.output import Output
 from iclr_cli.render.progress import Count, Ticker, Timer, Tracker, Work, duration, held_left, progress_line, seconds_left
 
@@ -123,7 +124,7 @@ def test_score_and_prune_count_every_step_and_token_of_the_file(monkeypatch, tmp
         with pytest.raises(SystemExit) as exc:
             main([*command, "--model", "fake", "-q"])
         assert exc.value.code == 0
-    _, doc = registry.load(sample)
+    _, doc = load_file(sample)
     weights = step_tokens(doc.trajectories, RegexTokenizer())
     assert len(seen) == 2 and len(weights) == 3
     for tracker in seen:

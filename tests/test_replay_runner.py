@@ -9,6 +9,7 @@ import pytest
 
 from replay_fixtures import call, completion, fake_openai, make_session, submit
 
+from iclr_cli.inputs import load_file
 from iclr_cli.formats import registry
 from iclr_cli.replay.runner import ResultsLog
 from iclr_cli.replay.suite import load_tasks
@@ -106,12 +107,12 @@ def test_saved_trajectories_read_back_with_the_openai_adapter(tmp_path, tasks):
     with fake_openai([_reply] * 10) as srv:
         make_session(tmp_path, srv.url, tasks=tasks[:1], variants=["delete-all"]).run(1)
     [record] = _records(tmp_path / "out")
-    adapter, doc = registry.load(str(tmp_path / "out" / record["trajectory"]), None, skip_bad_lines=False)
+    adapter, doc = load_file(str(tmp_path / "out" / record["trajectory"]), None, skip_bad_lines=False)
     [traj] = doc.trajectories
     assert adapter.name == "openai"
     assert len(traj.steps) == record["steps"] == 2
     assert traj.steps[0].reasoning[0].text == ""
-    _, gen = registry.load(str(tmp_path / "out" / record["generated"]), None, skip_bad_lines=False)
+    _, gen = load_file(str(tmp_path / "out" / record["generated"]), None, skip_bad_lines=False)
     assert gen.trajectories[0].steps[0].reasoning[0].text == REASONING
     # P as the proxy saw it online: the tool definitions saved beside the messages are read back
     assert [p.label for p in traj.prompt] == ["system", "tools", "user"]

@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from format_helpers import field_case, run_cli, summary_value
+from iclr_cli.inputs import load_file
 from iclr_cli.formats import registry
 
 # Regex-tokenizer counts (--model fake) of the session below, by hand: each part renders as
@@ -128,7 +129,7 @@ def test_claude_code_system_prompt_not_in_the_file_never_scales_reasoning(tmp_pa
     from iclr_cli.scoring.fake import RegexTokenizer
 
     probe = write_lines(tmp_path / "probe.jsonl", claude_session())
-    _, doc = registry.load(str(probe))
+    _, doc = load_file(str(probe))
     [traj] = doc.trajectories
     count = RegexTokenizer().token_spans
     steps = [sum(len(count(render_part(p))) for p in step.parts) for step in traj.steps]
@@ -182,7 +183,7 @@ def codex_lines():
 
 def test_codex_token_count_events_map_to_their_steps_in_either_order(tmp_path):
     path = write_lines(tmp_path / "rollout.jsonl", codex_lines())
-    _, doc = registry.load(str(path))
+    _, doc = load_file(str(path))
     [traj] = doc.trajectories
     assert [(r.step, r.usage.input_tokens, r.usage.cache_read_tokens) for r in traj.requests] == [(0, 1000, 500), (1, 1400, 700)]
     assert {r.usage.source for r in traj.requests} == {"token_count"}
@@ -216,7 +217,7 @@ def openhands_events():
 
 def test_openhands_llm_metrics_then_model_response_usage(tmp_path):
     path = write(tmp_path / "events.json", openhands_events())
-    _, doc = registry.load(str(path))
+    _, doc = load_file(str(path))
     [traj] = doc.trajectories
     got = [(r.step, r.usage.input_tokens, r.usage.cache_read_tokens, r.usage.source) for r in traj.requests]
     assert got == [(0, 777, 300, "llm_metrics"), (1, 900, 700, "model_response.usage")]
@@ -246,7 +247,7 @@ def test_openai_responses_request_response_pair(tmp_path):
             "response": {"object": "response", "output": [
                 {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Fixed"}]}],
                 "usage": {"input_tokens": 900, "input_tokens_details": {"cached_tokens": 512}, "output_tokens": 30}}}
-    _, doc = registry.load(str(write_lines(tmp_path / "responses.jsonl", [pair])))
+    _, doc = load_file(str(write_lines(tmp_path / "responses.jsonl", [pair])))
     [traj] = doc.trajectories
     assert [(r.step, r.usage.input_tokens, r.usage.cache_read_tokens) for r in traj.requests] == [(1, 900, 512)]
 
@@ -257,7 +258,7 @@ def test_anthropic_messages_with_usage(tmp_path):
                  "usage": {"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 3}},
                 {"role": "user", "content": "More"},
                 {"role": "assistant", "content": [{"type": "text", "text": "Done"}]}]
-    _, doc = registry.load(str(write(tmp_path / "anthropic.json", messages)), "anthropic")
+    _, doc = load_file(str(write(tmp_path / "anthropic.json", messages)), "anthropic")
     [traj] = doc.trajectories
     assert [(r.step, r.usage and r.usage.input_tokens) for r in traj.requests] == [(0, 100), (1, None)]
 
@@ -566,7 +567,7 @@ def test_codex_total_token_usage_differences_when_last_token_usage_is_missing(tm
         reasoning, item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}),
     ]
     path = write_lines(tmp_path / "rollout.jsonl", lines)
-    _, doc = registry.load(str(path))
+    _, doc = load_file(str(path))
     [traj] = doc.trajectories
     assert len(traj.steps) == 3
     got = [(r.step, r.usage and (r.usage.input_tokens, r.usage.cache_read_tokens)) for r in traj.requests]

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from format_helpers import run_cli
+from iclr_cli.inputs import load_file
 from iclr_cli.compress import Settings, prepare_step, will_score
 from iclr_cli.pipeline import ScorerConfig
 from iclr_cli.policies import parse_variant
@@ -202,7 +203,7 @@ def test_will_score_is_what_the_online_loop_sends(folder):
     settings = Settings(parse_variant("iclr"), score_all=False)
     got = {}
     for name in ("mixed.jsonl", "plain.json", "sealed.jsonl"):
-        _, doc = registry.load(str(folder / name))
+        _, doc = load_file(str(folder / name))
         [traj] = [seal_for_estimate(t) for t in doc.trajectories]
         for k, step in enumerate(traj.steps):
             sent = prepare_step(traj.id, traj.prompt, traj.steps[:k], step, settings).request is not None

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from format_helpers import REALDATA, run_cli
+from iclr_cli.inputs import load_file
 from iclr_cli.formats.usage import anthropic_usage, openai_usage, pi_usage
 from iclr_cli.savings.estimate import RequestEstimate
 from iclr_cli.savings.prices import PriceBook, after_writeback
@@ -200,7 +201,7 @@ def test_an_aborted_pi_turn_that_recorded_usage_is_billed_but_is_no_step(tmp_pat
     lines.insert(5, aborted)
     path = tmp_path / "s.jsonl"
     path.write_text("".join(json.dumps(v) + "\n" for v in lines))
-    traj = registry.load(str(path), None)[1].trajectories[0]
+    traj = load_file(str(path), None)[1].trajectories[0]
     assert len(traj.steps) == 2
     assert [r.step for r in traj.requests] == [0, 1, 1]
     assert [r.model for r in traj.requests] == ["deepseek-reasoner"] * 3

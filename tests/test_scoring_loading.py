@@ -11,6 +11,7 @@ import pytest
 from iclr_cli.errors import IclrError, UsageError
 from iclr_cli.scoring import factory, loading
 from iclr_cli.scoring.fake import RegexTokenizer
+from iclr_cli.scoring.device import pick_device
 
 
 def test_importing_scoring_does_not_import_torch():
@@ -174,16 +175,16 @@ def test_cuda_device_on_a_cpu_only_torch_is_a_usage_error_that_says_what_to_do()
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     with pytest.raises(UsageError) as exc:
-        loading.pick_device("cuda")
+        pick_device("cuda")
     message = str(exc.value)
     if torch.version.cuda is None:
         assert f"this torch ({torch.__version__}) is a CPU-only build without CUDA" in message
         assert "Use --device cpu (or leave --device out), or install a CUDA build of torch" in message
     else:
         assert "sees no GPU" in message
-    assert loading.pick_device("cpu") == "cpu" and loading.pick_device(None) == "cpu"
+    assert pick_device("cpu") == "cpu" and pick_device(None) == "cpu"
     with pytest.raises(UsageError, match="is not a torch device"):
-        loading.pick_device("gpu0")
+        pick_device("gpu0")
 
 
 def test_cuda_device_fails_before_any_model_is_loaded(tmp_path, capsys, monkeypatch):
@@ -216,7 +217,7 @@ def test_fake_model_refuses_an_unavailable_device_as_the_real_one_does(tmp_path,
     assert exc.value.code == 2
     err = capsys.readouterr().err
     with pytest.raises(UsageError) as expected:
-        loading.pick_device(device)
+        pick_device(device)
     assert err.strip() == f"iclr: error: {expected.value}" and not out.exists()
     with pytest.raises(SystemExit) as exc:
         main(["prune", str(chat), "--model", "fake", "--device", "cpu", "-o", str(out), "-q"])
@@ -229,12 +230,12 @@ def test_auto_device_picks_mps_after_cuda(monkeypatch):
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
-    assert loading.pick_device(None) == "mps"
-    assert loading.pick_device("mps") == "mps"
+    assert pick_device(None) == "mps"
+    assert pick_device("mps") == "mps"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert loading.pick_device(None) == "cuda"
+    assert pick_device(None) == "cuda"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    assert loading.pick_device(None) == "cpu"
+    assert pick_device(None) == "cpu"
     with pytest.raises(UsageError, match="MPS is not available"):
-        loading.pick_device("mps")
+        pick_device("mps")

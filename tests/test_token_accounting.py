@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from format_helpers import SAMPLES, run_cli, summary_value
+from iclr_cli.inputs import load_file
 from iclr_cli.blocks import SKIP
 from iclr_cli.scoring.fake import RegexTokenizer
 from iclr_cli.token_accounting import ReasoningTokens, account, token_counter
@@ -113,7 +114,7 @@ def test_codex_keep_counts_what_was_written_not_what_was_asked(capsys, tmp_path)
 
     out, err = _prune(capsys, tmp_path, "codex_rollout.jsonl", "--variant", "random-10", "--encrypted-reasoning", "keep")
     generated, deleted, kept, written, ratio = _numbers(err)
-    adapter, before = registry.load(str(SAMPLES / "codex_rollout.jsonl"))
+    adapter, before = load_file(str(SAMPLES / "codex_rollout.jsonl"))
     after = adapter.load(out.read_bytes(), "out").trajectories
     pairs = [(o.text, n.text) for t0, t1 in zip(before.trajectories, after) for s0, s1 in zip(t0.steps, t1.steps) for o, n in zip(s0.reasoning, s1.reasoning)]
     assert len(pairs) == 4  # one encrypted item holds two summary parts

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from format_helpers import REALDATA, SAMPLES
+from iclr_cli.inputs import load_file
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.formats import registry
 from iclr_cli.formats.base import OpaqueEdits
@@ -54,7 +55,7 @@ def reasoning_texts(traj):
 
 
 def check_readback(path, variant, seed, tokenizer=None, opaque=OpaqueEdits.DROP):
-    adapter, doc = registry.load(str(path))
+    adapter, doc = load_file(str(path))
     scorer = FakeScorer()
     results = compress_trajectories(doc.trajectories, Settings(parse_variant(variant), seed=seed), scorer, tokenizer or scorer.tokenizer)
     wrote = write_document(adapter, doc, [r.compressed for r in results], opaque=opaque)

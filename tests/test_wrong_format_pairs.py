@@ -12,6 +12,7 @@ import json
 import pytest
 
 from format_helpers import REPO, SAMPLES, run_cli
+from iclr_cli.inputs import load_file
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
 
@@ -126,6 +127,6 @@ def test_the_error_says_what_the_wrong_reading_misses(capsys, pair):
 def test_registry_load_refuses_the_wrong_reading_too():
     path = FILES["openai"]
     with pytest.raises(InputError) as exc:
-        registry.load(str(path), "anthropic")
+        load_file(str(path), "anthropic")
     assert exc.value.problem.startswith("does not look like anthropic (")
-    assert registry.load(str(path), "mini-swe-agent")[0].name == "mini-swe-agent"  # the same reading
+    assert load_file(str(path), "mini-swe-agent")[0].name == "mini-swe-agent"  # the same reading

@@ -102,9 +102,9 @@ def _build(original: str, pruned: str, *, score: bool, scores_file: str | None, 
 
 
 def _load_doc(path: str, fmt):
-    from iclr_cli.formats import registry
+    from iclr_cli.inputs import load_file
 
-    return registry.load(path, fmt)[1]
+    return load_file(path, fmt)[1]
 
 
 def _load(path: str, fmt):

@@ -15,7 +15,7 @@ from iclr_cli.errors import InputError, UsageError
 from iclr_cli.formats import database
 from iclr_cli.formats.base import Document, FormatAdapter
 from iclr_cli.formats.sniff import HEAD_BYTES, Head, Match
-from iclr_cli.jsonio import BOM, loads, read_input
+from iclr_cli.jsonio import BOM, loads
 
 
 def adapters() -> list[FormatAdapter]:
@@ -285,28 +285,3 @@ def require_steps(adapter: FormatAdapter, source: str, steps: int, trajectories:
         raise InputError(source, f"continues a conversation whose history is held by the server ({held}): the file holds only the new items, no assistant turn, so there is nothing to score or prune. Save the whole conversation (the full input list, store: false) to prune it")
     what = "no trajectory" if not trajectories else "no assistant turn"
     raise InputError(source, f"read as {adapter.name} ({adapter.description}), but it holds {what}: nothing to score or prune. If it is another format, name it with --format")
-
-
-def load(path: str, fmt: str | None = None, *, skip_bad_lines: bool = False, allow_empty: bool = False) -> tuple[FormatAdapter, Document]:
-    """Read ``path`` (``-`` for stdin) with the named adapter or the detected one.
-    ``allow_empty`` accepts a file with no step (a replay run that ended before its first
-    turn); user input never gets it.
-
-    Raises:
-        InputError: for an unreadable or unknown file, a bad record, or one with no step.
-    """
-    from iclr_cli.formats import forced
-
-    data = read_input(path)
-    adapter = get(fmt) if fmt else detect(data, path)
-    if fmt:
-        forced.check_unlike(adapter, data, path, skip_bad_lines=skip_bad_lines)
-    try:
-        doc = adapter.load(data, path, skip_bad_lines=skip_bad_lines)
-        if not allow_empty:
-            require_steps(adapter, path, sum(len(t.steps) for t in doc.trajectories), len(doc.trajectories))
-    except InputError as exc:
-        raise (forced_error(adapter, data, path, exc) if fmt else exc) from None
-    if fmt and not allow_empty:
-        forced.check_nothing(adapter, data, path, forced.Reading.of([doc]).reasoning, skip_bad_lines=skip_bad_lines)
-    return adapter, doc

@@ -173,11 +173,11 @@ def load_record(arg: str, *, task: str | None = None, seed: int | None = None, v
 
 
 def _with_files(run_dir: str, record: dict) -> RunRecord:
-    from iclr_cli.formats import registry
+    from iclr_cli.inputs import load_file
 
     trajectory = None
     if isinstance(record.get("trajectory"), str):
-        docs = registry.load(str(Path(run_dir) / record["trajectory"]), allow_empty=True)[1].trajectories
+        docs = load_file(str(Path(run_dir) / record["trajectory"]), allow_empty=True)[1].trajectories
         trajectory = docs[0] if docs else None
     usage = None
     if isinstance(record.get("requests_log"), str):

@@ -70,7 +70,7 @@ def build_scorer(
         if device:
             # the same check as for a real model, so a run tried with --model fake does not
             # pass on a device the real run will refuse; torch is imported only for this
-            from iclr_cli.scoring.loading import pick_device
+            from iclr_cli.scoring.device import pick_device
 
             pick_device(device)
         return FakeScorer(max_tokens=max_tokens, overflow=overflow, tokens_per_s=pace)

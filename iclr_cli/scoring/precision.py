@@ -114,12 +114,12 @@ def native_precision(device: str = "cpu") -> Native:
 def resolve(dtype: str, device: str | None, *, exact: bool = False) -> str:
     """The concrete precision for ``--dtype`` (``auto`` or a dtype name): ``float32`` under
     ``--exact`` unless a dtype was forced, else :func:`native_precision` of ``device``
-    (``None``: the device :func:`iclr_cli.scoring.loading.pick_device` picks)."""
+    (``None``: the device :func:`iclr_cli.scoring.device.pick_device` picks)."""
     if dtype != AUTO:
         return dtype
     if exact:
         return "float32"
-    from iclr_cli.scoring.loading import pick_device
+    from iclr_cli.scoring.device import pick_device
 
     return native_precision(pick_device(device)).dtype
 
