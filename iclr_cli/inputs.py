@@ -80,7 +80,7 @@ class Input:
         if spread_document(self.data):
             parse_document(self.data, self.path)
         elif not skip_bad_lines:
-            for _ in iter_jsonl(self.data, self.path):
+            for _ in iter_jsonl(self.data, self.path, live=True):  # a line still being written is read later, with a warning
                 pass
 
     def documents(self, *, skip_bad_lines: bool, chunk_size: int = 256) -> Iterator[Document]:

@@ -394,7 +394,8 @@ class JsonLine:
     ``number`` is 1-based; ``raw`` is the line's bytes without its line end (a
     ``memoryview`` into the file's bytes when read by :func:`iter_jsonl`: bytes-like, not a
     copy); ``end`` is the line end as found (``b"\\n"``, ``b"\\r\\n"`` or ``b""`` on a last line
-    without one); ``value`` is the parsed JSON, or ``None`` for a blank line.
+    without one); ``value`` is the parsed JSON, or ``None`` for a blank line. ``unfinished``
+    marks a last line still being written (:func:`iter_jsonl` with ``live``).
     """
 
     number: int
@@ -402,9 +403,11 @@ class JsonLine:
     end: bytes
     value: object
     problem: str | None = None
+    unfinished: bool = False
 
 
-def iter_jsonl(data: bytes, source: str, *, skip_bad_lines: bool = False, warnings: list[str] | None = None) -> Iterator[JsonLine]:
+def iter_jsonl(data: bytes, source: str, *, skip_bad_lines: bool = False, warnings: list[str] | None = None,
+               live: bool = False) -> Iterator[JsonLine]:
     """Yield every line of a JSONL document, parsed, in order; blank lines have ``value None``.
 
     A UTF-8 BOM at the start is tolerated (and kept in ``raw`` of line 1 so writing the lines
@@ -412,6 +415,13 @@ def iter_jsonl(data: bytes, source: str, *, skip_bad_lines: bool = False, warnin
     naming ``source`` and the line, or, with ``skip_bad_lines``, is reported in ``warnings``
     and yielded with ``value`` set to :data:`BAD_LINE` (and ``problem`` set) so writers can
     keep it byte for byte.
+
+    ``live``: ``data`` may be a session file an agent is appending to right now, so a last
+    line with no line end that does not parse is the record being written, not damage: it is
+    reported in ``warnings`` whatever ``skip_bad_lines`` says and yielded as :data:`BAD_LINE`
+    with ``unfinished`` set (written back byte for byte). A bad line anywhere else, and a bad
+    last line that does end in a newline, stay errors. Off for iclr's own outputs, which are
+    written whole (temp file + rename) and so are never seen half-written.
     """
     start = 0
     number = 0
@@ -435,12 +445,16 @@ def iter_jsonl(data: bytes, source: str, *, skip_bad_lines: bool = False, warnin
         try:
             value = loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
-            problem = _describe_bad_line(bytes(body), exc)
-            if not skip_bad_lines:
+            if live and not end:  # the last line (no line end: nothing follows it), still being written
+                bad = JsonLine(number, line, end, BAD_LINE, UNFINISHED, unfinished=True)
+            elif not skip_bad_lines:
+                problem = _describe_bad_line(bytes(body), exc)
                 raise InputError(source, problem + " (use --skip-bad-lines to skip such lines)", line=number) from None
+            else:
+                bad = JsonLine(number, line, end, BAD_LINE, _describe_bad_line(bytes(body), exc))
             if warnings is not None:
-                warnings.append(f"{source}:{number}: skipped: {problem}")
-            yield JsonLine(number, line, end, BAD_LINE, problem)
+                warnings.append(bad_line_warning(source, bad))
+            yield bad
             continue
         yield JsonLine(number, line, end, value)
 
@@ -470,6 +484,24 @@ class _BadLine:
 
 BAD_LINE = _BadLine()
 """Sentinel ``value`` of a line that could not be parsed and was skipped."""
+
+UNFINISHED = "the last line looks like one still being written (no line end yet, and not complete JSON)"
+"""``problem`` of a line :func:`iter_jsonl` reads as still being written."""
+
+
+def bad_line_warning(source: str, line: JsonLine) -> str:
+    """The warning for a line read as :data:`BAD_LINE`: ``FILE:LINE:``, what is wrong and
+    what became of it (skipped, or for a line still being written, :func:`unfinished_warning`)."""
+    if line.unfinished:
+        return unfinished_warning(source, line.number)
+    return f"{source}:{line.number}: skipped: {line.problem}"
+
+
+def unfinished_warning(source: str, number: int) -> str:
+    """The warning for line ``number`` of ``source``, a last line still being written: left
+    out of what is read, and written back as it is."""
+    return (f"{source}:{number}: {UNFINISHED}: read up to line {number - 1}; this line is not scored, "
+            "and prune writes it back byte for byte")
 
 
 def _describe_bad_line(body: bytes, exc: Exception) -> str:
