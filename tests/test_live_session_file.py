@@ -82,6 +82,24 @@ def test_prune_writes_the_half_line_back_byte_for_byte(capsys, tmp_path, name):
 
 
 @pytest.mark.parametrize("name", CASES)
+def test_savings_estimates_the_complete_lines_and_says_so(capsys, tmp_path, name):
+    lines, _ = CASES[name]
+    path, _ = live_copy(tmp_path, name)
+    code, out, err = run_cli(capsys, "savings", str(path), "--model", "fake", "--variant", "delete-all", "--json")
+    assert code == 0, err
+    live = json.loads(out)
+    assert live["unfinished"] == [{"file": str(path), "line": lines + 1}]
+    assert warning_of(path, lines + 1) in " ".join(err.split())
+    code, out, _ = run_cli(capsys, "savings", str(SAMPLES / name), "--model", "fake", "--variant", "delete-all", "--json")
+    assert code == 0
+    assert live["summary"] == json.loads(out)["summary"]
+    # the second run takes the file from the cache, and still says it
+    code, out, err = run_cli(capsys, "savings", str(path), "--model", "fake", "--variant", "delete-all", "--json")
+    assert code == 0 and json.loads(out)["files"]["cached"] == 1
+    assert warning_of(path, lines + 1) in " ".join(err.split())
+
+
+@pytest.mark.parametrize("name", CASES)
 def test_a_bad_last_line_that_ends_in_a_newline_is_still_an_error(capsys, tmp_path, name):
     lines, opts = CASES[name]
     path = tmp_path / name

@@ -64,6 +64,7 @@ def savings(
     """
     from iclr_cli.cli.common import check_splitter, scorer_config, warn_precision
     from iclr_cli.errors import Interrupted, UsageError
+    from iclr_cli.jsonio import unfinished_warning
     from iclr_cli.policies import FILE_VARIANT_NAMES, parse_variant
     from iclr_cli.render import savings_view
     from iclr_cli.render.output import Output
@@ -102,6 +103,8 @@ def savings(
         interrupted = True
     finally:
         cache.close()
+    for path, line in run.unfinished:
+        out.warn(unfinished_warning(path, line))
     if cache.problem:
         out.warn(f"the savings cache could not be used ({cache.problem}); nothing was cached")
     if as_json:
