@@ -1,5 +1,6 @@
-"""What ``iclr savings`` says under its table: each note names the files it is about (a note
-``(file time): the file holds no timestamps`` over three files said neither which)."""
+"""What ``iclr savings`` says under its table and on Ctrl-C: each note names the files it is
+about (a note ``(file time): the file holds no timestamps`` over three files said neither
+which), and an interrupted ``--no-cache`` run never says its results are cached."""
 
 import json
 
@@ -54,3 +55,31 @@ def test_a_line_being_written_is_said_once_not_counted_as_a_reader_warning(capsy
     assert code == 0, err
     assert " ".join(err.split()).count(f"{path}:21: the last line looks like one still being written") == 1
     assert "the format readers" not in out
+
+
+def interrupt_first_file(monkeypatch):
+    import iclr_cli.savings.run as run
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "compress_trajectories", interrupt)
+
+
+def test_interrupted_no_cache_run_says_nothing_was_cached(capsys, tmp_path, monkeypatch):
+    (tmp_path / "chat.json").write_text(json.dumps(CHAT))
+    interrupt_first_file(monkeypatch)
+    code, _, err = savings(capsys, str(tmp_path / "chat.json"))
+    assert code == 130
+    assert err.rstrip().splitlines()[-1] == ("iclr: interrupted after 0 of 1 files: the table covers those; with --no-cache "
+                                             "nothing was cached, so the same command starts over")
+    assert "cached)" not in err
+
+
+def test_interrupted_run_with_the_cache_says_it_goes_on(capsys, tmp_path, monkeypatch):
+    (tmp_path / "chat.json").write_text(json.dumps(CHAT))
+    interrupt_first_file(monkeypatch)
+    code, _, err = run_cli(capsys, "savings", str(tmp_path / "chat.json"), "--variant", "delete-all", "--model", "fake")
+    assert code == 130
+    assert err.rstrip().splitlines()[-1] == ("iclr: interrupted after 0 of 1 files: the table covers those, and the same "
+                                             "command goes on from there (they are cached)")

@@ -121,4 +121,9 @@ def savings(
         savings_view.paint(make_console(width=width or (None if sys.stdout.isatty() else FULL_WIDTH)), run, interrupted=interrupted)
     if interrupted:
         done = run.files_read + run.files_cached
-        raise Interrupted(f"interrupted after {done} of {run.candidates} files: the {'JSON' if as_json else 'table'} covers those, and the same command goes on from there (they are cached)")
+        covers = f"interrupted after {done} of {run.candidates} files: the {'JSON' if as_json else 'table'} covers those"
+        if no_cache:
+            raise Interrupted(f"{covers}; with --no-cache nothing was cached, so the same command starts over")
+        if cache.problem:
+            raise Interrupted(f"{covers}; the cache could not be used, so the same command starts over")
+        raise Interrupted(f"{covers}, and the same command goes on from there (they are cached)")
