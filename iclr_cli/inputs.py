@@ -73,7 +73,7 @@ class Input:
         """
         from iclr_cli.formats.database import is_database
         from iclr_cli.formats.reading import parse_document, spread_document, try_document
-        from iclr_cli.jsonio import iter_jsonl
+        from iclr_cli.jsonl import iter_jsonl
 
         if is_database(self.data) or try_document(self.data) is not None:
             return

@@ -144,7 +144,7 @@ def test_every_jsonl_format_keeps_the_half_line(capsys, tmp_path, name):
 def test_the_rule_of_the_reader():
     from iclr_cli.errors import InputError
     from iclr_cli.formats.reading import unfinished_line
-    from iclr_cli.jsonio import BAD_LINE, iter_jsonl
+    from iclr_cli.jsonl import BAD_LINE, iter_jsonl
 
     data = b'{"a": 1}\r\n{"b": 2}\n{"c": '
     lines = list(iter_jsonl(data, "f.jsonl", live=True))

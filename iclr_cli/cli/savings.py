@@ -64,7 +64,7 @@ def savings(
     """
     from iclr_cli.cli.common import check_splitter, scorer_config, warn_precision
     from iclr_cli.errors import Interrupted, UsageError
-    from iclr_cli.jsonio import unfinished_warning
+    from iclr_cli.jsonl import unfinished_warning
     from iclr_cli.policies import FILE_VARIANT_NAMES, parse_variant
     from iclr_cli.render import savings_view
     from iclr_cli.render.output import Output

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document, Unrecognised
 from iclr_cli.formats.writeback import Records, field_name
-from iclr_cli.jsonio import BAD_LINE, BOM, JsonLine, bad_line_warning, iter_jsonl, loads
+from iclr_cli.jsonio import BOM, loads
+from iclr_cli.jsonl import BAD_LINE, JsonLine, bad_line_warning, iter_jsonl
 from iclr_cli.trajectory import Trajectory
 
 
@@ -156,7 +157,7 @@ def _first_line(body: bytes) -> bytes:
 
 def unfinished_line(data: bytes) -> int | None:
     """The 1-based number of the last line of JSONL ``data`` when it is one still being
-    written (:func:`~iclr_cli.jsonio.iter_jsonl` with ``live``: no line end, not blank, not
+    written (:func:`~iclr_cli.jsonl.iter_jsonl` with ``live``: no line end, not blank, not
     JSON on its own), else None. A file of one line, or one JSON document spread over lines
     (whose last line, ``}``, is never JSON alone), has no such line. Cheap: only the last line
     is parsed, so ``savings`` can say it of a file it takes from its cache."""
@@ -187,7 +188,7 @@ def read_lines(data: bytes, source: str, *, skip_bad_lines: bool = False, warnin
     """A JSONL file as :class:`Records` (one value per line, ``None`` for blank lines,
     ``BAD_LINE`` for skipped ones). A session file may be one its agent is appending to: a
     last line still being written is reported in ``warnings`` and kept as ``BAD_LINE``
-    (:func:`~iclr_cli.jsonio.iter_jsonl` with ``live``).
+    (:func:`~iclr_cli.jsonl.iter_jsonl` with ``live``).
 
     Raises:
         InputError: for a file with no JSON line, or the first bad line (unless

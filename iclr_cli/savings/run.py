@@ -32,7 +32,7 @@ from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
 from iclr_cli.formats.reading import unfinished_line
 from iclr_cli.inputs import Input
-from iclr_cli.jsonio import unfinished_warning
+from iclr_cli.jsonl import unfinished_warning
 from iclr_cli.pipeline import ScorerConfig, build_engines
 from iclr_cli.savings.cache import SavingsCache, cache_key
 from iclr_cli.savings.estimate import RequestEstimate, SessionEstimate, Totals, estimate_session
