@@ -73,14 +73,14 @@ class Input:
         """
         from iclr_cli.formats.database import is_database
         from iclr_cli.formats.reading import parse_document, spread_document, try_document
-        from iclr_cli.jsonio import iter_jsonl
+        from iclr_cli.jsonl import iter_jsonl
 
         if is_database(self.data) or try_document(self.data) is not None:
             return
         if spread_document(self.data):
             parse_document(self.data, self.path)
         elif not skip_bad_lines:
-            for _ in iter_jsonl(self.data, self.path):
+            for _ in iter_jsonl(self.data, self.path, live=True):  # a line still being written is read later, with a warning
                 pass
 
     def documents(self, *, skip_bad_lines: bool, chunk_size: int = 256) -> Iterator[Document]:

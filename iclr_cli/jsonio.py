@@ -1,4 +1,5 @@
-"""Bytes in, bytes out: JSON / JSONL parsing with located errors, and atomic writes.
+"""Bytes in, bytes out: JSON parsing, the input's encoding, and atomic writes (JSONL lines:
+:mod:`iclr_cli.jsonl`).
 
 Format adapters parse through here so every input error names the file, the 1-based line and
 the problem (a gzip or zstd file is read decompressed: :mod:`iclr_cli.compression`), and every output is written with temp file + rename so an error mid-run never
@@ -16,7 +17,7 @@ import select
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -382,105 +383,6 @@ _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 def _has_non_ascii(data: bytes) -> bool:
     return any(b >= 0x80 for b in data)
-
-
-_BLANK = re.compile(rb"\s*")
-
-
-@dataclass(frozen=True)
-class JsonLine:
-    """One line of a JSONL file.
-
-    ``number`` is 1-based; ``raw`` is the line's bytes without its line end (a
-    ``memoryview`` into the file's bytes when read by :func:`iter_jsonl`: bytes-like, not a
-    copy); ``end`` is the line end as found (``b"\\n"``, ``b"\\r\\n"`` or ``b""`` on a last line
-    without one); ``value`` is the parsed JSON, or ``None`` for a blank line.
-    """
-
-    number: int
-    raw: bytes | memoryview
-    end: bytes
-    value: object
-    problem: str | None = None
-
-
-def iter_jsonl(data: bytes, source: str, *, skip_bad_lines: bool = False, warnings: list[str] | None = None) -> Iterator[JsonLine]:
-    """Yield every line of a JSONL document, parsed, in order; blank lines have ``value None``.
-
-    A UTF-8 BOM at the start is tolerated (and kept in ``raw`` of line 1 so writing the lines
-    back reproduces the input). A line that is not valid JSON raises :class:`InputError`
-    naming ``source`` and the line, or, with ``skip_bad_lines``, is reported in ``warnings``
-    and yielded with ``value`` set to :data:`BAD_LINE` (and ``problem`` set) so writers can
-    keep it byte for byte.
-    """
-    start = 0
-    number = 0
-    size = len(data)
-    view = memoryview(data)
-    while start < size:
-        number += 1
-        nl = data.find(b"\n", start)
-        stop, end = (size, b"") if nl == -1 else (nl, b"\n")
-        if stop > start and data[stop - 1 : stop] == b"\r":
-            stop, end = stop - 1, b"\r" + end
-        # A view, not a copy: a 100 MB session is not held twice (the file's bytes are kept).
-        line = view[start:stop]
-        lead = len(BOM) if number == 1 and data.startswith(BOM, start, stop) else 0
-        body = line[lead:]
-        blank = _BLANK.fullmatch(data, start + lead, stop) is not None
-        start = stop + len(end)
-        if blank:
-            yield JsonLine(number, line, end, None)
-            continue
-        try:
-            value = loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            problem = _describe_bad_line(bytes(body), exc)
-            if not skip_bad_lines:
-                raise InputError(source, problem + " (use --skip-bad-lines to skip such lines)", line=number) from None
-            if warnings is not None:
-                warnings.append(f"{source}:{number}: skipped: {problem}")
-            yield JsonLine(number, line, end, BAD_LINE, problem)
-            continue
-        yield JsonLine(number, line, end, value)
-
-
-def dump_lines(lines: Sequence[JsonLine], edited: Mapping[int, object], drops: Collection[int] = ()) -> bytes:
-    """Write a JSONL document back: line ``i`` in ``edited`` is re-serialised in its own style
-    (BOM and line end kept), lines in ``drops`` are left out, every other line is copied byte
-    for byte."""
-    out = []
-    for rec, line in enumerate(lines):
-        if rec in drops:
-            continue
-        if rec in edited:
-            raw = bytes(line.raw)
-            bom = BOM if raw.startswith(BOM) else b""
-            out.append(bom + dumps_like(edited[rec], raw[len(bom) :]))
-        else:
-            out.append(line.raw)
-        out.append(line.end)
-    return b"".join(out)
-
-
-class _BadLine:
-    def __repr__(self) -> str:
-        return "BAD_LINE"
-
-
-BAD_LINE = _BadLine()
-"""Sentinel ``value`` of a line that could not be parsed and was skipped."""
-
-
-def _describe_bad_line(body: bytes, exc: Exception) -> str:
-    if body.strip(b"\x00") == b"":
-        return "line holds only NUL bytes"
-    msg = str(exc)
-    if "Extra data" in msg:
-        return f"two JSON values on one line ({msg})"
-    if "Unterminated string" in msg or "Expecting" in msg:
-        return f"line is not a complete JSON record, cut or split across lines ({msg})"
-    return f"invalid JSON ({msg})"
 
 
 def dumps_document_like(value, original: bytes) -> bytes:

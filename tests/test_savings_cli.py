@@ -409,7 +409,7 @@ def test_json_schema(tmp_path, capsys):
     write(tmp_path / "f" / "chat3.json", CHAT3)
     write_lines(tmp_path / "f" / "session.jsonl", claude_session())
     report, _ = savings_json(capsys, str(tmp_path / "f"), "--variant", "delete-all")
-    assert set(report) == {"type", "estimate", "variant", "ratio", "complete", "data", "summary", "files", "skipped", "sealed_rules",
+    assert set(report) == {"type", "estimate", "variant", "ratio", "complete", "data", "summary", "files", "skipped", "unfinished", "sealed_rules",
                            "price_source", "prices_unavailable", "reasoning"}
     assert (report["type"], report["estimate"], report["variant"], report["complete"]) == ("savings", "static", "delete-all", True)
     ints = {"requests", "recorded_requests", "input_tokens", "reasoning_tokens_resent", "input_tokens_with_writeback", "sealed_tokens"}

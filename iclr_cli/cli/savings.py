@@ -64,6 +64,7 @@ def savings(
     """
     from iclr_cli.cli.common import check_splitter, scorer_config, warn_precision
     from iclr_cli.errors import Interrupted, UsageError
+    from iclr_cli.jsonl import unfinished_warning
     from iclr_cli.policies import FILE_VARIANT_NAMES, parse_variant
     from iclr_cli.render import savings_view
     from iclr_cli.render.output import Output
@@ -102,6 +103,8 @@ def savings(
         interrupted = True
     finally:
         cache.close()
+    for path, line in run.unfinished:
+        out.warn(unfinished_warning(path, line))
     if cache.problem:
         out.warn(f"the savings cache could not be used ({cache.problem}); nothing was cached")
     if as_json:
@@ -118,4 +121,9 @@ def savings(
         savings_view.paint(make_console(width=width or (None if sys.stdout.isatty() else FULL_WIDTH)), run, interrupted=interrupted)
     if interrupted:
         done = run.files_read + run.files_cached
-        raise Interrupted(f"interrupted after {done} of {run.candidates} files: the {'JSON' if as_json else 'table'} covers those, and the same command goes on from there (they are cached)")
+        covers = f"interrupted after {done} of {run.candidates} files: the {'JSON' if as_json else 'table'} covers those"
+        if no_cache:
+            raise Interrupted(f"{covers}; with --no-cache nothing was cached, so the same command starts over")
+        if cache.problem:
+            raise Interrupted(f"{covers}; the cache could not be used, so the same command starts over")
+        raise Interrupted(f"{covers}, and the same command goes on from there (they are cached)")

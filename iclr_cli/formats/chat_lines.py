@@ -22,7 +22,7 @@ from iclr_cli.formats.openai_messages import read_at
 from iclr_cli.formats.reading import base_name, read_lines, sealed_warnings
 from iclr_cli.formats.sniff import STRUCTURE, Head, Match
 from iclr_cli.formats.writeback import WriteBackAdapter
-from iclr_cli.jsonio import BAD_LINE
+from iclr_cli.jsonl import BAD_LINE
 
 _SNIFF_LINES = 8
 _MESSAGE_KEYS = frozenset({"content", "tool_calls", "tool_call_id", "reasoning_content", "reasoning", "name", "function_call", "refusal"})

@@ -65,7 +65,8 @@ from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, base_name, read_lines
 from iclr_cli.formats.usage import anthropic_usage
 from iclr_cli.formats.writeback import Records, TextRef, WriteBackAdapter
-from iclr_cli.jsonio import BAD_LINE, loads
+from iclr_cli.jsonio import loads
+from iclr_cli.jsonl import BAD_LINE
 from iclr_cli.trajectory import Part, Request, Step, Trajectory, Usage
 
 EVENT_TYPES = frozenset(

@@ -88,7 +88,7 @@ from iclr_cli.formats.responses_items import MODEL_ITEMS, OUTPUT_ITEMS, call_pro
 from iclr_cli.formats.think import outside_think, think_elements
 from iclr_cli.formats.usage import openai_usage
 from iclr_cli.formats.writeback import Draft, Path, Site, WriteBackAdapter, freeze
-from iclr_cli.jsonio import BAD_LINE
+from iclr_cli.jsonl import BAD_LINE
 from iclr_cli.trajectory import Part, Request, Step, Trajectory, Usage, WriteBack
 
 # The item taxonomy of the Responses API, shared with responses_items.py: newer Codex CLIs log

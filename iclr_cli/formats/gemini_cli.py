@@ -46,7 +46,7 @@ from iclr_cli.formats.base import Document
 from iclr_cli.formats.reading import Where, base_name, dig, field_name, parse_document, read_lines, sealed_warnings, spread_document, try_document, whole
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.writeback import Draft, Path, Records, Site, WriteBackAdapter, freeze, get
-from iclr_cli.jsonio import BAD_LINE
+from iclr_cli.jsonl import BAD_LINE
 from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
 
 _HIDDEN = {"info", "error", "warning"}

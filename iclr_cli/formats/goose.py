@@ -61,7 +61,8 @@ from iclr_cli.formats.sniff import MARKER, STRUCTURE, Head, Match
 from iclr_cli.formats.writeback import (
     Path, Records, Site, TextRef, UnregisteredCopy, WriteResult, apply_edits, copy_error, field_name, register_site_kind,
 )
-from iclr_cli.jsonio import BAD_LINE, loads
+from iclr_cli.jsonio import loads
+from iclr_cli.jsonl import BAD_LINE
 from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
 
 TOOL_CALLS = frozenset({"toolRequest", "frontendToolRequest"})

@@ -57,7 +57,7 @@ from iclr_cli.formats.reading import Where, base_name, dig, document_error, fiel
 from iclr_cli.formats.think import outside_think, think_elements
 from iclr_cli.formats.usage import count, openai_usage
 from iclr_cli.formats.writeback import Draft, Site, TextRef, WriteBackAdapter, join_think_copies, locate
-from iclr_cli.jsonio import BAD_LINE
+from iclr_cli.jsonl import BAD_LINE
 from iclr_cli.trajectory import Part, Request, Step, Trajectory, Usage
 
 _V1_KINDS = re.compile(rb'"kind"\s*:\s*"(ActionEvent|MessageEvent|ObservationEvent|SystemPromptEvent)"')

@@ -60,7 +60,8 @@ from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.usage import pi_usage
 from iclr_cli.formats.reading import base_name, read_lines, sealed_warnings
 from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter
-from iclr_cli.jsonio import BAD_LINE, loads
+from iclr_cli.jsonio import loads
+from iclr_cli.jsonl import BAD_LINE
 from iclr_cli.trajectory import Part, PartKind, Request, Step, Trajectory, WriteBack
 
 ENTRY_TYPES = frozenset(

@@ -64,7 +64,7 @@ from iclr_cli.formats.reading import Where, base_name, read_lines, sealed_warnin
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.usage import count
 from iclr_cli.formats.writeback import Draft, Path, Records, Site, WriteBackAdapter, freeze
-from iclr_cli.jsonio import BAD_LINE
+from iclr_cli.jsonl import BAD_LINE
 from iclr_cli.trajectory import Part, Request, Step, Trajectory, Usage, WriteBack
 
 RECORD_TYPES = frozenset({"user", "assistant", "tool_result", "system"})

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document, Unrecognised
 from iclr_cli.formats.writeback import Records, field_name
-from iclr_cli.jsonio import BAD_LINE, BOM, JsonLine, iter_jsonl, loads
+from iclr_cli.jsonio import BOM, loads
+from iclr_cli.jsonl import BAD_LINE, JsonLine, bad_line_warning, iter_jsonl
 from iclr_cli.trajectory import Trajectory
 
 
@@ -154,6 +155,23 @@ def _first_line(body: bytes) -> bytes:
         start = nl + 1
 
 
+def unfinished_line(data: bytes) -> int | None:
+    """The 1-based number of the last line of JSONL ``data`` when it is one still being
+    written (:func:`~iclr_cli.jsonl.iter_jsonl` with ``live``: no line end, not blank, not
+    JSON on its own), else None. A file of one line, or one JSON document spread over lines
+    (whose last line, ``}``, is never JSON alone), has no such line. Cheap: only the last line
+    is parsed, so ``savings`` can say it of a file it takes from its cache."""
+    nl = data.rfind(b"\n")
+    tail = data[nl + 1 :]
+    if nl == -1 or not tail.strip() or spread_document(data):
+        return None
+    try:
+        loads(tail)
+    except (ValueError, UnicodeDecodeError):
+        return data.count(b"\n") + 1
+    return None
+
+
 def try_document(data: bytes) -> object | None:
     """The whole file as one JSON value when it starts like one and parses, else None (a
     JSONL file fails at the end of its first line, so the attempt is cheap)."""
@@ -168,13 +186,15 @@ def try_document(data: bytes) -> object | None:
 
 def read_lines(data: bytes, source: str, *, skip_bad_lines: bool = False, warnings: list[str] | None = None) -> Records:
     """A JSONL file as :class:`Records` (one value per line, ``None`` for blank lines,
-    ``BAD_LINE`` for skipped ones).
+    ``BAD_LINE`` for skipped ones). A session file may be one its agent is appending to: a
+    last line still being written is reported in ``warnings`` and kept as ``BAD_LINE``
+    (:func:`~iclr_cli.jsonl.iter_jsonl` with ``live``).
 
     Raises:
         InputError: for a file with no JSON line, or the first bad line (unless
         ``skip_bad_lines``; each skipped line is then reported in ``warnings``).
     """
-    lines = list(iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings))
+    lines = list(iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings, live=True))
     if not any(line.value is not None for line in lines):
         raise InputError(source, "file is empty")
     return Records(data, lines, [line.value for line in lines])
@@ -286,7 +306,8 @@ def load_chunks(
 
     A line where ``read`` finds nothing is an input error (``not_found`` says what was
     expected); with ``skip_bad_lines`` it is reported and passed through unscored, as are
-    lines that are not JSON.
+    lines that are not JSON. A last line still being written is reported and passed through
+    always (:func:`read_lines`).
 
     Raises:
         InputError: for an empty file or the first bad line.
@@ -311,7 +332,7 @@ def load_chunks(
     chunk: list[JsonLine] = []
     seen = False
     count = 0
-    for line in iter_jsonl(data, source, skip_bad_lines=skip_bad_lines):
+    for line in iter_jsonl(data, source, skip_bad_lines=skip_bad_lines, live=True):
         seen = seen or line.value is not None
         chunk.append(line)
         if chunk_size is not None and len(chunk) >= chunk_size:
@@ -334,7 +355,7 @@ def _chunk(lines: list[JsonLine], data: bytes, source: str, fmt: str, read: Reco
     values = [line.value for line in lines]
     for rec, line in enumerate(lines):
         if line.value is BAD_LINE:
-            warnings.append(f"{source}:{line.number}: skipped: {line.problem}")
+            warnings.append(bad_line_warning(source, line))
             continue
         if line.value is None:
             continue

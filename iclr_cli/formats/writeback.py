@@ -42,7 +42,8 @@ from iclr_cli.formats.copies import MIN_COPY_CHARS, UnregisteredCopy, refuse_hal
 from iclr_cli.formats.sites import (  # noqa: F401
     Draft, Path, Site, Splicer, TextRef, freeze, join_think_copies, locate, merge_refs, register_site_kind, splice,
 )
-from iclr_cli.jsonio import JsonLine, dump_lines, dumps_document_like
+from iclr_cli.jsonio import dumps_document_like
+from iclr_cli.jsonl import JsonLine, dump_lines
 from iclr_cli.trajectory import Trajectory, WriteBack
 
 def field_name(path: Sequence[Hashable]) -> str:

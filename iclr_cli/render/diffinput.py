@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 
 from iclr_cli.compress import CompressionResult
 from iclr_cli.errors import InputError
-from iclr_cli.jsonio import BOM, iter_jsonl, loads
+from iclr_cli.jsonio import BOM, loads
+from iclr_cli.jsonl import iter_jsonl
 from iclr_cli.render.diffdata import BlockScoreInfo, ScoreMap, StepScores
 
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iclr_cli.errors import InputError, UsageError
-from iclr_cli.jsonio import iter_jsonl, read_input
+from iclr_cli.jsonio import read_input
+from iclr_cli.jsonl import iter_jsonl
 from iclr_cli.trajectory import Trajectory
 
 RESULTS = "results.jsonl"

@@ -12,6 +12,7 @@ numbers (negative: fewer tokens), ``null`` where the figure is unknown. Dollars
 ``genai-prices`` (:mod:`iclr_cli.savings.prices`; ``price_source`` names it), ``null`` where
 no request was priced; ``prices_unavailable`` says why there are none at all. A session's
 Claude Code sub-agent transcripts are counted in its record (``subagents`` lists each).
+``unfinished`` lists each file whose last line is still being written (``file``, ``line``).
 ``reasoning`` gives the reasoning tokens and the sealed ones by kind (:func:`header`'s first
 line); a scoring variant adds ``upper_bound`` (``delete-all``'s summary, with the seconds the
 reading took) and ``scoring`` (:class:`~iclr_cli.savings.plan.Plan`, with ``files_cached``).
@@ -301,16 +302,32 @@ def notes(run: SavingsRun) -> list[str]:
         names = ", ".join(os.path.basename(k.path) for k in run.skipped[:3])
         more = f" and {len(run.skipped) - 3} more" if len(run.skipped) > 3 else ""
         lines.append(f"skipped {len(run.skipped)} file{'s' if len(run.skipped) != 1 else ''} not read as a session: {names}{more} (--json lists each with its reason)")
-    if any(s.activity is not None and s.activity.source == "mtime" for s in run.sessions):
-        lines.append(f"{FILE_TIME}: the file holds no timestamps, so its last activity is its modification time "
-                     "(--since / --until filter on that too)")
+    undated = list(dict.fromkeys(s.file for s in run.sessions if s.activity is not None and s.activity.source == "mtime"))
+    if undated:
+        holds = "holds" if len(undated) == 1 else "hold"
+        lines.append(f"{FILE_TIME}: {_some(undated)} {holds} no timestamps, so the last activity shown is the file's "
+                     "modification time (--since / --until filter on that too)")
     if run.filtered:
         lines.append(f"{run.filtered} file{'s' if run.filtered != 1 else ''} outside --since/--until")
     if run.files_cached:
         lines.append(f"{run.files_cached} of {run.files_cached + run.files_read} files from the cache of earlier runs")
-    if run.unrecognised or run.warnings:
-        lines.append(f"the format readers reported {run.unrecognised} unrecognised text(s) and {run.warnings} warning(s): 'iclr score FILE' shows them")
+    reported = [f for f in dict.fromkeys([*run.unrecognised, *run.warnings]) if run.unrecognised[f] or run.warnings[f]]
+    if reported:
+        counted = [f"{f} ({_reports(run.unrecognised[f], run.warnings[f])})" for f in reported]
+        shows = f"'iclr score {reported[0]}'" if len(reported) == 1 else "'iclr score FILE'"
+        lines.append(f"the format readers reported on {_some(counted)}: {shows} shows what")
     return lines
+
+
+def _some(names: list[str], limit: int = 3) -> str:
+    """The first ``limit`` of ``names``, and how many more."""
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def _reports(unrecognised: int, warnings: int) -> str:
+    parts = [f"{n} {what}{'s' if n != 1 else ''}" for n, what in ((warnings, "warning"), (unrecognised, "unrecognised text")) if n]
+    return ", ".join(parts)
 
 
 def paint(console, run: SavingsRun, *, interrupted: bool = False) -> None:
@@ -416,6 +433,7 @@ def to_json(run: SavingsRun, *, complete: bool = True) -> dict:
         "files": {"candidates": run.candidates, "read": run.files_read, "cached": run.files_cached,
                   "filtered": run.filtered, "skipped": len(run.skipped)},
         "skipped": [{"file": k.path, "reason": k.reason} for k in run.skipped],
+        "unfinished": [{"file": path, "line": line} for path, line in run.unfinished],
         "sealed_rules": {k: sealed_rule(k) for k in sorted({k for s in run.sessions for k in s.sealed})},
         "reasoning": _reasoning_record(run),
         **({"upper_bound": _bound_record(run, book), "scoring": vars(run.plan) | {"files_cached": run.files_cached}}

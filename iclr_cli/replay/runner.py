@@ -112,7 +112,7 @@ def _read_records(path: Path) -> list[dict]:
         with open(path, "r+b") as fh:
             fh.truncate(keep)
         data = data[:keep]
-    from iclr_cli.jsonio import iter_jsonl
+    from iclr_cli.jsonl import iter_jsonl
 
     return [line.value for line in iter_jsonl(data, str(path)) if isinstance(line.value, dict)]
 

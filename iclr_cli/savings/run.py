@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -29,7 +30,9 @@ import orjson
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
+from iclr_cli.formats.reading import unfinished_line
 from iclr_cli.inputs import Input
+from iclr_cli.jsonl import unfinished_warning
 from iclr_cli.pipeline import ScorerConfig, build_engines
 from iclr_cli.savings.cache import SavingsCache, cache_key
 from iclr_cli.savings.estimate import RequestEstimate, SessionEstimate, Totals, estimate_session
@@ -178,7 +181,10 @@ class SavingsRun:
 
     ``files_read``: files estimated now; ``files_cached``: files whose sessions came from the
     cache; ``filtered``: files outside ``--since`` / ``--until``; ``unrecognised`` /
-    ``warnings``: what the adapters reported, counted (``iclr score FILE`` shows them).
+    ``warnings``: what the adapters reported, counted per file (``iclr score FILE`` shows them);
+    ``unfinished``: ``(file, line)`` of each file whose last line is still being written (a live
+    session: estimated up to the line before), found whether or not the file came from the
+    cache, and left out of ``warnings`` since it is said on its own.
     ``progress``: a :class:`~iclr_cli.render.progress.Tracker` (or anything with its ``plan``,
     ``step`` and ``growing``) that the scored steps and their tokens are reported to, or
     ``None``. ``prepare_s``: seconds :meth:`prepare` took.
@@ -194,8 +200,9 @@ class SavingsRun:
     files_read: int = 0
     files_cached: int = 0
     filtered: int = 0
-    unrecognised: int = 0
-    warnings: int = 0
+    unrecognised: Counter[str] = field(default_factory=Counter)
+    warnings: Counter[str] = field(default_factory=Counter)
+    unfinished: list[tuple[str, int]] = field(default_factory=list)
     candidates: int = 0
     prepare_s: float = 0.0
     _engines: tuple | None = None
@@ -304,23 +311,27 @@ class SavingsRun:
         bound_key = cache_key(data, log, self.options.bound().key()) if self.bounded else None
         stored = self.cache.get(key)
         bound = self.cache.get(bound_key) if bound_key is not None else None
+        unfinished = unfinished_line(data)
         if stored is not None and (bound_key is None or bound is not None):
             self._cached(stored, cand, when)
             self._bound(bound, cand, when)
+            self._unfinished(cand.path, unfinished)
             return None
         try:
             adapter = registry.get(self.options.fmt) if self.options.fmt else registry.detect(data, cand.path)
             trajectories = []
             for doc in Input(cand.path, adapter, data).documents(skip_bad_lines=self.options.skip_bad_lines):
                 trajectories.extend(doc.trajectories)
-                self.unrecognised += len(doc.unrecognised)
-                self.warnings += len(doc.warnings)
+                self.unrecognised[cand.path] += len(doc.unrecognised)
+                said = unfinished_warning(cand.path, unfinished) if unfinished is not None else None
+                self.warnings[cand.path] += sum(w != said for w in doc.warnings)
             note = None
             if cand.requests_log:
                 trajectories, note = _with_replay_requests(trajectories, data, cand.requests_log)
         except InputError as exc:
             self._skip(cand, exc)
             return None
+        self._unfinished(cand.path, unfinished)
         # the provider rule first: sealed reasoning is never a candidate, so never scored
         trajectories = [seal_for_estimate(t) for t in trajectories]
         item = _Loaded(cand, when, key, adapter.name, trajectories, len(data), note)
@@ -339,6 +350,10 @@ class SavingsRun:
         plan, item.weights = plan_file(trajectories, self.options.settings, self.tokenizer(), self.options.config.max_tokens)
         self.plan.add(plan)
         return item
+
+    def _unfinished(self, path: str, line: int | None) -> None:
+        if line is not None:
+            self.unfinished.append((path, line))
 
     def _cached(self, stored: list[dict], cand: Candidate, when: Activity) -> None:
         self.sessions.extend(SessionResult.from_cache(v, cand.path, when, cand.parent) for v in stored)
