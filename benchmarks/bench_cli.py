@@ -42,12 +42,12 @@ CHILD = str(Path(__file__).resolve().parent / "measure_child.py")  # see its doc
 def rendered_tokens(path: Path) -> int:
     """Proxy tokens of P and every step of every trajectory in ``path`` (this checkout's reader)."""
     sys.path.insert(0, str(ROOT))
+    from iclr_cli.inputs import load_file
     from iclr_cli.context import render_prompt, render_step
-    from iclr_cli.formats import registry
     from iclr_cli.scoring.loading import load_tokenizer
 
     tok = load_tokenizer("smollm2")
-    _, doc = registry.load(str(path))
+    _, doc = load_file(str(path))
     return sum(len(tok.token_spans(s)) for t in doc.trajectories for s in (*render_prompt(t.prompt), *map(render_step, t.steps)))
 
 

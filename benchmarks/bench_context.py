@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from iclr_cli.inputs import load_file
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.context import render_prompt, render_step
 from iclr_cli.policies import DEFAULT_RATIO, bottom_k, parse_variant
@@ -82,7 +83,6 @@ def fitted(traj, count):
 
 
 def inputs(root: str, count, groups=GROUPS):
-    from iclr_cli.formats import registry
 
     if not os.path.isdir(root):
         print(f"  no folder {root}")
@@ -91,7 +91,7 @@ def inputs(root: str, count, groups=GROUPS):
         for path in sorted(glob.glob(os.path.join(root, group, "*"))):
             name = os.path.relpath(path, root)
             try:
-                _, doc = registry.load(path)
+                _, doc = load_file(path)
             except Exception as exc:  # noqa: BLE001  (report any adapter failure and go on)
                 print(f"  skip {name}: {type(exc).__name__}: {str(exc)[:90]}")
                 continue

@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import synthetic
 
+from iclr_cli.inputs import load_file
 from iclr_cli.blocks import split_blocks
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.context import render_for_scoring, render_prompt, render_step
@@ -211,14 +212,13 @@ def loglog_slope(xs, ys) -> float:
 
 def real_inputs(root: str, max_tokens: int, scorer, only: str | None = None):
     """``(name, trajectories)`` per real file that loads and has scorable reasoning."""
-    from iclr_cli.formats import registry
 
     for path in sorted(glob.glob(os.path.join(root, "*", "*"))):
         if path.endswith(".md") or (only and only not in path):
             continue
         name = os.path.relpath(path, root)
         try:
-            _, doc = registry.load(path)
+            _, doc = load_file(path)
         except Exception as exc:  # noqa: BLE001  (any adapter failure: report it and go on)
             print(f"  skip {name}: {type(exc).__name__}: {str(exc)[:90]}")
             continue

@@ -61,13 +61,13 @@ CLEARED = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "OMP_NUM_THREAD
 # A competitor: builds the scorer once, then scores argv[2] again and again until killed.
 COMPETITOR = r"""
 import sys
+from iclr_cli.inputs import load_file
 from iclr_cli.compress import Settings
-from iclr_cli.formats import registry
 from iclr_cli.pipeline import ScorerConfig, build_engines, compress_document
 from iclr_cli.policies import parse_variant
 variant = parse_variant("iclr")
 scorer, tokenizer = build_engines(variant, ScorerConfig(sys.argv[1]))
-_, doc = registry.load(sys.argv[2])
+_, doc = load_file(sys.argv[2])
 print("ready", flush=True)
 while True:
     compress_document(doc, Settings(variant), scorer, tokenizer)

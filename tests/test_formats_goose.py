@@ -7,6 +7,7 @@ import sqlite3
 import pytest
 
 from format_helpers import SAMPLES, run_cli, summary_value
+from iclr_cli.inputs import load_file
 from iclr_cli.blocks import SKIP
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
@@ -203,24 +204,24 @@ def test_a_bad_line_names_file_line_and_field(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_bytes(b"".join([*lines[:3], json.dumps(bad).encode() + b"\n", *lines[4:]]))
     with pytest.raises(InputError) as exc:
-        registry.load(str(path))
+        load_file(str(path))
     assert str(exc.value) == f"{path}:4: field 'content[0].toolResult': must be an object with 'status' success or error"
     bad = json.loads(lines[1])
     bad["role"] = "system"
     path.write_bytes(b"".join([lines[0], json.dumps(bad).encode() + b"\n", *lines[2:]]))
     with pytest.raises(InputError) as exc:
-        registry.load(str(path))
+        load_file(str(path))
     assert str(exc.value) == f"{path}:2: field 'role': role must be 'user' or 'assistant', not \"system\""
 
 
 def test_a_bad_json_column_names_file_table_row_and_field(tmp_path):
     path = make_db(tmp_path / "sessions.db", DB_SESSIONS[:1], [*DB_MESSAGES[1:3], ("20251001_1", "user", '[{"type": "text", "text": ', 3)])
     with pytest.raises(InputError) as exc:
-        registry.load(str(path))
+        load_file(str(path))
     assert str(exc.value).startswith(f"{path}: field 'content_json': table messages, row id 3 (session 20251001_1): not valid JSON (")
     path = make_db(tmp_path / "s2.db", DB_SESSIONS[:1], [*DB_MESSAGES[1:2], ("20251001_1", "assistant", [{"type": "toolRequest", "id": "x"}], 2)])
     with pytest.raises(InputError) as exc:
-        registry.load(str(path))
+        load_file(str(path))
     assert str(exc.value) == (f"{path}: field 'content_json[0].toolCall': table messages, row id 2 (session 20251001_1): "
                               "must be an object with 'status' success or error")
 

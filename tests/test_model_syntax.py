@@ -16,9 +16,9 @@ import json
 import pytest
 
 from format_helpers import run_cli
+from iclr_cli.inputs import load_file
 from iclr_cli.blocks import holds_delimiter, is_candidate, is_protected, split_blocks
 from iclr_cli.compress import Settings, compress_trajectories
-from iclr_cli.formats import registry
 from iclr_cli.model_syntax import REASONING_DELIMITERS, TOOL_CALLS, json_call, pythonic_calls, tool_call_syntaxes
 from iclr_cli.policies import parse_variant
 from iclr_cli.scoring.fake import FakeScorer
@@ -165,7 +165,7 @@ def test_unread_delimiters_in_visible_text_are_reported(delim, tmp_path):
         content = f"{delim.start}\nThe helper keeps the day.\n{delim.end}\nI will clamp the day."
     path = tmp_path / "chat.json"
     path.write_bytes(_chat(content))
-    _, doc = registry.load(str(path))
+    _, doc = load_file(str(path))
     assert doc.format == "openai"
     [note] = doc.unrecognised  # one note per delimiter, start and end together
     assert note.field == "messages[1].content" and "kept as the answer" in note.what
@@ -175,7 +175,7 @@ def test_unread_delimiters_in_visible_text_are_reported(delim, tmp_path):
 def test_quoted_delimiters_in_code_are_not_reported(tmp_path):
     path = tmp_path / "chat.json"
     path.write_bytes(_chat("Magistral writes `[THINK]` and `[/THINK]`; Seed writes ```\n<seed:think>\n```."))
-    assert registry.load(str(path))[1].unrecognised == []
+    assert load_file(str(path))[1].unrecognised == []
 
 
 @pytest.mark.parametrize("content", ["<think>The helper keeps the day.</think>I will clamp the day.",
@@ -183,7 +183,7 @@ def test_quoted_delimiters_in_code_are_not_reported(tmp_path):
 def test_read_delimiters_are_read_as_reasoning(content, tmp_path):
     path = tmp_path / "chat.json"
     path.write_bytes(_chat(content))
-    _, doc = registry.load(str(path))
+    _, doc = load_file(str(path))
     [step] = doc.trajectories[0].steps
     assert [p.text for p in step.reasoning] == ["The helper keeps the day."]
     assert doc.unrecognised == []
@@ -202,12 +202,12 @@ def test_anthropic_and_codex_text_report_unread_delimiters_too(tmp_path):
     anthropic = tmp_path / "a.json"
     anthropic.write_bytes(json.dumps([{"role": "user", "content": "Fix it."},
                                       {"role": "assistant", "content": [{"type": "text", "text": "[THINK]keeps the day[/THINK]Clamp it."}]}]).encode())
-    _, doc = registry.load(str(anthropic), "anthropic")
+    _, doc = load_file(str(anthropic), "anthropic")
     assert [u.field for u in doc.unrecognised] == ["[1].content[0].text"]
     codex = tmp_path / "rollout.jsonl"
     lines = [{"type": "session_meta", "payload": {"id": "s"}},
              {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix it."}]}},
              {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "<seed:think>keeps the day</seed:think>Clamp it."}]}}]
     codex.write_bytes(b"".join(json.dumps(x).encode() + b"\n" for x in lines))
-    _, doc = registry.load(str(codex), "codex")
+    _, doc = load_file(str(codex), "codex")
     assert [(u.line, u.field) for u in doc.unrecognised] == [(3, "payload.content[0].text")]

@@ -305,7 +305,7 @@ def test_folder_skips_unknown_files_with_one_line(tmp_path, capsys):
     lines = [line for line in out.splitlines() if line.startswith("skipped")]
     assert len(lines) == 1 and lines[0].startswith("skipped 3 files not read as a session")
     report, _ = savings_json(capsys, str(tmp_path / "a"), "--variant", "delete-all")
-    assert report["files"] == {"candidates": 4, "read": 0, "cached": 1, "filtered": 0, "skipped": 3}
+    assert report["files"] == {"candidates": 4, "read": 0, "cached": 1, "filtered": 0, "filtered_sessions": 0, "skipped": 3}
     reasons = {k["file"].rsplit("/", 1)[1]: k["reason"] for k in report["skipped"]}
     assert reasons["notes.md"].startswith("not JSON or JSONL: line 1 is text")
     assert reasons["empty.json"] == "file is empty"
@@ -410,7 +410,7 @@ def test_json_schema(tmp_path, capsys):
     write_lines(tmp_path / "f" / "session.jsonl", claude_session())
     report, _ = savings_json(capsys, str(tmp_path / "f"), "--variant", "delete-all")
     assert set(report) == {"type", "estimate", "variant", "ratio", "complete", "data", "summary", "files", "skipped", "unfinished", "sealed_rules",
-                           "price_source", "prices_unavailable", "reasoning"}
+                           "price_source", "prices_unavailable", "reasoning", "block_notes"}
     assert (report["type"], report["estimate"], report["variant"], report["complete"]) == ("savings", "static", "delete-all", True)
     ints = {"requests", "recorded_requests", "input_tokens", "reasoning_tokens_resent", "input_tokens_with_writeback", "sealed_tokens"}
     maybe_int = {"cache_read_tokens", "cache_read_tokens_with_writeback"}
@@ -420,7 +420,7 @@ def test_json_schema(tmp_path, capsys):
             "session", "file", "format", "model", "sealed", "token_source", "ratio", "ratio_basis", "ratio_rejected", "proxy_tokenizer",
             "first_activity", "last_activity", "activity_from", "note", "cost_usd", "cost_usd_with_writeback", "cost_saved_usd",
             "priced_requests", "unpriced_requests", "price_models", "unknown_models", "thinking_tokens_recorded", "subagents",
-            "parent_session_file"}
+            "parent_session_file", "title", "steps_with_reasoning", "one_block_steps", "compressed_steps"}
         assert all(isinstance(record[k], int) for k in ints)
         assert all(record[k] is None or isinstance(record[k], int) for k in maybe_int)
         assert all(record[k] is None or isinstance(record[k], float) for k in maybe_float)
@@ -429,6 +429,7 @@ def test_json_schema(tmp_path, capsys):
     assert summary["sessions"] == 2
     assert summary["input_tokens"] == sum(r["input_tokens"] for r in report["data"])
     assert summary["cache_read_tokens"] == 2300  # only the Claude Code session records one
+    assert report["block_notes"] == []  # no step already compressed; delete-all ranks no blocks, so no one-block hint
     orjson.dumps(report)  # plain JSON types only
 
 

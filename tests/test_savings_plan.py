@@ -91,7 +91,7 @@ def test_sealed_reasoning_and_one_block_steps_are_never_scored(folder, counting,
     assert not any("SEALED" in r.step for r in counting.requests_seen)
     report = json.loads(out)
     assert report["scoring"] == {"files": 3, "steps": 9, "scored": 4, "tokens": report["scoring"]["tokens"], "sealed": 4,
-                                 "one_block": 1, "files_cached": 0}
+                                 "one_block": 1, "compressed": 0, "files_cached": 0}
     # the sealed column is every sealed token re-sent, whatever the variant: the same as delete-all's
     sealed = {s["session"]: s["sealed_tokens"] for s in report["data"]}
     # sealed: request k re-sends steps 0..k-1, 15 tokens each: 0 + 15 + 30; mixed: step 0's 15 twice

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from format_helpers import REPO, SAMPLES, run_cli
+from iclr_cli.inputs import load_file
 from iclr_cli.formats import registry
 
 FORMAT_MD = REPO / "docs" / "FORMAT.md"
@@ -39,7 +40,7 @@ def test_each_shape_is_read_by_the_adapter_format_md_names(shape, adapter, file,
     data = path.read_bytes()
     found = registry.detect_why(data, file)
     assert found.adapter.name == adapter, f"{shape}: read as {found.adapter.name} ({found.match.reason})"
-    read_as, doc = registry.load(str(path))
+    read_as, doc = load_file(str(path))
     assert read_as.name == adapter
     assert sum(len(s.reasoning) for t in doc.trajectories for s in t.steps) == count
     assert doc.unrecognised == []

@@ -13,8 +13,8 @@ def savings(
     paths: Annotated[list[str], typer.Argument(help="Session files or folders (searched recursively).", show_default=False)],
     variant: Annotated[str, typer.Option("--variant", "-v", help="iclr (default), step-only, delete-all (the upper bound; tokenizer only), random-R, none.")] = "iclr",
     as_json: Annotated[bool, typer.Option("--json", "-j", help="Print the estimate as JSON data instead of the table (both go to stdout).")] = False,
-    since: Annotated[Optional[str], typer.Option("--since", help="Only sessions last active on or after this day (YYYYMMDD or YYYY-MM-DD, UTC). A file that holds no timestamps is filtered by its modification time.", show_default=False)] = None,
-    until: Annotated[Optional[str], typer.Option("--until", help="Only sessions last active on or before this day (a file without timestamps: its modification time).", show_default=False)] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="Only sessions last active on or after this day (YYYYMMDD or YYYY-MM-DD, UTC). A session database's sessions are filtered each on its own dates; a file that holds no timestamps, by its modification time.", show_default=False)] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help="Only sessions last active on or before this day (a session database's: each session's own; a file without timestamps: its modification time).", show_default=False)] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache of sessions already estimated.")] = False,
     ratio: opt.Ratio = opt.DEFAULT_RATIO_VALUE,
     seed: opt.Seed = 0,
@@ -49,8 +49,10 @@ def savings(
 
     Every file is read first; the first lines say how much of the reasoning is sealed, the
     upper bound (delete-all, tokenizer only) and how many steps the proxy will score (steps
-    whose reasoning is all sealed, or is one block, are not scored); then the progress counts
-    those steps to a fixed total, with the time left.
+    whose reasoning is all sealed, or is one block, or already holds [SKIP] markers, are not
+    scored); then the progress counts those steps to a fixed total, with the time left. A step
+    already compressed by iclr (serve or prune) is left as it is: write-back compresses a step
+    once, and the notes count such steps.
 
     Dollars: each recorded request at its provider's list price, as recorded and with
     write-back (cache reads and writes at their own rates), from the genai-prices package

@@ -20,6 +20,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from urllib.parse import quote
 
 from iclr_cli.errors import InputError
@@ -105,6 +106,43 @@ def rows(conn: sqlite3.Connection, source: str, sql: str, *args: object) -> list
         return conn.execute(sql, args).fetchall()
     except sqlite3.Error as exc:
         raise InputError(source, f"cannot read the sessions: {exc}") from None
+
+
+SESSION_TIMES = ("created", "updated")
+"""The ``Trajectory.meta`` keys of a session database's own dates for a session (ISO 8601,
+UTC; :func:`row_time`): when its row was created and last updated. A database is written by
+every session, so its modification time dates none of them; ``iclr savings`` dates and
+filters each session by these instead."""
+
+
+def row_time(value: object) -> str | None:
+    """A session row's time column as ISO 8601 UTC text, or ``None`` when it holds none.
+
+    An integer is Unix time: milliseconds when past 10^11 (OpenCode's and Kilo's
+    ``time_created`` / ``time_updated``, ``Date.now()``), else seconds. Text is SQLite's
+    ``CURRENT_TIMESTAMP`` (``YYYY-MM-DD HH:MM:SS``, UTC) or ISO 8601.
+    """
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            when = datetime.fromtimestamp(value / 1000 if value > 1e11 else value, tz=timezone.utc)
+        elif isinstance(value, str) and value.strip():
+            when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            when = when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+        else:
+            return None
+    except (ValueError, OverflowError, OSError):
+        return None
+    return when.isoformat()
+
+
+def session_times(row: sqlite3.Row | None, created: str, updated: str) -> dict[str, str]:
+    """The :data:`SESSION_TIMES` of a session row, from its columns ``created`` and
+    ``updated`` (:func:`row_time`); a column the row lacks or leaves empty is left out."""
+    if row is None:
+        return {}
+    keys = row.keys()
+    times = {key: row_time(row[column]) if column in keys else None for key, column in zip(SESSION_TIMES, (created, updated))}
+    return {key: when for key, when in times.items() if when is not None}
 
 
 def _regular(path: str) -> bool:

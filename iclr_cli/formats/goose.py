@@ -12,7 +12,9 @@
 - **Session database** (``~/.local/share/goose/sessions/sessions.db``; tables ``sessions`` and
   ``messages``, a message's content list in ``messages.content_json``;
   ``crates/goose/src/session/session_manager.rs``): one trajectory per session with messages,
-  in ``created_timestamp`` order. Read for ``score`` and ``savings`` only, opened read-only
+  in ``created_timestamp`` order (``meta`` gets the ``sessions`` row's ``created_at`` /
+  ``updated_at``, SQLite's UTC text, as ``created`` / ``updated``: the dates ``savings`` gives
+  each session). Read for ``score`` and ``savings`` only, opened read-only
   (:mod:`iclr_cli.formats.database`); ``prune`` refuses it and names the export command.
 
 A message (``crates/goose/src/conversation/message.rs``, ``Message``) is ``{id?, role: user |
@@ -363,7 +365,7 @@ class GooseAdapter(database.DatabaseAdapter):
                 reader.message(values[-1], (len(values) - 1,), at)
             trajectories = []
             for sid in [*(s for s in sessions if s in readers), *(s for s in readers if s not in sessions)]:
-                meta = _session_meta(*_row_meta(sessions.get(sid), source))
+                meta = _session_meta(*_row_meta(sessions.get(sid), source)) | database.session_times(sessions.get(sid), "created_at", "updated_at")
                 trajectories.append(readers[sid].trajectory(sid, meta))
         warnings += sealed_warnings(source, sealed)
         return Document(self.name, source, trajectories, _Database(values), warnings, unrecognised)

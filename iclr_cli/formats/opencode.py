@@ -8,8 +8,9 @@ SQLite database, ``~/.local/share/opencode/opencode.db`` (drizzle schema
 ``message_id``, ``session_id``, ``data``: the part as JSON without its ids). Messages are read
 in ``time_created``, ``id`` order and parts in ``id`` order, as ``MessageV2`` hydrates them.
 The database is read for ``score`` and ``savings``, one trajectory per session with at least
-one message (id: the session id), opened read-only (:mod:`iclr_cli.formats.database`);
-``prune`` refuses it and names the export command.
+one message (id: the session id; ``meta`` gets the row's ``title``, and its ``time_created``
+/ ``time_updated``, epoch milliseconds, as ``created`` / ``updated``), opened read-only
+(:mod:`iclr_cli.formats.database`); ``prune`` refuses it and names the export command.
 
 ``opencode export <sessionID> > session.json`` (``packages/opencode/src/cli/cmd/export.ts``)
 writes one session as ``{"info": SESSION, "messages": [{"info": MESSAGE, "parts": [PART...]}]}``
@@ -141,6 +142,7 @@ class OpenCodeAdapter(WriteBackAdapter, DatabaseAdapter):
         by_session: dict[str, list[tuple[str, dict]]] = {}
         for row in message_rows:
             by_session.setdefault(row["session_id"], []).append((row["id"], _data(row, "message", source)))
+        facts = {r["id"]: _session_facts(r) for r in session_rows}
         order = [r["id"] for r in sorted(session_rows, key=lambda r: (_key(r, "time_created"), str(r["id"])))]
         order += sorted(set(by_session) - set(order))
         values: list[object] = []
@@ -167,7 +169,7 @@ class OpenCodeAdapter(WriteBackAdapter, DatabaseAdapter):
                 messages.append(Message({**info, "id": message_id, "sessionID": session_id}, [p for _, p in held],
                                         [(first + k,) for k in range(len(held))], name))
             try:
-                traj, reader = read_session(messages, source, session_id, {"format": self.name})
+                traj, reader = read_session(messages, source, session_id, {"format": self.name, **facts.get(session_id, {})})
             except PartError as exc:
                 message_id = rows[exc.message][0]
                 table, row = ("message", message_id) if exc.index < 0 else ("part", parts[message_id][exc.index][0])
@@ -184,6 +186,17 @@ def has_session_tables(head: DatabaseHead) -> bool:
     """Whether ``head`` has OpenCode's ``session``, ``message`` and ``part`` tables with the
     columns read."""
     return head.has("session", "id") and head.has("message", "id", "session_id", "data") and head.has("part", "id", "message_id", "data")
+
+
+def _session_facts(row) -> dict[str, str]:
+    """The ``meta`` a database gives one session from its ``session`` row: its own dates
+    (``time_created`` / ``time_updated``, epoch milliseconds, as
+    :data:`~iclr_cli.formats.database.SESSION_TIMES`) and its ``title``, where the row holds them."""
+    keys = row.keys()
+    facts = database.session_times(row, "time_created", "time_updated")
+    if "title" in keys and isinstance(row["title"], str) and row["title"].strip():
+        facts["title"] = row["title"].strip()
+    return facts
 
 
 def _key(row, column: str) -> int:

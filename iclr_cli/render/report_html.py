@@ -31,7 +31,7 @@ from iclr_cli.render.runs import RunRecord, total_tokens
 from iclr_cli.replay.summary import VariantSummary, latest, table_rows
 
 if TYPE_CHECKING:
-    from iclr_cli.savings.run import SessionResult
+    from iclr_cli.savings.result import SessionResult
 
 _PALETTE = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
 

@@ -14,7 +14,8 @@ no request was priced; ``prices_unavailable`` says why there are none at all. A 
 Claude Code sub-agent transcripts are counted in its record (``subagents`` lists each).
 ``unfinished`` lists each file whose last line is still being written (``file``, ``line``).
 ``reasoning`` gives the reasoning tokens and the sealed ones by kind (:func:`header`'s first
-line); a scoring variant adds ``upper_bound`` (``delete-all``'s summary, with the seconds the
+line); ``block_notes`` the lines of :func:`block_lines` (steps already compressed, the one-block
+hint), and each session its block counts and ``title``; a scoring variant adds ``upper_bound`` (``delete-all``'s summary, with the seconds the
 reading took) and ``scoring`` (:class:`~iclr_cli.savings.plan.Plan`, with ``files_cached``).
 """
 
@@ -25,12 +26,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from iclr_cli.block_notes import one_block_note
 from iclr_cli.render.progress import duration
 from iclr_cli.savings import prices
 from iclr_cli.savings.estimate import RATIO_BOUNDS, Totals, change_percent
 from iclr_cli.savings.measure import sealed_rule
 from iclr_cli.savings.prices import Cost, PriceBook
-from iclr_cli.savings.run import SavingsRun, SessionResult
+from iclr_cli.savings.result import SessionResult
+from iclr_cli.savings.run import SavingsRun
 
 COLUMNS = ["session", "requests", "input", "of which reasoning", "with write-back", "cache read", "with write-back", "sealed",
            "cost", "with write-back", "tokens from", "last activity"]
@@ -96,6 +99,8 @@ def header(run: SavingsRun) -> list[str]:
         cached = f"; {run.files_cached:,} file{'s' if run.files_cached != 1 else ''} from the cache" if run.files_cached else ""
         skipped = (f"not scored: {p.sealed:,} whose reasoning is all sealed, {p.one_block:,} whose selection cannot depend "
                    "on the scores (one block: BottomK removes none)")
+        if p.compressed:
+            skipped += f", {p.compressed:,} already compressed ([SKIP] markers)"
         if p.scored:
             lines.append(f"scoring {p.scored:,} of {p.steps:,} steps in {p.files:,} file{'s' if p.files != 1 else ''} "
                          f"({p.tokens:,} proxy tokens to read); {skipped}{cached}")
@@ -141,11 +146,27 @@ def _row(label: str, t: Totals, kinds: Sequence[str], cost: Cost, source: str, l
             _after(t.cache_read, t.cache_saved), _sealed(t.sealed, kinds), *_cost(cost), source, last]
 
 
+TITLE_CHARS = 40
+"""Most characters of a session's title in its label; a longer one is cut with an ellipsis."""
+
+
 def _label(s: SessionResult, per_file: Counter) -> str:
+    """The file's name for a file of one session; else (and always for a session database,
+    whatever it holds) the session: the name and id, and the title the file gives it."""
     name = os.path.basename(s.file)
-    if per_file[s.file] == 1:
+    if per_file[s.file] == 1 and not s.database:
         return name
-    return s.id if name in s.id else f"{name} {s.id}"
+    label = s.id if name in s.id else f"{name} {s.id}"
+    if s.title:
+        title = s.title if len(s.title) <= TITLE_CHARS else s.title[: TITLE_CHARS - 1].rstrip() + "\u2026"
+        label += f' "{title}"'
+    return label
+
+
+def _per_file(run: SavingsRun) -> Counter:
+    """Rows per file (a sub-agent counted with its session is no row)."""
+    files = {x.file for x in run.sessions}
+    return Counter(s.file for s in run.sessions if s.parent is None or s.parent not in files)
 
 
 @dataclass(frozen=True)
@@ -218,7 +239,7 @@ def _last(s: SessionResult) -> str:
 def table_rows(run: SavingsRun) -> list[list[str]]:
     """One row per session (its sub-agents counted with it) in the order read, then the total
     (when there are sessions)."""
-    per_file = Counter(s.file for s in run.sessions if s.parent is None or s.parent not in {x.file for x in run.sessions})
+    per_file = _per_file(run)
     book = run.prices
     rows = []
     for g in groups(run):
@@ -279,11 +300,13 @@ def notes(run: SavingsRun) -> list[str]:
             "deletions stay proxy tokens); 'proxy' rows have no recorded usage and count the prompt with the proxy "
             "tokenizer too"
         )
+    per_file = _per_file(run)
     for s in run.sessions:
+        where = _label(s, per_file) if s.database else s.file
         if s.note:
-            lines.append(f"{s.file}: {s.note}")
+            lines.append(f"{where}: {s.note}")
         if s.estimate.rejected is not None:
-            lines.append(f"{s.file}: the recorded input grew {s.estimate.rejected:.2f} tokens per proxy token of the steps "
+            lines.append(f"{where}: the recorded input grew {s.estimate.rejected:.2f} tokens per proxy token of the steps "
                          f"added, not a tokenizer ratio ({low:g}-{high:g}): deletions counted in proxy tokens")
     rows = groups(run)
     counted = sum(len(g.subagents) for g in rows)
@@ -302,13 +325,20 @@ def notes(run: SavingsRun) -> list[str]:
         names = ", ".join(os.path.basename(k.path) for k in run.skipped[:3])
         more = f" and {len(run.skipped) - 3} more" if len(run.skipped) > 3 else ""
         lines.append(f"skipped {len(run.skipped)} file{'s' if len(run.skipped) != 1 else ''} not read as a session: {names}{more} (--json lists each with its reason)")
+    lines += block_lines(run, per_file)
     undated = list(dict.fromkeys(s.file for s in run.sessions if s.activity is not None and s.activity.source == "mtime"))
     if undated:
         holds = "holds" if len(undated) == 1 else "hold"
         lines.append(f"{FILE_TIME}: {_some(undated)} {holds} no timestamps, so the last activity shown is the file's "
                      "modification time (--since / --until filter on that too)")
+    if any(s.activity is not None and s.activity.source == "session" for s in run.sessions):
+        lines.append("a session database's sessions are dated by their own rows (created and last updated), not by the "
+                     "file: --since / --until filter each session on them")
     if run.filtered:
         lines.append(f"{run.filtered} file{'s' if run.filtered != 1 else ''} outside --since/--until")
+    if run.filtered_sessions:
+        n = run.filtered_sessions
+        lines.append(f"{n} session{'s' if n != 1 else ''} of session databases outside --since/--until")
     if run.files_cached:
         lines.append(f"{run.files_cached} of {run.files_cached + run.files_read} files from the cache of earlier runs")
     reported = [f for f in dict.fromkeys([*run.unrecognised, *run.warnings]) if run.unrecognised[f] or run.warnings[f]]
@@ -328,6 +358,30 @@ def _some(names: list[str], limit: int = 3) -> str:
 def _reports(unrecognised: int, warnings: int) -> str:
     parts = [f"{n} {what}{'s' if n != 1 else ''}" for n, what in ((warnings, "warning"), (unrecognised, "unrecognised text")) if n]
     return ", ".join(parts)
+
+
+def block_lines(run: SavingsRun, per_file: Counter | None = None) -> list[str]:
+    """What the blocks of the run's sessions say about the figures: the steps an earlier
+    write-back already compressed, which the estimate leaves as they are
+    (:mod:`iclr_cli.savings.compressed`), and, for a variant that ranks blocks, ``prune``'s
+    hint when most steps hold a single block (:func:`iclr_cli.block_notes.one_block_note`)."""
+    per_file = per_file if per_file is not None else _per_file(run)
+    lines = []
+    compressed = [s for s in run.sessions if s.blocks.compressed]
+    if compressed:
+        steps = sum(s.blocks.compressed for s in compressed)
+        names = _some([_label(s, per_file) for s in compressed])
+        lines.append(f"{steps:,} step{'s' if steps != 1 else ''} already compressed ([SKIP] markers of iclr's write-back, "
+                     f"iclr serve or prune) in {names}: online write-back compresses a step once, so the estimate takes "
+                     "nothing more off them (their saving was had when the session ran, and a recorded input holds it); "
+                     "their reasoning is counted as re-sent")
+    settings = run.options.settings
+    if settings.variant.needs_scores:
+        note = one_block_note(sum(s.blocks.one_block for s in run.sessions), sum(s.blocks.with_reasoning for s in run.sessions),
+                              settings.splitter)
+        if note:
+            lines.append(note)
+    return lines
 
 
 def paint(console, run: SavingsRun, *, interrupted: bool = False) -> None:
@@ -397,6 +451,10 @@ def _session_record(s: SessionResult, book: PriceBook) -> dict:
         "first_activity": s.activity.first.isoformat() if s.activity else None,
         "last_activity": s.activity.last.isoformat() if s.activity else None,
         "activity_from": s.activity.source if s.activity else None,
+        "title": s.title,
+        "steps_with_reasoning": s.blocks.with_reasoning,
+        "one_block_steps": s.blocks.one_block,
+        "compressed_steps": s.blocks.compressed,
         "note": s.note,
     }
 
@@ -431,11 +489,12 @@ def to_json(run: SavingsRun, *, complete: bool = True) -> dict:
         "price_source": book.source,
         "prices_unavailable": book.problem,
         "files": {"candidates": run.candidates, "read": run.files_read, "cached": run.files_cached,
-                  "filtered": run.filtered, "skipped": len(run.skipped)},
+                  "filtered": run.filtered, "filtered_sessions": run.filtered_sessions, "skipped": len(run.skipped)},
         "skipped": [{"file": k.path, "reason": k.reason} for k in run.skipped],
         "unfinished": [{"file": path, "line": line} for path, line in run.unfinished],
         "sealed_rules": {k: sealed_rule(k) for k in sorted({k for s in run.sessions for k in s.sealed})},
         "reasoning": _reasoning_record(run),
+        "block_notes": block_lines(run),
         **({"upper_bound": _bound_record(run, book), "scoring": vars(run.plan) | {"files_cached": run.files_cached}}
            if run.bounded else {}),
     }

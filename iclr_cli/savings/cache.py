@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-VERSION = 7
+VERSION = 8
 """Bumped whenever the estimate or the stored fields change, so old rows are never read."""
 
 DB_NAME = "savings.sqlite3"

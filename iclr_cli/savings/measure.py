@@ -15,6 +15,7 @@ from iclr_cli.compress import CompressionResult
 from iclr_cli.context import render_part
 from iclr_cli.formats.base import OpaqueEdits
 from iclr_cli.formats.sealing import ENCRYPTED, SIGNED, Sealed
+from iclr_cli.savings.compressed import Compressed
 from iclr_cli.savings.estimate import StepTokens, Totals, estimate_session
 from iclr_cli.token_accounting import CountTokens, account
 from iclr_cli.trajectory import Part, Step, Trajectory, WriteBack
@@ -145,7 +146,9 @@ class Measured:
 def measure(result: CompressionResult, count: CountTokens, opaque: OpaqueEdits = OpaqueEdits.DROP, written: Trajectory | None = None) -> Measured:
     """Count ``result`` (a trajectory as recorded and as the variant compressed it).
 
-    Reasoning the provider rule left sealed before the variant ran (a
+    Reasoning an earlier write-back already compressed (a
+    :class:`~iclr_cli.savings.compressed.Compressed` part) is generated, never deleted nor
+    sealed. Reasoning the provider rule left sealed before the variant ran (a
     :class:`~iclr_cli.formats.sealing.Sealed` part: :func:`seal_for_estimate`, or ``prune``'s
     :class:`~iclr_cli.formats.sealing.Sealer`) is generated and sealed in whole: it is what
     write-back can never take off, whatever the variant. Reasoning still editable here that
@@ -168,13 +171,15 @@ def measure(result: CompressionResult, count: CountTokens, opaque: OpaqueEdits =
     for original, compressed, wrote in zip(result.original.steps, result.compressed.steps, wrote_steps, strict=True):
         in_place: list[tuple[str, str]] = []
         sealed: list[tuple[str, str]] = []
-        whole = 0
+        whole = frozen = 0
         for before in original.parts:
             if before.kind == "reasoning" and isinstance(before.ref, Sealed):
                 n = count(before.text) if before.text else 0
                 whole += n
                 held[before.ref.kind] += n
                 kinds.add(before.ref.kind)
+            elif before.kind == "reasoning" and isinstance(before.ref, Compressed):
+                frozen += count(before.text) if before.text else 0  # re-sent as written; nothing more comes off
         outs = wrote.reasoning if wrote is not None else (None,) * len(original.reasoning)
         for before, after, out in zip(original.reasoning, compressed.reasoning, outs, strict=True):
             if out is not None and out.text != before.text:
@@ -187,7 +192,7 @@ def measure(result: CompressionResult, count: CountTokens, opaque: OpaqueEdits =
             if kind:
                 kinds.add(kind)
         free, locked = account(count, in_place), account(count, sealed)
-        steps.append(StepTokens(_rendered(original.parts, count), free.generated + locked.generated + whole, free.deleted,
+        steps.append(StepTokens(_rendered(original.parts, count), free.generated + locked.generated + whole + frozen, free.deleted,
                                 locked.deleted + whole))
     return Measured(_rendered(result.original.prompt, count), tuple(steps), tuple(sorted(kinds)), tuple(sorted(held.items())))
 

@@ -5,7 +5,8 @@ whether the scorer sees it is known up front (:func:`iclr_cli.compress.will_scor
 step whose reasoning is all sealed by the provider rule (no variant may edit it:
 :func:`iclr_cli.savings.measure.seal_for_estimate`), nor one whose BottomK removes nothing
 whatever the scores (``floor(rho x N) = 0``, a single candidate block at the default
-``rho = 0.8``), as ``prune`` skips it. Counting every file's steps before the first is scored
+``rho = 0.8``), as ``prune`` skips it, nor one an earlier write-back already compressed
+(``[SKIP]`` markers: :mod:`iclr_cli.savings.compressed`). Counting every file's steps before the first is scored
 gives the progress a total that never grows, and its time left a pace.
 
 A scored step's weight is the proxy tokens the scorer reads anew for it: the rendered steps
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from iclr_cli.compress import Settings, will_score
 from iclr_cli.formats.sealing import Sealed
+from iclr_cli.savings.compressed import Compressed
 from iclr_cli.scoring.base import Tokenizer
 from iclr_cli.trajectory import Step, Trajectory
 
@@ -32,7 +34,8 @@ class Plan:
     ``files``: files to estimate now; ``steps``: their steps; ``scored``: steps the scorer is
     handed; ``tokens``: the proxy tokens it reads for them (the progress's pace); ``sealed``:
     steps with reasoning that is all sealed; ``one_block``: steps with editable reasoning whose
-    selection cannot depend on the scores. ``sealed`` and ``one_block`` are never scored.
+    selection cannot depend on the scores; ``compressed``: steps already compressed by an
+    earlier write-back. ``sealed``, ``one_block`` and ``compressed`` are never scored.
     """
 
     files: int = 0
@@ -41,16 +44,22 @@ class Plan:
     tokens: int = 0
     sealed: int = 0
     one_block: int = 0
+    compressed: int = 0
 
     def add(self, other: Plan) -> None:
         """Add ``other``'s counts to these."""
-        for name in ("files", "steps", "scored", "tokens", "sealed", "one_block"):
+        for name in ("files", "steps", "scored", "tokens", "sealed", "one_block", "compressed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 def all_sealed(step: Step) -> bool:
     """True when ``step`` holds reasoning and all of it is sealed (none editable)."""
     return not step.reasoning and any(p.kind == "reasoning" and isinstance(p.ref, Sealed) for p in step.parts)
+
+
+def already_compressed(step: Step) -> bool:
+    """True when ``step``'s reasoning was frozen as already compressed (:func:`iclr_cli.savings.compressed.freeze`)."""
+    return any(p.kind == "reasoning" and isinstance(p.ref, Compressed) for p in step.parts)
 
 
 def plan_file(trajectories: Sequence[Trajectory], settings: Settings, tokenizer: Tokenizer,
@@ -69,6 +78,8 @@ def plan_file(trajectories: Sequence[Trajectory], settings: Settings, tokenizer:
         for step, scored in zip(traj.steps, marks):
             if not scored and step.reasoning and settings.variant.needs_scores:
                 plan.one_block += 1
+            elif not scored and already_compressed(step):
+                plan.compressed += 1
             elif not scored and all_sealed(step):
                 plan.sealed += 1
     weights: dict[tuple[str, int], int] = {}

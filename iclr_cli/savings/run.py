@@ -24,103 +24,31 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from typing import NamedTuple
 
 import orjson
 
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.errors import InputError
-from iclr_cli.formats import registry
+from iclr_cli.block_notes import block_counts
+from iclr_cli.formats import database, registry
 from iclr_cli.formats.reading import unfinished_line
 from iclr_cli.inputs import Input
 from iclr_cli.jsonl import unfinished_warning
 from iclr_cli.pipeline import ScorerConfig, build_engines
 from iclr_cli.savings.cache import SavingsCache, cache_key
-from iclr_cli.savings.estimate import RequestEstimate, SessionEstimate, Totals, estimate_session
+from iclr_cli.savings.compressed import freeze
+from iclr_cli.savings.estimate import Totals, estimate_session
 from iclr_cli.savings.measure import measure, seal_for_estimate
 from iclr_cli.savings.plan import Plan, plan_file
-from iclr_cli.savings.prices import Cost, PriceBook, session_provider
-from iclr_cli.savings.sources import Activity, Candidate, Skipped, activity, discover
+from iclr_cli.savings.prices import PriceBook, session_provider
+from iclr_cli.savings.result import Blocks, SessionResult
+from iclr_cli.savings.sources import Activity, Candidate, Skipped, activity, discover, session_activity
 from iclr_cli.token_accounting import token_counter
 from iclr_cli.trajectory import Request, Trajectory, Usage
 
 BATCH_TRAJECTORIES = 64
 BATCH_BYTES = 16 * 1024 * 1024
-
-_FIELDS = ("step", "input", "reasoning", "saved", "cache_read", "cache_saved", "sealed", "recorded",
-           "cache_write", "cache_write_1h", "output", "thinking", "model", "provider")
-
-
-@dataclass(frozen=True)
-class SessionResult:
-    """One session's estimate, with what the table and the JSON show of it.
-
-    ``reasoning``: reasoning tokens as generated (proxy tokens); ``sealed_reasoning``: of
-    which sealed by the provider rule, by kind (``anthropic``, ``openai``);
-    ``tokenizer``: the proxy whose tokens were counted; ``note``: why the recorded usage was
-    not used, if it was not; ``activity``: the file's dates (never cached: an mtime may change
-    while the content does not); ``provider``: the price table's provider of requests that
-    name none (:func:`~iclr_cli.savings.prices.session_provider`); ``parent``: the session
-    file a sub-agent transcript belongs to (:func:`~iclr_cli.savings.sources.session_of`).
-    """
-
-    file: str
-    id: str
-    format: str
-    model: str | None
-    estimate: SessionEstimate
-    sealed: tuple[str, ...]
-    reasoning: int
-    tokenizer: str
-    note: str | None = None
-    activity: Activity | None = None
-    provider: str | None = None
-    parent: str | None = None
-    sealed_reasoning: dict[str, int] = field(default_factory=dict)
-
-    def cost(self, book: PriceBook) -> Cost:
-        """This session's dollars at list price (:mod:`iclr_cli.savings.prices`)."""
-        when = self.activity.last if self.activity is not None and self.activity.source == "content" else None
-        return book.session(self.estimate.requests, self.model, self.provider, when)
-
-    @property
-    def thinking(self) -> int | None:
-        """Thinking tokens the provider recorded over the session's requests (``None``: none recorded)."""
-        found = [r.thinking for r in self.estimate.requests if r.thinking is not None]
-        return round(sum(found)) if found else None
-
-    @property
-    def totals(self) -> Totals:
-        return Totals.of(self.estimate.requests)
-
-    @property
-    def source(self) -> str:
-        """Where the input counts came from: ``recorded`` (every request), ``proxy`` (none),
-        or ``recorded N/M + proxy``; with ``, deleted: proxy`` when the session's ratio was
-        not found or not plausible (basis ``unconverted``), so deletions stay proxy tokens."""
-        n, known = len(self.estimate.requests), self.estimate.recorded
-        if known == n and n:
-            source = "recorded"
-        else:
-            source = "proxy" if not known else f"recorded {known}/{n} + proxy"
-        return source + (", deleted: proxy" if self.estimate.basis == "unconverted" else "")
-
-    def to_cache(self) -> dict:
-        """A JSON-able dict of everything but the file name and activity."""
-        return {
-            "id": self.id, "format": self.format, "model": self.model, "sealed": list(self.sealed),
-            "reasoning": self.reasoning, "tokenizer": self.tokenizer, "note": self.note,
-            "ratio": self.estimate.ratio, "basis": self.estimate.basis, "rejected": self.estimate.rejected,
-            "provider": self.provider, "sealed_reasoning": self.sealed_reasoning,
-            "requests": [[getattr(r, f) for f in _FIELDS] for r in self.estimate.requests],
-        }
-
-    @classmethod
-    def from_cache(cls, value: dict, file: str, when: Activity | None, parent: str | None = None) -> SessionResult:
-        requests = tuple(RequestEstimate(**dict(zip(_FIELDS, row))) for row in value["requests"])
-        return cls(file, value["id"], value["format"], value["model"], SessionEstimate(requests, value["ratio"], value["basis"], value["rejected"]),
-                   tuple(value["sealed"]), value["reasoning"], value["tokenizer"], value["note"], when, value.get("provider"), parent,
-                   dict(value.get("sealed_reasoning") or {}))
-
 
 @dataclass(frozen=True)
 class Options:
@@ -165,6 +93,14 @@ class _Loaded:
     size: int
     note: str | None = None
     weights: dict[tuple[str, int], int] = field(default_factory=dict)  # steps to score (iclr_cli.savings.plan)
+    database: bool = False
+    frozen: list[int] = field(default_factory=list)  # steps already compressed, per trajectory (iclr_cli.savings.compressed)
+
+
+class _Parsed(NamedTuple):
+    format: str
+    trajectories: list[Trajectory]
+    note: str | None = None
 
 
 @dataclass
@@ -174,13 +110,16 @@ class SavingsRun:
 
     A run is :meth:`prepare` then :meth:`score` (:meth:`run` does both). :meth:`prepare` reads
     every file, applies the provider rule (:func:`~iclr_cli.savings.measure.seal_for_estimate`),
+    freezes the steps an earlier write-back compressed (:mod:`iclr_cli.savings.compressed`),
     estimates the upper bound (``bound``: the sessions under ``delete-all``, tokenizer only) and
     counts the steps the scorer will be handed (``plan``, :mod:`iclr_cli.savings.plan`); a
     variant that scores nothing is estimated there too. :meth:`score` then scores the files
     that need it, with the progress's total known from the start.
 
     ``files_read``: files estimated now; ``files_cached``: files whose sessions came from the
-    cache; ``filtered``: files outside ``--since`` / ``--until``; ``unrecognised`` /
+    cache; ``filtered``: files outside ``--since`` / ``--until`` (a session database whose
+    every session is); ``filtered_sessions``: sessions of session databases outside them (each
+    dated by its own row, :func:`~iclr_cli.savings.sources.session_activity`); ``unrecognised`` /
     ``warnings``: what the adapters reported, counted per file (``iclr score FILE`` shows them);
     ``unfinished``: ``(file, line)`` of each file whose last line is still being written (a live
     session: estimated up to the line before), found whether or not the file came from the
@@ -200,6 +139,7 @@ class SavingsRun:
     files_read: int = 0
     files_cached: int = 0
     filtered: int = 0
+    filtered_sessions: int = 0
     unrecognised: Counter[str] = field(default_factory=Counter)
     warnings: Counter[str] = field(default_factory=Counter)
     unfinished: list[tuple[str, int]] = field(default_factory=list)
@@ -303,12 +243,27 @@ class SavingsRun:
             self._skip(cand, exc)
             return None
         when = activity(data, cand.path)
-        day = when.last.date()
-        if (self.options.since and day < self.options.since) or (self.options.until and day > self.options.until):
+        since, until = self.options.since, self.options.until
+        stored_in = database.is_database(data)
+        parsed, extra = None, {}
+        if stored_in:  # every session writes the file: each is dated by its own row, filtered before the key
+            parsed = self._parse(cand, data)
+            if parsed is None:
+                return None
+            kept = [t for t in parsed.trajectories if (session_activity(t.meta) or when).within(since, until)]
+            dropped = len(parsed.trajectories) - len(kept)
+            self.filtered_sessions += dropped
+            if dropped:
+                extra = {"sessions": [t.id for t in kept]}  # the key of the sessions estimated, not of all
+                parsed = parsed._replace(trajectories=kept)
+            if dropped and not kept:
+                self.filtered += 1
+                return None
+        elif not when.within(since, until):
             self.filtered += 1
             return None
-        key = cache_key(data, log, self.options.key())
-        bound_key = cache_key(data, log, self.options.bound().key()) if self.bounded else None
+        key = cache_key(data, log, {**self.options.key(), **extra})
+        bound_key = cache_key(data, log, {**self.options.bound().key(), **extra}) if self.bounded else None
         stored = self.cache.get(key)
         bound = self.cache.get(bound_key) if bound_key is not None else None
         unfinished = unfinished_line(data)
@@ -317,24 +272,22 @@ class SavingsRun:
             self._bound(bound, cand, when)
             self._unfinished(cand.path, unfinished)
             return None
-        try:
-            adapter = registry.get(self.options.fmt) if self.options.fmt else registry.detect(data, cand.path)
-            trajectories = []
-            for doc in Input(cand.path, adapter, data).documents(skip_bad_lines=self.options.skip_bad_lines):
-                trajectories.extend(doc.trajectories)
-                self.unrecognised[cand.path] += len(doc.unrecognised)
-                said = unfinished_warning(cand.path, unfinished) if unfinished is not None else None
-                self.warnings[cand.path] += sum(w != said for w in doc.warnings)
-            note = None
-            if cand.requests_log:
-                trajectories, note = _with_replay_requests(trajectories, data, cand.requests_log)
-        except InputError as exc:
-            self._skip(cand, exc)
+        parsed = parsed or self._parse(cand, data)
+        if parsed is None:
             return None
+        if cand.requests_log:
+            try:
+                parsed = _Parsed(parsed.format, *_with_replay_requests(parsed.trajectories, data, cand.requests_log))
+            except InputError as exc:
+                self._skip(cand, exc)
+                return None
         self._unfinished(cand.path, unfinished)
-        # the provider rule first: sealed reasoning is never a candidate, so never scored
-        trajectories = [seal_for_estimate(t) for t in trajectories]
-        item = _Loaded(cand, when, key, adapter.name, trajectories, len(data), note)
+        # the provider rule first: sealed reasoning is never a candidate, so never scored; then
+        # the steps an earlier write-back compressed, which write-back never compresses again
+        frozen = [freeze(seal_for_estimate(t)) for t in parsed.trajectories]
+        trajectories = [t for t, _ in frozen]
+        item = _Loaded(cand, when, key, parsed.format, trajectories, len(data), parsed.note, database=stored_in,
+                       frozen=[n for _, n in frozen])
         if bound_key is not None and bound is None:  # the upper bound: the tokenizer alone, seconds
             found = self._estimate([item], self.options.bound().settings, None)[0]
             self.cache.put(bound_key, [s.to_cache() for s in found])
@@ -354,6 +307,28 @@ class SavingsRun:
     def _unfinished(self, path: str, line: int | None) -> None:
         if line is not None:
             self.unfinished.append((path, line))
+
+    def _parse(self, cand: Candidate, data: bytes) -> _Parsed | None:
+        """The trajectories of ``data`` as its adapter reads them, or ``None`` when no format
+        reads it (noted as skipped). A last line still being written is said on its own
+        (:meth:`_unfinished`), not counted among the adapter's warnings.
+
+        Raises:
+            InputError: for a file named on the command line that no format reads.
+        """
+        unfinished = unfinished_line(data)
+        said = unfinished_warning(cand.path, unfinished) if unfinished is not None else None
+        try:
+            adapter = registry.get(self.options.fmt) if self.options.fmt else registry.detect(data, cand.path)
+            trajectories = []
+            for doc in Input(cand.path, adapter, data).documents(skip_bad_lines=self.options.skip_bad_lines):
+                trajectories.extend(doc.trajectories)
+                self.unrecognised[cand.path] += len(doc.unrecognised)
+                self.warnings[cand.path] += sum(w != said for w in doc.warnings)
+        except InputError as exc:
+            self._skip(cand, exc)
+            return None
+        return _Parsed(adapter.name, trajectories)
 
     def _cached(self, stored: list[dict], cand: Candidate, when: Activity) -> None:
         self.sessions.extend(SessionResult.from_cache(v, cand.path, when, cand.parent) for v in stored)
@@ -392,14 +367,17 @@ class SavingsRun:
         out = []
         for item in batch:
             found = []
-            for traj in item.trajectories:
+            for traj, frozen in zip(item.trajectories, item.frozen, strict=True):
                 measured = measure(next(results), count)
                 estimate = estimate_session(measured.prompt, measured.steps, traj.requests)
-                model = traj.meta.get("model")
+                model, title = traj.meta.get("model"), traj.meta.get("title")
+                with_reasoning, one_block, _ = block_counts([traj], settings.splitter)
                 found.append(SessionResult(item.candidate.path, traj.id, item.format, model if isinstance(model, str) else None,
-                                           estimate, measured.sealed, measured.reasoning, tokenizer.name, item.note, item.when,
+                                           estimate, measured.sealed, measured.reasoning, tokenizer.name, item.note,
+                                           session_activity(traj.meta) or item.when,
                                            session_provider(item.format, traj.meta.get("provider")), item.candidate.parent,
-                                           dict(measured.sealed_reasoning)))
+                                           dict(measured.sealed_reasoning), title if isinstance(title, str) else None,
+                                           item.database, Blocks(with_reasoning, one_block, frozen)))
             out.append(found)
         return out
 

@@ -15,20 +15,22 @@
 - A session's dates (first and last activity, UTC) are the earliest and latest timestamps the
   file holds (``timestamp``, ``timestamp_start``, ``created_at``, LiteLLM's ``startTime`` /
   ``endTime``: ISO 8601 text or Unix seconds), else the file's modification time (the table
-  marks such dates, and ``--since`` / ``--until`` filter on them too).
+  marks such dates, and ``--since`` / ``--until`` filter on them too). A session of a session
+  database is dated by its own row instead (:func:`session_activity`): every session writes
+  the one file, so neither its bytes nor its modification time date any one of them.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
 
 from iclr_cli.errors import InputError, UsageError
-from iclr_cli.formats.database import SIDE_FILES
+from iclr_cli.formats.database import SESSION_TIMES, SIDE_FILES
 
 REPLAY_GENERATED = "generated.json"
 REPLAY_REQUESTS = "requests.jsonl"
@@ -138,12 +140,36 @@ def _walk(folder: Path) -> Iterator[str]:
 
 @dataclass(frozen=True)
 class Activity:
-    """First and last activity of a file (UTC), and where they came from (``content`` or
-    ``mtime``)."""
+    """First and last activity of a file or session (UTC), and where they came from:
+    ``content`` (the file's timestamps), ``session`` (the session's own row in a session
+    database: :func:`session_activity`) or ``mtime`` (the file's modification time)."""
 
     first: datetime
     last: datetime
     source: str
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the dates are the session's own (not the file's modification time)."""
+        return self.source != "mtime"
+
+    def within(self, since: date | None, until: date | None) -> bool:
+        """Whether the last activity's day is in ``since..until`` (inclusive; ``None``: open)."""
+        day = self.last.date()
+        return not ((since and day < since) or (until and day > until))
+
+
+def session_activity(meta: Mapping[str, object]) -> Activity | None:
+    """The dates a session database records for one session (``meta``'s
+    :data:`~iclr_cli.formats.database.SESSION_TIMES`, ISO 8601 UTC), or ``None`` when it
+    records neither."""
+    found = []
+    for key in SESSION_TIMES:
+        value = meta.get(key)
+        when = _parse(value.encode("ascii", "replace"), None) if isinstance(value, str) else None
+        if when is not None:
+            found.append(when)
+    return Activity(min(found), max(found), "session") if found else None
 
 
 def activity(data: bytes, path: str) -> Activity:
