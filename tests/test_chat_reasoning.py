@@ -5,9 +5,9 @@ import json
 
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.formats.base import OpaqueEdits
-from iclr_cli.formats.mini_swe_agent import ADAPTER as MINI
-from iclr_cli.formats.openhands import ADAPTER as OPENHANDS
-from iclr_cli.formats.swe_agent import ADAPTER as SWE
+from iclr_cli.formats.adapters.mini_swe_agent import ADAPTER as MINI
+from iclr_cli.formats.adapters.openhands import ADAPTER as OPENHANDS
+from iclr_cli.formats.adapters.swe_agent import ADAPTER as SWE
 from iclr_cli.policies import parse_variant
 from iclr_cli.scoring.fake import RegexTokenizer
 from iclr_cli.trajectory import WriteBack

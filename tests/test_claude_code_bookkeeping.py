@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from iclr_cli.formats import registry
-from iclr_cli.formats.claude_code import ADAPTER
+from iclr_cli.formats.adapters.claude_code import ADAPTER
 from format_helpers import run_cli
 
 CASE = Path(__file__).resolve().parents[2] / "shared" / "cases" / "turn6" / "02a-claude-code-last-prompt-first.jsonl"

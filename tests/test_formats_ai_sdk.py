@@ -1,4 +1,4 @@
-"""Vercel AI SDK histories (iclr_cli/formats/ai_sdk.py): UIMessage[] as useChat keeps it,
+"""Vercel AI SDK histories (iclr_cli/formats/adapters/ai_sdk.py): UIMessage[] as useChat keeps it,
 ModelMessage[] as response.messages gives it, Roo Code's {version: 2, messages} envelope;
 signed reasoning under the provider rule table."""
 

@@ -16,7 +16,7 @@ from format_helpers import (
 )
 from iclr_cli.blocks import SKIP
 from iclr_cli.formats import registry
-from iclr_cli.formats.anthropic import ADAPTER, REDACTED_TEXT
+from iclr_cli.formats.adapters.anthropic import ADAPTER, REDACTED_TEXT
 from iclr_cli.trajectory import WriteBack
 
 SAMPLE = SAMPLES / "anthropic_messages.json"

@@ -8,7 +8,7 @@ import pytest
 from format_helpers import SAMPLES, run_cli
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.formats.bedrock import ADAPTER, REDACTED_TEXT
+from iclr_cli.formats.adapters.bedrock import ADAPTER, REDACTED_TEXT
 from iclr_cli.trajectory import WriteBack
 
 SAMPLE = SAMPLES / "bedrock_converse.json"

@@ -18,7 +18,7 @@ from format_helpers import (
 )
 from iclr_cli.blocks import SKIP
 from iclr_cli.formats import registry
-from iclr_cli.formats.claude_code import ADAPTER
+from iclr_cli.formats.adapters.claude_code import ADAPTER
 from iclr_cli.trajectory import WriteBack
 
 SAMPLE = SAMPLES / "claude_code_session.jsonl"

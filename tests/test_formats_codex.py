@@ -12,7 +12,7 @@ from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
 from iclr_cli.formats.base import OpaqueEdits
-from iclr_cli.formats.codex import ADAPTER
+from iclr_cli.formats.adapters.codex import ADAPTER
 from iclr_cli.policies import parse_variant
 from iclr_cli.scoring.fake import RegexTokenizer
 from iclr_cli.trajectory import WriteBack

@@ -11,7 +11,7 @@ from format_helpers import SAMPLES, run_cli
 from iclr_cli.blocks import SKIP
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.formats.gemini import ADAPTER
+from iclr_cli.formats.adapters.gemini import ADAPTER
 from iclr_cli.trajectory import WriteBack
 
 SAMPLE = SAMPLES / "gemini_contents.json"

@@ -5,7 +5,7 @@ import json
 
 from format_helpers import SAMPLES, run_cli
 from iclr_cli.formats import registry
-from iclr_cli.formats.gemini_cli import ADAPTER, parse_thought
+from iclr_cli.formats.adapters.gemini_cli import ADAPTER, parse_thought
 from iclr_cli.trajectory import WriteBack
 
 SAMPLE = SAMPLES / "gemini_cli_session.jsonl"

@@ -11,8 +11,8 @@ from iclr_cli.inputs import load_file
 from iclr_cli.blocks import SKIP
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.formats.anthropic import REDACTED_TEXT
-from iclr_cli.formats.goose import ADAPTER
+from iclr_cli.formats.adapters.anthropic import REDACTED_TEXT
+from iclr_cli.formats.adapters.goose import ADAPTER
 from iclr_cli.trajectory import WriteBack
 
 SAMPLE = SAMPLES / "goose_session.jsonl"

@@ -9,7 +9,7 @@ from format_helpers import REALDATA, SAMPLES, run_cli
 from iclr_cli.inputs import load_file
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.formats.iclr_jsonl import ADAPTER, SCHEMA, to_record
+from iclr_cli.formats.adapters.iclr_jsonl import ADAPTER, SCHEMA, to_record
 from iclr_cli.trajectory import WriteBack
 
 SAMPLE = SAMPLES / "canonical.iclr.jsonl"

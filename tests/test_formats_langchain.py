@@ -6,7 +6,7 @@ import json
 from format_helpers import SAMPLES, run_cli
 from iclr_cli.formats import registry
 from iclr_cli.formats.base import OpaqueEdits
-from iclr_cli.formats.langchain import ADAPTER
+from iclr_cli.formats.adapters.langchain import ADAPTER
 from iclr_cli.trajectory import WriteBack
 
 SAMPLE = SAMPLES / "langchain_messages.json"

@@ -9,7 +9,7 @@ import pytest
 from format_helpers import SAMPLES, run_cli
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.formats.litellm_spend import ADAPTER
+from iclr_cli.formats.adapters.litellm_spend import ADAPTER
 
 SAMPLE = SAMPLES / "litellm_spend_logs.jsonl"
 THINK = "First look.\n\nThen act."

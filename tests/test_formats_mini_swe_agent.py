@@ -9,7 +9,7 @@ from format_helpers import REALDATA, SAMPLES, realdata, realdata_ids, run_cli
 from iclr_cli.blocks import split_blocks
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.formats.mini_swe_agent import ADAPTER, thought_end
+from iclr_cli.formats.adapters.mini_swe_agent import ADAPTER, thought_end
 
 SAMPLE = SAMPLES / "mini_swe_agent.traj.json"
 FOLDER = REALDATA / "mini_swe_agent"

@@ -8,7 +8,7 @@ import pytest
 from format_helpers import REALDATA, SAMPLES, parse_any, realdata, realdata_ids, run_cli, tool_ids, without_reasoning
 from iclr_cli.blocks import SKIP, split_blocks
 from iclr_cli.formats import registry
-from iclr_cli.formats.openai_chat import ADAPTER
+from iclr_cli.formats.adapters.openai_chat import ADAPTER
 
 OC = REALDATA / "openai_chat_reasoning"
 SAMPLE_FILES = ["openai_chat.json", "openai_think_tags.jsonl"]

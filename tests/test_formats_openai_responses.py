@@ -12,8 +12,8 @@ from format_helpers import REALDATA, run_cli
 from iclr_cli.compress import Settings, compress_trajectories
 from iclr_cli.formats import registry
 from iclr_cli.formats.base import OpaqueEdits
-from iclr_cli.formats.codex import ADAPTER as CODEX
-from iclr_cli.formats.openai_responses import ADAPTER
+from iclr_cli.formats.adapters.codex import ADAPTER as CODEX
+from iclr_cli.formats.adapters.openai_responses import ADAPTER
 from iclr_cli.policies import parse_variant
 from iclr_cli.scoring.fake import RegexTokenizer
 

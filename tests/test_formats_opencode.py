@@ -11,8 +11,8 @@ from format_helpers import run_cli, summary_value
 from iclr_cli.blocks import SKIP
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.formats.kilo import ADAPTER as KILO
-from iclr_cli.formats.opencode import ADAPTER
+from iclr_cli.formats.adapters.kilo import ADAPTER as KILO
+from iclr_cli.formats.adapters.opencode import ADAPTER
 from iclr_cli.trajectory import Usage, WriteBack
 from opencode_fixtures import R1, R2, R3, R4, R5, dump, export, to_db
 

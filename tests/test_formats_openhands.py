@@ -10,7 +10,7 @@ from format_helpers import REALDATA, SAMPLES, realdata, realdata_ids, run_cli
 from iclr_cli.blocks import split_blocks
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.formats.openhands import ADAPTER
+from iclr_cli.formats.adapters.openhands import ADAPTER
 from iclr_cli.trajectory import WriteBack
 
 SAMPLE = SAMPLES / "openhands_events.json"

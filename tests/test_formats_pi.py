@@ -11,7 +11,7 @@ from format_helpers import summary_value, SAMPLES, run_cli
 from iclr_cli.blocks import SKIP
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.formats.pi import ADAPTER
+from iclr_cli.formats.adapters.pi import ADAPTER
 from iclr_cli.trajectory import Part, WriteBack
 
 SAMPLE = SAMPLES / "pi_session.jsonl"

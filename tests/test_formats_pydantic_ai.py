@@ -1,4 +1,4 @@
-"""Pydantic AI message histories (iclr_cli/formats/pydantic_ai.py): ModelMessagesTypeAdapter
+"""Pydantic AI message histories (iclr_cli/formats/adapters/pydantic_ai.py): ModelMessagesTypeAdapter
 JSON, thinking parts under the provider rule table by their provider_name."""
 
 from __future__ import annotations

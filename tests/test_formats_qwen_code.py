@@ -1,4 +1,4 @@
-"""Qwen Code sessions (iclr_cli/formats/qwen_code.py): the field case of the fifth round
+"""Qwen Code sessions (iclr_cli/formats/adapters/qwen_code.py): the field case of the fifth round
 (../shared/cases/turn5/04a-qwen-code-chat.jsonl), our own sample with a rewind, a compression
 checkpoint and a fragmented message, signed thoughts under the provider rule, bad input, and
 files of the other agent logs read with the wrong --format."""
@@ -13,8 +13,8 @@ from format_helpers import SAMPLES, field_case, run_cli
 from iclr_cli.blocks import SKIP
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.formats.claude_code import ADAPTER as CLAUDE_CODE
-from iclr_cli.formats.qwen_code import ADAPTER
+from iclr_cli.formats.adapters.claude_code import ADAPTER as CLAUDE_CODE
+from iclr_cli.formats.adapters.qwen_code import ADAPTER
 from iclr_cli.formats.sniff import Head
 
 SAMPLE = SAMPLES / "qwen_code_session.jsonl"
@@ -258,7 +258,7 @@ def test_formats_lists_qwen_code(capsys):
 
 
 def test_usage_reads_both_conventions_of_candidates_token_count():
-    from iclr_cli.formats.qwen_code import _usage
+    from iclr_cli.formats.adapters.qwen_code import _usage
 
     # Qwen Code's OpenAI converter: candidates = completion_tokens, thoughts included (total = prompt + candidates)
     qwen = _usage({"promptTokenCount": 100, "candidatesTokenCount": 30, "thoughtsTokenCount": 30, "totalTokenCount": 130, "cachedContentTokenCount": 0})

@@ -1,4 +1,4 @@
-"""Roo Code / Kilo Code ``api_conversation_history.json`` (iclr_cli/formats/roo.py, read by the
+"""Roo Code / Kilo Code ``api_conversation_history.json`` (iclr_cli/formats/adapters/roo.py, read by the
 ``anthropic`` adapter): OpenRouter ``reasoning_details``, DeepSeek ``reasoning_content`` beside a
 reasoning block, OpenAI-native encrypted reasoning blocks and items, Gemini ``thoughtSignature``
 blocks; the field case 03b of the fifth round."""
@@ -12,7 +12,7 @@ import pytest
 from format_helpers import field_case, run_cli, summary_value
 from iclr_cli.blocks import SKIP
 from iclr_cli.formats import registry
-from iclr_cli.formats.anthropic import ADAPTER
+from iclr_cli.formats.adapters.anthropic import ADAPTER
 from iclr_cli.trajectory import WriteBack
 
 TASK = {"role": "user", "content": [{"type": "text", "text": "<task>Rename the flag --fast to --quick.</task>"}], "ts": 1}

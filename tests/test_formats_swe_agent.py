@@ -9,7 +9,7 @@ from format_helpers import REALDATA, SAMPLES, realdata, realdata_ids, run_cli
 from iclr_cli.blocks import split_blocks
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
-from iclr_cli.formats.swe_agent import ADAPTER
+from iclr_cli.formats.adapters.swe_agent import ADAPTER
 
 SAMPLE = SAMPLES / "swe_agent.traj"
 FOLDER = REALDATA / "swe_agent"

@@ -62,3 +62,4 @@ def test_no_two_modules_import_each_other():
         imports[_module(path)] = names
     pairs = sorted({tuple(sorted((a, b))) for a, names in imports.items() for b in names if b != a and a in imports.get(b, ())})
     assert pairs == []
+

@@ -11,7 +11,7 @@ import pytest
 from format_helpers import run_cli
 from iclr_cli.blocks import SKIP
 from iclr_cli.formats.base import OpaqueEdits, Unrecognised
-from iclr_cli.formats.openai_chat import ADAPTER
+from iclr_cli.formats.adapters.openai_chat import ADAPTER
 from iclr_cli.formats.openai_messages import read_messages, write_messages
 from iclr_cli.trajectory import WriteBack
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from format_helpers import run_cli, summary_value
-from iclr_cli.formats.gemini import ADAPTER as GEMINI
+from iclr_cli.formats.adapters.gemini import ADAPTER as GEMINI
 from iclr_cli.formats.openai_messages import read_messages
 
 THOUGHT = "The user wants the limit.\n\nI should open a.cfg first.\n\nThen I answer."

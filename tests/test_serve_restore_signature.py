@@ -17,8 +17,8 @@ from wire_fixtures import SIGNATURE, anthropic_events, anthropic_message, anthro
 
 from iclr_cli.blocks import SKIP
 from iclr_cli.compress import Settings
-from iclr_cli.formats import anthropic as anthropic_format
-from iclr_cli.formats import bedrock, claude_code, gemini, langchain, openai_chat, pi
+from iclr_cli.formats.adapters import anthropic as anthropic_format
+from iclr_cli.formats.adapters import bedrock, claude_code, gemini, langchain, openai_chat, pi
 from iclr_cli.policies import parse_variant
 from iclr_cli.scoring.fake import FakeScorer
 from iclr_cli.serve.batching import BatchingScorer

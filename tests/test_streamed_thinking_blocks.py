@@ -13,7 +13,7 @@ import pytest
 from format_helpers import run_cli
 from iclr_cli.formats.fragments import streamed_blocks
 from test_chat_reasoning import delete_all, mini
-from iclr_cli.formats.mini_swe_agent import ADAPTER as MINI
+from iclr_cli.formats.adapters.mini_swe_agent import ADAPTER as MINI
 
 CASE = Path(__file__).resolve().parents[2] / "shared" / "cases" / "turn6" / "08a-litellm-streamed-thinking-blocks-minimax.json"
 

@@ -20,7 +20,7 @@ from iclr_cli.jsonio import BOM, loads
 
 def adapters() -> list[FormatAdapter]:
     """Every registered adapter, in sniffing order."""
-    return [importlib.import_module(f"iclr_cli.formats.{name}").ADAPTER for name in _ADAPTER_MODULES]
+    return [importlib.import_module(f"iclr_cli.formats.adapters.{name}").ADAPTER for name in _ADAPTER_MODULES]
 
 
 # A module listed here exposes ``ADAPTER``. The order breaks ties between equal scores only

@@ -1,7 +1,7 @@
 """The ``messages`` dialect: ``POST /v1/messages`` (Anthropic Messages, as Claude Code sends it).
 
 A request is read with the ``anthropic`` file adapter's own block reading
-(:func:`iclr_cli.formats.anthropic.assistant_parts` / :func:`~iclr_cli.formats.anthropic.user_parts`),
+(:func:`iclr_cli.formats.adapters.anthropic.assistant_parts` / :func:`~iclr_cli.formats.adapters.anthropic.user_parts`),
 so ``thinking`` blocks, ``<think>`` in text, ``redacted_thinking``, ``tool_use`` and
 ``tool_result`` mean here what they mean in a transcript file. Items are the ``messages``
 (Claude Code also sends ``role: system`` messages mid-conversation: read as what they are, an
@@ -27,7 +27,7 @@ What happens to a ``thinking`` block depends on the upstream (:mod:`iclr_cli.pro
   back): https://platform.claude.com/docs/en/build-with-claude/extended-thinking.
 
 A ``thinking`` block whose ``signature`` is ``""`` or missing is unsigned
-(:func:`~iclr_cli.formats.anthropic.has_signature`): on a sealed upstream it is left as sent
+(:func:`~iclr_cli.formats.adapters.anthropic.has_signature`): on a sealed upstream it is left as sent
 and counted as :data:`UNSIGNED_THINKING`, never as signed; ``--restore-reasoning`` puts back
 the signature the reply carried (:meth:`MessagesDialect.restore`, :func:`resign`).
 
@@ -49,7 +49,7 @@ from dataclasses import replace
 import orjson
 
 from iclr_cli.blocks import SKIP
-from iclr_cli.formats.anthropic import assistant_parts, has_signature, note_message_fields, user_parts
+from iclr_cli.formats.adapters.anthropic import assistant_parts, has_signature, note_message_fields, user_parts
 from iclr_cli.formats.reading import Where
 from iclr_cli.formats.openai_messages import render_tools
 from iclr_cli.formats.writeback import TextRef, apply_edits

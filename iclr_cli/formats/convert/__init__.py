@@ -31,7 +31,7 @@ __all__ = ["TARGETS", "convert_document", "convert_trajectories", "reading_track
 
 
 def _to_iclr(traj: Trajectory) -> tuple[dict, Trajectory]:
-    from iclr_cli.formats import iclr_jsonl
+    from iclr_cli.formats.adapters import iclr_jsonl
 
     return iclr_jsonl.to_record(traj), traj
 

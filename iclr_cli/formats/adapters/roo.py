@@ -121,7 +121,7 @@ def call_ids(content: object) -> set[str]:
 
 def message_reasoning(msg: dict, parts: Sequence[Part], where: Where, field: Path) -> list[Part]:
     """``parts`` (an assistant message's content, read by
-    :func:`iclr_cli.formats.anthropic.assistant_parts`) with the message's ``reasoning_details``
+    :func:`iclr_cli.formats.adapters.anthropic.assistant_parts`) with the message's ``reasoning_details``
     and ``reasoning_content`` read into them (module docstring): a text a content block holds
     already becomes another site of that block's part; the rest are parts of their own, placed
     before the content's parts (reasoning comes before what it led to). ``field`` is the

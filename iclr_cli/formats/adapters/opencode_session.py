@@ -3,7 +3,7 @@
 The shapes are OpenCode's ``MessageV2`` (``packages/opencode/src/session/message-v2.ts``): a
 message ``info`` has ``role`` ``user`` or ``assistant`` (an assistant's ``modelID``,
 ``providerID``, ``error``, ``tokens``); its ``parts`` each have a ``type``. The export file and
-the session database hold the same objects (:mod:`iclr_cli.formats.opencode`); this module
+the session database hold the same objects (:mod:`iclr_cli.formats.adapters.opencode`); this module
 reads them with no knowledge of where they came from: each part arrives with its path in the
 records (:mod:`iclr_cli.formats.writeback`) and a function that names a field for errors.
 
@@ -66,7 +66,7 @@ _BOOKKEEPING = frozenset({"snapshot", "patch", "retry", "agent", "compaction", "
 
 class PartError(ValueError):
     """A part or message of the wrong shape: ``keys`` inside it, and the ``problem``; the
-    caller names the file and record (:mod:`iclr_cli.formats.opencode`)."""
+    caller names the file and record (:mod:`iclr_cli.formats.adapters.opencode`)."""
 
     def __init__(self, index: int, keys: tuple, problem: str):
         super().__init__(problem)

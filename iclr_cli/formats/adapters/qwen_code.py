@@ -34,7 +34,7 @@ usage. A ``chat_compression`` record on the chain adds the text of its first (su
 content as an observation labelled ``compact_summary``; the trajectory goes on across it.
 
 Reasoning: each ``{text, thought: true}`` part of an assistant message, read as the Gemini
-adapter reads model parts (:mod:`iclr_cli.formats.gemini`; every other part goes through its
+adapter reads model parts (:mod:`iclr_cli.formats.adapters.gemini`; every other part goes through its
 reader). Whose provider rule applies is told by the record's ``model``
 (:mod:`iclr_cli.formats.sealing`): Qwen Code keeps a provider's signature of a thought in
 its ``thoughtSignature`` (Gemini's, Anthropic's ``thinking.signature``, or an OpenAI
@@ -59,7 +59,7 @@ from dataclasses import replace
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document
-from iclr_cli.formats.gemini import _Reader as GeminiReader
+from iclr_cli.formats.adapters.gemini import _Reader as GeminiReader
 from iclr_cli.formats.reading import Where, base_name, read_lines, sealed_warnings
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.usage import count

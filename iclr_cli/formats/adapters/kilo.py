@@ -2,8 +2,8 @@
 
 Kilo (github.com/Kilo-Org/kilocode, the ``@kilocode/cli`` package) is a fork of OpenCode and
 keeps OpenCode's shapes: the same ``session`` / ``message`` / ``part`` tables and the same
-export JSON, read by :mod:`iclr_cli.formats.opencode`. Its database has tables (and in some
-releases ``session`` columns) of its own (:func:`~iclr_cli.formats.opencode.is_kilo`), which is
+export JSON, read by :mod:`iclr_cli.formats.adapters.opencode`. Its database has tables (and in some
+releases ``session`` columns) of its own (:func:`~iclr_cli.formats.adapters.opencode.is_kilo`), which is
 how it is told from OpenCode's. Its export is told apart only by the agent that ran (Kilo's
 built-in ``code``, ``ask``...); one that ran another agent is detected as ``opencode`` and read
 and written back the same way.
@@ -12,7 +12,7 @@ and written back the same way.
 from __future__ import annotations
 
 from iclr_cli.formats.database import DatabaseHead
-from iclr_cli.formats.opencode import KILO_TABLES, OpenCodeAdapter, has_session_tables, is_kilo
+from iclr_cli.formats.adapters.opencode import KILO_TABLES, OpenCodeAdapter, has_session_tables, is_kilo
 from iclr_cli.formats.sniff import MARKER, Head, Match
 
 

@@ -5,7 +5,7 @@ One event per line, with a top-level ``type``: ``user``, ``assistant``, ``progre
 session bookkeeping (``last-prompt``, ``mode``, ``permission-mode``, ``ai-title``,
 ``custom-title``), which current releases write before any turn: a file is recognised by its
 structure, not its first line. Only ``user`` and ``assistant`` lines carry a ``message`` (Anthropic Messages shape, see
-:mod:`iclr_cli.formats.anthropic`). Every other line passes through byte for byte.
+:mod:`iclr_cli.formats.adapters.anthropic`). Every other line passes through byte for byte.
 
 One file is one trajectory, with id ``sessionId`` (of its first conversation line; fallback
 ``FILE#0``):
@@ -58,9 +58,9 @@ import re
 from collections.abc import Hashable
 from dataclasses import replace
 
-from iclr_cli.formats.anthropic import assistant_parts, note_message_fields, user_parts
+from iclr_cli.formats.adapters.anthropic import assistant_parts, note_message_fields, user_parts
 from iclr_cli.formats.base import Document
-from iclr_cli.formats.qwen_code import gemini_content
+from iclr_cli.formats.adapters.qwen_code import gemini_content
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.reading import Where, base_name, read_lines
 from iclr_cli.formats.usage import anthropic_usage
@@ -150,7 +150,7 @@ class ClaudeCodeAdapter(WriteBackAdapter):
             start = head.lstrip()
             return start[:1] == b"{" and b'"sessionId"' in head and b'"parentUuid"' in head and _GEMINI_MESSAGE.search(head) is None
         if any(isinstance(v, dict) and gemini_content(v.get("message")) for v in parsed):
-            return False  # Qwen Code's records: the same envelope around a Gemini Content (formats/qwen_code.py)
+            return False  # Qwen Code's records: the same envelope around a Gemini Content (formats/adapters/qwen_code.py)
         if not all(_looks_like_record(v) for v in parsed):
             return False
         if _looks_like_turn(parsed[-1]):

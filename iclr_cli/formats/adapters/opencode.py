@@ -20,9 +20,9 @@ layout with every field kept. ``opencode import session.json`` loads it again; i
 the rows of a session id it already holds, so delete the original session first (or import
 into another profile) for the pruned copy to take its place.
 
-The messages and parts are read by :mod:`iclr_cli.formats.opencode_session` (steps, reasoning
+The messages and parts are read by :mod:`iclr_cli.formats.adapters.opencode_session` (steps, reasoning
 and its provider metadata, tool calls and results, recorded usage). Kilo (``kilo.db``, ``kilo
-export``), a fork of OpenCode, writes the same shapes: :mod:`iclr_cli.formats.kilo`.
+export``), a fork of OpenCode, writes the same shapes: :mod:`iclr_cli.formats.adapters.kilo`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from iclr_cli.errors import InputError
 from iclr_cli.formats import database
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.database import DatabaseAdapter, DatabaseHead
-from iclr_cli.formats.opencode_session import Message, PartError, field_of, read_session
+from iclr_cli.formats.adapters.opencode_session import Message, PartError, field_of, read_session
 from iclr_cli.formats.reading import base_name, located, parse_document, sealed_warnings, whole
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.writeback import Records, WriteBackAdapter

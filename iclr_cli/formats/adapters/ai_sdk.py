@@ -30,7 +30,7 @@ plain provider the text is edited and the signature kept. ``redactedData`` (Anth
 thinking) and a Gemini ``thoughtSignature`` are never edited; OpenAI's ``itemId`` /
 ``reasoningEncryptedContent`` mark a summary of an encrypted reasoning item (sealed; ``--encrypted-
 reasoning drop`` removes an edited part). A Pydantic AI backend writes ``providerMetadata.pydantic_ai``
-(``signature``, ``provider_name``): read with :func:`iclr_cli.formats.pydantic_ai.thinking_mode`.
+(``signature``, ``provider_name``): read with :func:`iclr_cli.formats.adapters.pydantic_ai.thinking_mode`.
 Who wrote the reasoning: the namespace of its signature, or ``metadata.model`` of the message.
 """
 
@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 
 from iclr_cli.formats import media
-from iclr_cli.formats.pydantic_ai import thinking_mode
+from iclr_cli.formats.adapters.pydantic_ai import thinking_mode
 from iclr_cli.formats.reading import ChunkedRecords, Where, base_name, dig
 from iclr_cli.formats.sniff import MARKER, STRUCTURE, Head, Match
 from iclr_cli.formats.writeback import Path, Site, TextRef, WriteBackAdapter

@@ -56,7 +56,7 @@ from dataclasses import dataclass, replace
 
 from iclr_cli.errors import InputError
 from iclr_cli.formats import database, media
-from iclr_cli.formats.anthropic import REDACTED_TEXT
+from iclr_cli.formats.adapters.anthropic import REDACTED_TEXT
 from iclr_cli.formats.base import Document, OpaqueEdits, Unrecognised
 from iclr_cli.formats.reading import base_name, read_lines, sealed_warnings, try_document, whole
 from iclr_cli.formats.sniff import MARKER, STRUCTURE, Head, Match

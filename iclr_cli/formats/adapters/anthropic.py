@@ -26,7 +26,7 @@ A message's ``content`` is a string or a list of content blocks. Parts (METHOD.m
   actions labelled by type, text as JSON.
 - Roo Code / Kilo Code task histories (``api_conversation_history.json``) add
   ``reasoning_details`` and ``reasoning_content`` beside ``content``, encrypted ``reasoning``
-  blocks and items, and ``thoughtSignature`` blocks: read as :mod:`iclr_cli.formats.roo` says.
+  blocks and items, and ``thoughtSignature`` blocks: read as :mod:`iclr_cli.formats.adapters.roo` says.
 - Unrecognised (reported, docs/FORMAT.md): an assistant block of an unknown type (rendered as
   a JSON action, never scored), and message-level reasoning fields this format does not have
   (``reasoning``, ``thinking``, ``thinking_blocks``).
@@ -58,7 +58,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 
-from iclr_cli.formats import media, roo
+from iclr_cli.formats import media
+
+from iclr_cli.formats.adapters import roo
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.reading import Where, base_name, load_chunks
 from iclr_cli.formats.markup import foreign_notes
@@ -91,7 +93,7 @@ _MESSAGE_REASONING = ("reasoning_content", "reasoning", "thinking", "thinking_bl
 
 def is_message_list(value: object) -> bool:
     """True for a non-empty list of JSON objects that all have a ``role``, but for Roo Code's
-    encrypted reasoning items (:func:`iclr_cli.formats.roo.is_reasoning_item`)."""
+    encrypted reasoning items (:func:`iclr_cli.formats.adapters.roo.is_reasoning_item`)."""
     return (isinstance(value, list) and any(isinstance(m, dict) and "role" in m for m in value)
             and all(isinstance(m, dict) and ("role" in m or roo.is_reasoning_item(m)) for m in value))
 
