@@ -63,3 +63,10 @@ def test_no_two_modules_import_each_other():
     pairs = sorted({tuple(sorted((a, b))) for a, names in imports.items() for b in names if b != a and a in imports.get(b, ())})
     assert pairs == []
 
+
+def test_the_format_kit_does_not_import_the_adapters():
+    """The adapters (formats/adapters/) use the kit (formats/); the kit knows them only
+    through the registry's list (docs/FORMAT.md, "Adding a format")."""
+    kit = [p for p in (PKG / "formats").glob("*.py") if p.name != "registry.py"]
+    found = {p.name: m for p in kit for m in _imports(p) if m.startswith("iclr_cli.formats.adapters")}
+    assert found == {}
