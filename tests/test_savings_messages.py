@@ -4,9 +4,9 @@ which), and an interrupted ``--no-cache`` run never says its results are cached.
 
 import json
 
-import pytest
 
 from format_helpers import SAMPLES, run_cli
+from test_savings_cli import cache_dir  # noqa: F401 (the autouse fixture: each test's own savings cache)
 
 CHAT = [
     {"role": "user", "content": "Task"},
@@ -14,11 +14,6 @@ CHAT = [
     {"role": "user", "content": "ok"},
     {"role": "assistant", "reasoning_content": "gamma", "content": "A1"},
 ]
-
-
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("ICLR_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def savings(capsys, *args):

@@ -12,6 +12,7 @@ from format_helpers import run_cli
 from iclr_cli.block_notes import one_block_note
 from iclr_cli.formats.database import row_time
 from opencode_fixtures import export, to_db
+from test_savings_cli import CHAT3
 
 
 @pytest.fixture(autouse=True)
@@ -110,15 +111,7 @@ def test_goose_database_sessions_are_dated_by_their_rows_too(tmp_path, capsys):
 # Regex-tokenizer counts (--model fake; tests/test_savings_cli.py, CHAT3): "alpha beta" is 3
 # tokens, "gamma delta epsilon" 5. Step 0 went through iclr's write-back (it kept "alpha beta"
 # and marked two blocks [SKIP]); steps 1 and 2 did not.
-COMPRESSED = [
-    {"role": "system", "content": "Sys"},
-    {"role": "user", "content": "Task"},
-    {"role": "assistant", "reasoning_content": "alpha beta\n\n[SKIP]\n\n[SKIP]", "content": "A0"},
-    {"role": "user", "content": "ok"},
-    {"role": "assistant", "reasoning_content": "gamma delta epsilon", "content": "A1"},
-    {"role": "user", "content": "ok"},
-    {"role": "assistant", "reasoning_content": "zeta", "content": "A2"},
-]
+COMPRESSED = [*CHAT3[:2], {**CHAT3[2], "reasoning_content": "alpha beta\n\n[SKIP]\n\n[SKIP]"}, *CHAT3[3:]]
 
 
 def test_steps_already_compressed_are_counted_and_not_compressed_again(tmp_path, capsys):
@@ -149,11 +142,10 @@ def test_the_upper_bound_and_the_plan_leave_compressed_steps_alone(tmp_path, cap
 # --- one block a step: prune's hint --------------------------------------------------------
 
 ONE_BLOCK = [
-    {"role": "system", "content": "Sys"},
-    {"role": "user", "content": "Task"},
-    {"role": "assistant", "reasoning_content": "The parser fails on week dates. I will add a branch and run the test.", "content": "A0"},
-    {"role": "user", "content": "ok"},
-    {"role": "assistant", "reasoning_content": "The branch works. Running the whole suite now to be sure.", "content": "A1"},
+    *CHAT3[:2],
+    {**CHAT3[2], "reasoning_content": "The parser fails on week dates. I will add a branch and run the test."},
+    CHAT3[3],
+    {**CHAT3[4], "reasoning_content": "The branch works. Running the whole suite now to be sure."},
 ]
 
 
