@@ -4,7 +4,6 @@ which), and an interrupted ``--no-cache`` run never says its results are cached.
 
 import json
 
-
 from format_helpers import SAMPLES, run_cli
 from test_savings_cli import cache_dir  # noqa: F401 (the autouse fixture: each test's own savings cache)
 
