@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from iclr_cli.errors import InputError
 from iclr_cli.formats import registry
 from iclr_cli.formats.base import Document, FormatAdapter
-from iclr_cli.formats.sniff import HEAD_BYTES, Head
-from iclr_cli.jsonio import BOM
 
 
 @dataclass(frozen=True)
@@ -67,9 +65,8 @@ def reading(adapter: FormatAdapter, data: bytes, source: str, skip_bad_lines: bo
 
 def sniffs(adapter: FormatAdapter, data: bytes) -> bool:
     """Whether ``adapter``'s sniff matches the head of ``data``."""
-    head = data[:HEAD_BYTES]
     try:
-        return bool(adapter.sniff(Head.of(registry._parseable_head(head[len(BOM) :] if head.startswith(BOM) else head))))
+        return bool(adapter.sniff(registry.sniffed_head(data)))
     except Exception:  # a sniffer that cannot judge this head: as in registry.forced_error
         return True
 
@@ -81,11 +78,6 @@ def _detected(adapter: FormatAdapter, data: bytes, source: str) -> registry.Dete
     except InputError:
         return None
     return None if found.adapter.name == adapter.name else found
-
-
-def _looks(found: registry.Detection) -> str:
-    name = found.adapter.name
-    return f"it looks like {name} ({found.match.reason}): use --format {name}, or leave --format out"
 
 
 def check_unlike(adapter: FormatAdapter, data: bytes, source: str, *, skip_bad_lines: bool = False) -> None:
@@ -103,7 +95,7 @@ def check_unlike(adapter: FormatAdapter, data: bytes, source: str, *, skip_bad_l
     theirs = reading(found.adapter, data, source, skip_bad_lines)
     if ours is None or theirs is None or not ours.worse_than(theirs):
         return  # the same reading (or a better one): nothing is lost by the user's choice
-    raise InputError(source, f"does not look like {adapter.name} ({adapter.description}); {_looks(found)}. Read as {adapter.name}: {ours.shortfall(theirs, found.adapter.name)}")
+    raise InputError(source, f"does not look like {adapter.name} ({adapter.description}); {registry.looks_like(found)}. Read as {adapter.name}: {ours.shortfall(theirs, found.adapter.name)}")
 
 
 def check_nothing(adapter: FormatAdapter, data: bytes, source: str, reasoning: int, *, skip_bad_lines: bool = False) -> None:
@@ -117,4 +109,4 @@ def check_nothing(adapter: FormatAdapter, data: bytes, source: str, reasoning: i
     theirs = reading(found.adapter, data, source, skip_bad_lines)
     if theirs is None or not theirs.reasoning:
         return
-    raise InputError(source, f"read as {adapter.name} ({adapter.description}), but it holds no reasoning part: nothing to score or prune; {_looks(found)} ({theirs.reasoning} reasoning part(s) read so)")
+    raise InputError(source, f"read as {adapter.name} ({adapter.description}), but it holds no reasoning part: nothing to score or prune; {registry.looks_like(found)} ({theirs.reasoning} reasoning part(s) read so)")

@@ -196,6 +196,19 @@ def _not_json(head: bytes) -> str | None:
     return f"line {number} is a JSON {kind}, not a JSON object or list"
 
 
+def sniffed_head(data: bytes) -> Head:
+    """The :class:`Head` an adapter's sniff is given for ``data`` (its first bytes, BOM off,
+    complete lines that are not JSON left out)."""
+    head = data[:HEAD_BYTES]
+    return Head.of(_parseable_head(head[len(BOM) :] if head.startswith(BOM) else head))
+
+
+def looks_like(found: Detection) -> str:
+    """What a file named with the wrong ``--format`` looks like, and how to read it so."""
+    name = found.adapter.name
+    return f"it looks like {name} ({found.match.reason}): use --format {name}, or leave --format out"
+
+
 def forced_error(adapter: FormatAdapter, data: bytes, source: str, exc: InputError) -> InputError:
     """The error to show when reading ``data`` as ``adapter`` (named with ``--format``) failed
     with ``exc``: ``exc`` itself when the file is detected as that format (a bad record in it);
@@ -208,14 +221,13 @@ def forced_error(adapter: FormatAdapter, data: bytes, source: str, exc: InputErr
                 return exc
         except InputError:
             return exc
-    head = data[:HEAD_BYTES]
     try:
-        alike = adapter.sniff(Head.of(_parseable_head(head[len(BOM) :] if head.startswith(BOM) else head)))
+        alike = adapter.sniff(sniffed_head(data))
     except Exception:  # a sniffer that cannot judge this head: keep the reader's own error
         return exc
     try:
         found = detect_why(data, source)
-        looks = f"it looks like {found.adapter.name} ({found.match.reason}): use --format {found.adapter.name}, or leave --format out"
+        looks = looks_like(found)
     except InputError as other:
         if alike or other.problem.startswith(("not a trajectory format", "file is empty", "truncated JSON document", "not a valid JSON document")):
             return exc  # no other reading to offer (a JSON syntax error, say): the reader's error says more

@@ -33,6 +33,7 @@ the adapters keep them with their call (:mod:`iclr_cli.providers`).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -113,17 +114,14 @@ class Sealer:
     def apply(self, doc: Document) -> Document:
         """``doc`` with its trajectories under the rule, and one warning per kind of
         reasoning sealed (and for signatures whose provider the file does not name)."""
-        from iclr_cli.providers import for_record
-
         before = Counter(self.counts)
         unknown: list[str] = []
         out = []
         for traj in doc.trajectories:
-            meta = traj.meta
-            default = for_record(_str(meta.get("model")), _str(meta.get("base_url")), _str(meta.get("provider")))
+            default = record_provider(traj.meta)
             steps = []
             for step in traj.steps:
-                parts = tuple(self._part(p, default, for_record, unknown) for p in step.parts)
+                parts = tuple(self._part(p, default, unknown) for p in step.parts)
                 steps.append(step if all(a is b for a, b in zip(parts, step.parts)) else Step(step.index, parts))
             out.append(traj.with_steps(steps))
         warnings = list(doc.warnings)
@@ -141,11 +139,11 @@ class Sealer:
             )
         return replace(doc, trajectories=out, warnings=warnings)
 
-    def _part(self, part: Part, default, for_record, unknown: list[str]) -> Part:
+    def _part(self, part: Part, default, unknown: list[str]) -> Part:
         if part.kind != "reasoning" or not isinstance(part.ref, TextRef) or part.write_back is WriteBack.READ_ONLY:
             return part
         ref = part.ref
-        kind, why = for_record(ref.model) if ref.model else default
+        kind, why = part_provider(part, default)
         if part.write_back is WriteBack.OPAQUE:
             if self.encrypted is OpaqueEdits.SEAL:
                 return self._seal(part, kind.name if kind is not None else "openai", ENCRYPTED)
@@ -169,6 +167,25 @@ class Sealer:
     def _seal(self, part: Part, kind: str, what: str) -> Part:
         self.counts[(kind, what)] += 1
         return replace(part, ref=Sealed(kind, what, part.write_back), write_back=WriteBack.READ_ONLY)
+
+
+def record_provider(meta: Mapping[str, object]):
+    """``(kind, why)``: the :mod:`iclr_cli.providers` kind a trajectory's ``meta`` names (its
+    model, provider or base URL; :func:`iclr_cli.providers.for_record`), ``(None, why)`` when
+    it names none."""
+    from iclr_cli.providers import for_record
+
+    return for_record(_str(meta.get("model")), _str(meta.get("base_url")), _str(meta.get("provider")))
+
+
+def part_provider(part: Part, default):
+    """``(kind, why)`` whose rule applies to ``part``: its own message's model where the
+    record names one per message (:attr:`TextRef.model`), else ``default``
+    (:func:`record_provider` of its trajectory)."""
+    from iclr_cli.providers import for_record
+
+    model = _str(getattr(part.ref, "model", None))
+    return for_record(model) if model else default
 
 
 def _str(value: object) -> str | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from iclr_cli.compress import CompressionResult
 from iclr_cli.context import render_part
 from iclr_cli.formats.base import OpaqueEdits
-from iclr_cli.formats.sealing import ENCRYPTED, SIGNED, Sealed
+from iclr_cli.formats.sealing import ENCRYPTED, SIGNED, Sealed, part_provider, record_provider
 from iclr_cli.savings.compressed import Compressed
 from iclr_cli.savings.estimate import StepTokens, Totals, estimate_session
 from iclr_cli.token_accounting import CountTokens, account
@@ -103,17 +103,10 @@ def seal_for_estimate(traj: Trajectory, opaque: OpaqueEdits = OpaqueEdits.DROP) 
 
 
 def _plain_provider(part: Part, meta: Mapping[str, object]) -> bool:
-    """True when the provider the file names for ``part`` (its own message's model first, then
-    the record's model, provider or base URL) does not check signatures: the same reading as
-    ``prune``'s :class:`~iclr_cli.formats.sealing.Sealer`, so a Claude Code session run on
-    DeepSeek's Anthropic endpoint is editable in both."""
-    from iclr_cli.providers import for_record
-
-    def text(value: object) -> str | None:
-        return value if isinstance(value, str) and value else None
-
-    model = text(getattr(part.ref, "model", None))
-    kind, _ = for_record(model) if model else for_record(text(meta.get("model")), text(meta.get("base_url")), text(meta.get("provider")))
+    """True when the provider the file names for ``part`` does not check signatures, read as
+    ``prune``'s :class:`~iclr_cli.formats.sealing.Sealer` reads it (its own message's model
+    first): a Claude Code session run on DeepSeek's Anthropic endpoint is editable in both."""
+    kind, _ = part_provider(part, record_provider(meta))
     return kind is not None and not kind.checks_signatures
 
 
