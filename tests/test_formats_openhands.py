@@ -156,3 +156,15 @@ def test_cli_score_real_file_gives_one_record_per_block(capsys, tmp_path, name):
     [traj] = ADAPTER.load((FOLDER / name).read_bytes(), name).trajectories
     assert len(rows) == sum(len(split_blocks(p.text).blocks) for s in traj.steps for p in s.reasoning)
     assert all(isinstance(r["entropy_bits"], float) and r["n_tokens"] > 0 for r in rows)
+
+
+def test_each_request_names_the_model_its_raw_response_names():
+    """V0 events carry the raw model response: its ``model`` prices the request in savings
+    (it was read as no model, every request unpriced)."""
+    if not REAL.exists():
+        pytest.skip(f"{REAL} is not beside the repository")
+    doc = ADAPTER.load(REAL.read_bytes(), str(REAL))
+    (traj,) = doc.trajectories
+    assert traj.meta["model"] == "claude-3-5-sonnet-20241022"
+    # the last step records no model response (no tool_call_metadata)
+    assert [r.model for r in traj.requests] == ["claude-3-5-sonnet-20241022"] * 4 + [None]

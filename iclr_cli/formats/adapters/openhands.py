@@ -41,7 +41,7 @@ Reasoning (METHOD.md), one part per text, scored once:
 Recorded usage (``iclr savings``, V0): each step is one model request; its usage is the
 ``llm_metrics.token_usages`` entry whose ``response_id`` is the step's model response id,
 else that response's own ``usage`` (LiteLLM's chat-completions shape). V1 events carry no
-usage: a V1 stream records none.
+usage: a V1 stream records none. The model of each request is its ``model_response.model``.
 """
 
 from __future__ import annotations
@@ -88,9 +88,10 @@ class _Builder:
         self.prompt: list[Part] = []
         self.steps: list[list[Part]] = []
         self.usage: dict[int, Usage] = {}
+        self.models: dict[int, str] = {}
         self._call: object = None
 
-    def step(self, parts: list[Part], call: object = None, usage: Usage | None = None) -> None:
+    def step(self, parts: list[Part], call: object = None, usage: Usage | None = None, model: str | None = None) -> None:
         """Start a step, or continue the last one when ``call`` (the model response id)
         is the same: parallel tool calls of one model call are one step. ``usage`` is the
         model call's recorded usage, if the event carries it."""
@@ -100,12 +101,14 @@ class _Builder:
         self.steps[-1].extend(parts)
         if usage is not None:
             self.usage.setdefault(len(self.steps) - 1, usage)
+        if model:
+            self.models.setdefault(len(self.steps) - 1, model)
 
     def requests(self) -> tuple[Request, ...]:
         """One request per step when any step recorded usage, else none (nothing known)."""
         if not self.usage:
             return ()
-        return tuple(Request(i, self.usage.get(i)) for i in range(len(self.steps)))
+        return tuple(Request(i, self.usage.get(i), self.models.get(i)) for i in range(len(self.steps)))
 
     def seen(self, text: str, label: str) -> None:
         if self.steps:
@@ -204,6 +207,8 @@ class OpenHandsAdapter(WriteBackAdapter):
         unrecognised: list = []
         (_walk_v1 if v1 else _walk_v0)(events, build, source, unrecognised)
         meta = {"format": self.name, "version": "v1" if v1 else "v0"}
+        if build.models:  # the model the raw responses name (V0 model_response.model), for prices
+            meta["model"] = next(iter(build.models.values()))
         steps = tuple(Step(i, tuple(p)) for i, p in enumerate(build.steps))
         trajectory = Trajectory(f"{base_name(source)}#0", tuple(build.prompt), steps, meta=meta, requests=build.requests())
         return Document(self.name, source, [trajectory], records, warnings, unrecognised=unrecognised)
@@ -232,7 +237,9 @@ def _walk_v0(events: list, build: _Builder, source: str, unrecognised: list) -> 
                 where = Where(source, path[0], line, unrecognised=unrecognised)
                 rid = dig(event, "tool_call_metadata", "model_response", "id")
                 rid = rid if isinstance(rid, str) else None
-                build.step(_v0_action(path, event, args, groups, by_path, reasoned, where), rid, _v0_usage(event, rid))
+                model = dig(event, "tool_call_metadata", "model_response", "model")
+                build.step(_v0_action(path, event, args, groups, by_path, reasoned, where), rid, _v0_usage(event, rid),
+                           model if isinstance(model, str) else None)
             elif event.get("source") == "user" and kind == "message":
                 build.seen(str(args.get("content", "")), "user")
             continue
