@@ -120,6 +120,9 @@ def test_bad_message_names_the_field():
     assert str(exc.value) == "m.json: field 'messages[1]': message must be an object with a string 'role'"
     with pytest.raises(InputError, match=r"field 'messages\[0\].content'"):
         ADAPTER.load(b'{"trajectory_format": "mini-swe-agent-1.1", "messages": [{"role": "assistant", "content": 5}]}', "m.json")
+    # a user or tool message's content too: a number is never read as an empty observation
+    with pytest.raises(InputError, match=r"field 'messages\[1\].content': must be a string, a list of parts or null"):
+        ADAPTER.load(b'{"trajectory_format": "mini-swe-agent-1.1", "messages": [{"role": "system", "content": ""}, {"role": "user", "content": 12345}]}', "m.json")
 
 
 @pytest.mark.parametrize("name", realdata_ids("mini_swe_agent"))

@@ -107,6 +107,9 @@ class MiniSweAgentAdapter(WriteBackAdapter):
                 tokens = dig(msg, "extra", "response", "usage", "completion_tokens_details", "reasoning_tokens")
                 hidden += isinstance(tokens, int) and tokens > 0 and not any(p.kind == "reasoning" for p in steps[-1])
                 continue
+            content = msg.get("content")
+            if content is not None and not isinstance(content, (str, list)):  # as for assistant messages: never read as empty
+                raise where.error("must be a string, a list of parts or null", (*path, "content"))
             label = "tool_result" if role == "tool" else role
             if steps:
                 steps[-1].append(Part("observation", text_of(msg.get("content")), label=label))
