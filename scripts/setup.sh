@@ -6,7 +6,8 @@
 #     dequantised once and cached as float32 safetensors in the user cache folder
 #   - only when asked (--with-llama-server, or ICLR_WITH_LLAMA_SERVER=1, which .ci/run sets):
 #     llama-cpp-python[server], a source build used only by the end-to-end replay and serve tests
-#   - Debian's chromium for the HTML report test (only when run as root and missing)
+#   - Debian's chromium for the HTML report test, and Debian's redis-server and postgresql for the
+#     shared-state tests (each only when run as root and missing)
 # Every step prints "setup [k/N] what (how big)"; a step that runs longer than 30 s prints a
 # heartbeat with the time spent (and, for the source build, how many files are compiled), and
 # its full output goes to .venv/setup-logs/. Re-running is cheap: a step already done is skipped.
@@ -37,7 +38,12 @@ want_chromium=0
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   want_chromium=1
 fi
-TOTAL=$((8 + WITH_LLAMA + want_chromium))
+want_servers=0
+if { ! command -v redis-server >/dev/null 2>&1 || ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; } \
+    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  want_servers=1
+fi
+TOTAL=$((8 + WITH_LLAMA + want_chromium + want_servers))
 K=0
 
 elapsed() {  # "3 min 05 s" since $1 (seconds, as $SECONDS counts them)
@@ -106,19 +112,19 @@ else
     "$VPY" -m pip install ${torch_index[@]+"${torch_index[@]}"} "torch==2.13.0"
 fi
 
-step "installing iclr and its extras model,replay,report,serve,ray,analyze,savings,test (~80 packages, ~260 MB download, ~1.2 GB installed)" \
-  iclr "$VPY" -m pip install -e ".[model,replay,report,serve,ray,analyze,savings,test]"
+step "installing iclr and its extras model,replay,report,serve,fleet,ray,analyze,savings,test (~80 packages, ~260 MB download, ~1.2 GB installed)" \
+  iclr "$VPY" -m pip install -e ".[model,replay,report,serve,fleet,ray,analyze,savings,test]"
 
 # The LiteLLM proxy, for the iclr guardrail's tests (tests/test_litellm_guardrail.py) and
 # benchmarks/bench_litellm.py: in an environment of its own, because litellm[proxy] pins
 # rich<14, older than iclr's own extras install (its huggingface-hub<2 the model extra shares). iclr's serve extra goes
 # in beside it (editable: the proxy imports this checkout), the proxy model is not needed there.
 LPY=.venv/litellm-proxy/bin/python
-if [ -x "$LPY" ] && "$LPY" -c "import litellm.proxy.proxy_server, iclr_cli.serve.litellm_guardrail" 2>/dev/null; then
+if [ -x "$LPY" ] && "$LPY" -c "import litellm.proxy.proxy_server, iclr_cli.serve.litellm_guardrail, redis, psycopg" 2>/dev/null; then
   skip "LiteLLM proxy in .venv/litellm-proxy"
 else
-  step "installing the LiteLLM proxy (litellm[proxy] 1.108.7 with iclr's serve extra) in .venv/litellm-proxy (~150 packages, ~250 MB download)" litellm \
-    sh -c "\"$VPY\" -m venv .venv/litellm-proxy && $LPY -m pip install -e '.[serve,litellm]' 'litellm[proxy]==1.108.7'"
+  step "installing the LiteLLM proxy (litellm[proxy] 1.108.7 with iclr's serve and fleet extras) in .venv/litellm-proxy (~150 packages, ~250 MB download)" litellm \
+    sh -c "\"$VPY\" -m venv .venv/litellm-proxy && $LPY -m pip install -e '.[serve,fleet,litellm]' 'litellm[proxy]==1.108.7'"
 fi
 
 if [ "$WITH_LLAMA" = 1 ]; then
@@ -130,6 +136,12 @@ if [ "$WITH_LLAMA" = 1 ]; then
       llama-server env CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" \
       "$VPY" -m pip install -v "llama-cpp-python[server]==0.3.36"
   fi
+fi
+
+if [ "$want_servers" = 1 ]; then
+  step "installing Debian's redis-server and postgresql for the shared-state tests (apt, ~60 MB)" servers \
+    sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server postgresql' \
+    || echo "setup: redis-server/postgresql not installed; the shared-state tests will be skipped" >&2
 fi
 
 if [ "$want_chromium" = 1 ]; then

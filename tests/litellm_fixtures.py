@@ -122,18 +122,19 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def litellm_proxy(config: str, tmp_path: Path, *, name: str = "litellm") -> Iterator[str]:
-    """Start ``litellm --config`` (``config``: the YAML text) on a free loopback port; yields its
-    base URL (no ``/v1``). The proxy's output goes to ``tmp_path/<name>.log``, shown when it
-    fails to start. Stopped with SIGTERM at the end."""
+def litellm_proxy(config: str, tmp_path: Path, *, name: str = "litellm", workers: int = 1, env: dict | None = None) -> Iterator[str]:
+    """Start ``litellm --config`` (``config``: the YAML text) on a free loopback port with
+    ``--num_workers workers`` and ``env`` added to the environment; yields its base URL (no
+    ``/v1``). The proxy's output goes to ``tmp_path/<name>.log``, shown when it fails to start.
+    Stopped with SIGTERM at the end."""
     exe = require_litellm()
     path = tmp_path / f"{name}.yaml"
     path.write_text(config)
     log_path = tmp_path / f"{name}.log"
     port = _free_port()
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(ROOT), "LITELLM_LOG": "WARNING"}
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(ROOT), "LITELLM_LOG": "WARNING", **(env or {})}
     with open(log_path, "wb") as out:
-        proc = subprocess.Popen([exe, "--config", str(path), "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"],
+        proc = subprocess.Popen([exe, "--config", str(path), "--host", "127.0.0.1", "--port", str(port), "--num_workers", str(workers)],
                                 env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
     url = f"http://127.0.0.1:{port}"
     try:

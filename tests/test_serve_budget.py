@@ -23,7 +23,7 @@ from iclr_cli.serve.budget import Budget, Waiting, describe, parse_max_wait
 from iclr_cli.serve.eager import EagerScorer
 from iclr_cli.serve.state import ServeState
 from iclr_cli.serve.stats import Stats
-from iclr_cli.serve.store import SqliteStore
+from iclr_cli.serve.store_sqlite import SqliteStore
 
 REASONING = "Look at the file first.\n\nMaybe grep for it.\n\nThe answer is in line 3.\n\nCheck the tests too."
 SYSTEM = {"role": "system", "content": "You are an agent."}

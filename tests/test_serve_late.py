@@ -134,7 +134,7 @@ def test_every_request_says_what_it_did_in_one_info_line(caplog):
 
 
 def test_a_restart_keeps_a_late_step_pending_and_scores_it_again(tmp_path):
-    from iclr_cli.serve.store import SqliteStore
+    from iclr_cli.serve.store_sqlite import SqliteStore
 
     gate = threading.Event()
     state, _, batching = make("when-it-pays", gate=gate, store=SqliteStore(tmp_path, {"variant": "iclr"}))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import orjson
 import pytest
@@ -15,7 +16,7 @@ from iclr_cli.serve.batching import BatchingScorer
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Reply
 from iclr_cli.serve.state import ServeState
-from iclr_cli.serve.store import SqliteStore
+from iclr_cli.serve.store_sqlite import SqliteStore
 from iclr_cli.token_accounting import account, token_counter
 
 REASONING = "Look at the file first.\n\nMaybe grep for it.\n\nThe answer is in line 3.\n\nCheck the tests too."
@@ -213,22 +214,36 @@ def test_scorer_failure_forwards_uncompressed_and_keeps_that_choice():
     assert expected.deleted > 0 and expected.generated == 2 * count(REASONING) and expected.markers == 3
 
 
-def test_lru_bound_and_sqlite_persistence(tmp_path):
+def test_lru_bound_in_memory_and_sqlite_keeps_every_conversation_until_it_expires(tmp_path):
     settings = {"variant": "iclr"}
     state = make_state(store=SqliteStore(tmp_path, settings), max_conversations=2)
     convs = [[SYSTEM, {"role": "user", "content": f"task {i}"}, assistant(i), tool(i)] for i in range(3)]
     sent = [send(state, c)[0] for c in convs]
-    assert len(state.conversations()) == 2
+    assert len(state.conversations()) == 2  # the memory bound: least recently used dropped
     state.store.close()
     again = make_state(scorer=Failing(fail=100), store=SqliteStore(tmp_path, settings), max_conversations=2)
-    assert len(again.conversations()) == 2
-    # the two kept conversations come back with their compressed steps (no scoring needed)
-    for c, s in zip(convs[1:], sent[1:]):
+    assert again.conversations() == []  # nothing loaded up front: read when a request comes
+    # every conversation comes back with its compressed steps, the evicted one too (no scoring needed)
+    for c, s in zip(convs, sent):
         assert send(again, c)[0] == s
     assert again.stats.total.scorer_failures == 0
+    assert len(again.conversations()) == 2
     again.store.close()
     with pytest.raises(UsageError, match="other settings"):
         SqliteStore(tmp_path, {"variant": "delete-all"})
+
+
+def test_sqlite_conversations_expire_after_the_ttl(tmp_path):
+    store = SqliteStore(tmp_path, {"variant": "iclr"}, ttl_s=60)
+    state = make_state(store=store)
+    conv = [SYSTEM, {"role": "user", "content": "task"}, assistant(0), tool(0)]
+    send(state, conv)
+    (conv_id,) = [c.id for c in state.conversations()]
+    assert len(store.conversation(conv_id).steps) == 1
+    assert store.expire(time.time() + 30) == 0
+    assert store.expire(time.time() + 61) == 1
+    assert store.conversation(conv_id) is None
+    store.close()
 
 
 def test_batching_scorer_gathers_concurrent_requests():

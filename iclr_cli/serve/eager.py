@@ -124,6 +124,16 @@ class EagerScorer:
             del self._pending[request.stream]
             return kept[1]
 
+    def kept(self, stream: str, key: str) -> Future | None:
+        """The future kept for ``stream`` under step ``key``, left in place; ``None`` when none."""
+        with self._lock:
+            found = self._pending.get(stream)
+        return found[1] if found is not None and found[0] == key else None
+
+    def holds(self, stream: str, key: str) -> bool:
+        """True when a result for step ``key`` of ``stream`` is kept (ready or being scored)."""
+        return self.kept(stream, key) is not None
+
     def submit(self, requests: Sequence[ScoreRequest], *, eager: bool = False, due: float | None = None) -> Future:
         """:meth:`BatchingScorer.submit`."""
         return self.inner.submit(requests, eager=eager, due=due)

@@ -19,6 +19,11 @@ such state and is warm once loaded. Readiness reads the scorer behind the serve 
 (:class:`~iclr_cli.serve.eager.EagerScorer` and :class:`~iclr_cli.serve.batching.BatchingScorer`
 keep it as ``inner``). Nothing here contacts the upstream (LiteLLM keeps that for ``/health``).
 
+With a shared state store (``--state``, ``--state-dir``: :mod:`iclr_cli.serve.store`), readiness
+also pings it: a store that does not answer makes the replica unready (``"state": "error"`` and
+the reason in ``detail``), so a balancer sends its conversations to a replica that can read
+them; the replica itself goes on serving what it holds.
+
 All three answer ``HEAD`` too (Starlette adds it to every ``GET`` route).
 """
 
@@ -37,18 +42,31 @@ def proxy_scorer(serving: object | None) -> object | None:
     return scorer
 
 
-def readiness(serving: object | None, upstream: str) -> tuple[int, dict]:
+def readiness(serving: object | None, upstream: str, store=None) -> tuple[int, dict]:
     """(HTTP status, JSON body) of ``/health/readiness`` for the serving scorer (``None``: the
-    variant scores nothing) in front of ``upstream`` (already redacted).
+    variant scores nothing) in front of ``upstream`` (already redacted), with ``store``
+    (the state store; ``None`` or one that is not shared: nothing to ping). Blocks for the
+    store's ping (at most its 2-second timeout): call it off the event loop.
 
     The body always has ``status`` (``healthy`` or ``unhealthy``), ``proxy_model`` (the
     scorer's name, ``None`` without one), ``p_cache`` (``warm``, ``warming``, or ``not kept``
-    for a scorer without shared-prefix state), ``upstream`` and ``iclr_version``; an
-    unhealthy answer adds ``detail``.
+    for a scorer without shared-prefix state), ``upstream`` and ``iclr_version``; with a
+    shared store, ``state`` (``ok`` or ``error``), ``state_store`` and ``state_ms`` (the
+    ping's time); an unhealthy answer adds ``detail``.
     """
+    import time
+
     scorer = proxy_scorer(serving)
     body: dict = {"status": "healthy", "proxy_model": getattr(scorer, "name", None), "p_cache": "not kept",
                   "upstream": upstream, "iclr_version": __version__}
+    if store is not None and getattr(store, "shared", False):
+        began = time.perf_counter()
+        try:
+            store.ping()
+        except Exception as exc:
+            return 503, {**body, "status": "unhealthy", "state": "error", "state_store": store.where,
+                         "detail": f"Service Unhealthy (state store {store.where}: {type(exc).__name__}: {exc})"}
+        body.update(state="ok", state_store=store.where, state_ms=round((time.perf_counter() - began) * 1000, 3))
     is_warm = getattr(scorer, "is_warm", None)
     if is_warm is None:
         return 200, body
@@ -71,7 +89,9 @@ def routes(state, upstream: str) -> list:
         return JSONResponse(ALIVE)
 
     async def ready(request):
-        status, body = readiness(state.scorer, upstream)
+        from starlette.concurrency import run_in_threadpool
+
+        status, body = await run_in_threadpool(readiness, state.scorer, upstream, state.store)
         return Response(orjson.dumps(body), status_code=status, media_type="application/json")
 
     async def healthz(request):

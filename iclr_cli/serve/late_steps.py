@@ -64,9 +64,10 @@ def _finished(state, conv, key: str, step) -> tuple | None:
         conv.late.pop(key, None)
         reason = f"{type(exc).__name__}: {exc}"[:500]
         log.warning("conversation %s step %d: compression failed (%s); the step is sent uncompressed from now on", conv.id, step.index, reason)
-        before = state.accounting(stored.texts, stored.texts)
-        state.stats.compressed_late(conv.counts, before, before, changed=False, failed=True)
-        state.save_step(conv, key, StoredStep(stored.texts, stored.generated, 0, reason, late=True))
+        failed = StoredStep(stored.texts, stored.generated, 0, reason, late=True)
+        if state.save_step(conv, key, failed) == failed:
+            before = state.accounting(stored.texts, stored.texts)
+            state.stats.compressed_late(conv.counts, before, before, changed=False, failed=True)
         return None
     return tuple(p.text for p in new_step.reasoning), report
 
@@ -75,10 +76,12 @@ def _compress(state, conv, key: str, texts: tuple[str, ...], report) -> bool:
     """Store pending step ``key`` compressed to ``texts``; True when its text changed."""
     conv.late.pop(key, None)
     stored = conv.steps[key]
+    new = StoredStep(texts, report.tokens.generated, report.tokens.deleted, late=True)
+    if state.save_step(conv, key, new) != new:  # another process settled it first, and counted it
+        return False
     before = state.accounting(stored.texts, stored.texts)
     changed = texts != stored.texts
     state.stats.compressed_late(conv.counts, before, report.tokens, changed=changed)
-    state.save_step(conv, key, StoredStep(texts, report.tokens.generated, report.tokens.deleted, late=True))
     return changed
 
 

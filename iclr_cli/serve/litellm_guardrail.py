@@ -9,11 +9,11 @@ Enabled in LiteLLM's ``config.yaml``::
           mode: [pre_call, post_call]
           default_on: true        # clients (Claude Code, Codex) send no `guardrails` field
           upstream_kind: anthropic
-          state_dir: /var/lib/iclr-litellm
+          state: redis            # LiteLLM's own Redis (REDIS_HOST...), shared by every worker and pod
 
 Every other key under ``litellm_params`` that names an ``iclr serve`` option
 (:class:`~iclr_cli.serve.server.ServeOptions`: ``variant``, ``ratio``, ``max_wait``, ``late``,
-``upstream_kind``, ``sealed``, ``restore_reasoning``, ``state_dir``, ``proxy_model``...) sets
+``upstream_kind``, ``sealed``, ``restore_reasoning``, ``state``, ``proxy_model``...) sets
 it; LiteLLM passes the keys of ``litellm_params`` to the class as keyword arguments
 (``litellm/proxy/guardrails/guardrail_registry.py``, ``initialize_custom_guardrail``), its own
 defaults among them, which are left to :class:`CustomGuardrail`. The options that belong to
@@ -68,6 +68,7 @@ from iclr_cli.serve.along import Feeder
 from iclr_cli.serve.budget import Waiting
 from iclr_cli.serve.fingerprint import HEADER
 from iclr_cli.serve.server import ServeOptions, build_engine
+from iclr_cli.serve.store import litellm_state
 
 log = logging.getLogger("iclr.serve")
 # The counters serve shows on /stats, one line per request that decided steps: LiteLLM has no
@@ -110,6 +111,8 @@ def options_from(params: dict) -> ServeOptions:
             raise UsageError(f"iclr guardrail: '{key}' is not an option here: LiteLLM's model_list says where requests go and with which key")
         if name in OPTIONS:
             chosen[name] = float(value) if name == "max_wait" and isinstance(value, str) else value
+    if isinstance(chosen.get("state"), str):
+        chosen["state"] = litellm_state(chosen["state"])
     chosen.setdefault("upstream_kind", "unknown")
     return ServeOptions(upstream=NO_UPSTREAM, **chosen)
 

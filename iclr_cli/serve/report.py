@@ -15,13 +15,15 @@ Why a step went late (``late_causes``):
 - ``scorer_busy``: the deadline came while its batch was running.
 - ``prefill``: the deadline came while the batch running read P and the history from the start
   (a conversation's first scored step).
+- ``elsewhere``: another worker or replica relayed the reply and was scoring the step ahead,
+  and its result did not come by the deadline (:mod:`iclr_cli.serve.shared`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-LATE_CAUSES = ("predicted", "queue", "scorer_busy", "prefill")
+LATE_CAUSES = ("predicted", "queue", "scorer_busy", "prefill", "elsewhere")
 
 
 @dataclass

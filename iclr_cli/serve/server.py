@@ -16,6 +16,7 @@ from iclr_cli.errors import IclrError, UsageError
 from iclr_cli.policies import DEFAULT_RATIO, parse_variant
 from iclr_cli.serve.auth import ClientKeys
 from iclr_cli.serve.budget import DEFAULT_LATE, DEFAULT_MAX_WAIT, LATE_POLICIES, Budget
+from iclr_cli.serve.store import DEFAULT_TTL_S
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class ServeOptions:
     provider documents as legal to leave out).
     ``max_wait``: seconds a request may wait for scores (``None``: no limit) and ``late``: what
     happens to a step whose scores were not ready by then (:mod:`iclr_cli.serve.budget`).
+    ``state``: where conversation state is kept and shared by every process serving the same
+    conversations (:func:`~iclr_cli.serve.store.open_store`: ``redis://``, ``postgresql://``,
+    or a folder, as ``state_dir`` is); conversations unused for ``state_ttl_s`` seconds expire.
     ``exact``, ``max_tokens`` and ``elide`` choose what the proxy sees (the fast default or
     ``--exact``; ``None``: the profile's: :func:`iclr_cli.scoring.profile.choose`).
     """
@@ -63,6 +67,8 @@ class ServeOptions:
     api_key: str | None = field(default=None, repr=False)
     client_keys: ClientKeys | None = field(default=None, repr=False)
     state_dir: str | None = None
+    state: str | None = None
+    state_ttl_s: float = DEFAULT_TTL_S
     max_conversations: int = 1000
     restore_reasoning: bool = False
     max_body_bytes: int = 32 * 1024 * 1024
@@ -186,7 +192,7 @@ def build_engine(options: ServeOptions, *, scorer=None, tokenizer=None) -> Engin
     from iclr_cli.serve.responses import ResponsesDialect
     from iclr_cli.serve.state import ServeState
     from iclr_cli.serve.stats import Stats
-    from iclr_cli.serve.store import MemoryStore, SqliteStore
+    from iclr_cli.serve.store import open_store
 
     variant = parse_variant(options.variant)
     if variant.kind == "sliding-window":
@@ -222,7 +228,9 @@ def build_engine(options: ServeOptions, *, scorer=None, tokenizer=None) -> Engin
 
         grouped_attention_on_cpu(scorer.device_type)
     scorer_name = scorer.name if scorer is not None else tokenizer.name
-    store = SqliteStore(options.state_dir, _settings_record(options, config, scorer_name, kind.name)) if options.state_dir else MemoryStore()
+    if options.state and options.state_dir:
+        raise UsageError("--state and --state-dir name the same thing: give one")
+    store = open_store(options.state or options.state_dir, _settings_record(options, config, scorer_name, kind.name), options.state_ttl_s)
     state = ServeState(
         # score_all=False: a step whose selection cannot depend on its scores (one block) is
         # decided at once, never waits and never goes late; the text sent is the same.
@@ -249,7 +257,9 @@ def build_engine(options: ServeOptions, *, scorer=None, tokenizer=None) -> Engin
         ("ratio", options.ratio),
         ("proxy_model", scorer_name),
         ("reasoning_tokenizer", tokenizer.name),
-        ("state_dir", options.state_dir),
+        ("state", store.where),
+        ("state_store", store.kind),
+        ("state_ttl_s", options.state_ttl_s if store.shared else None),
         ("max_conversations", options.max_conversations),
         ("context", options.context),
         ("scorer_profile", config.describe()),

@@ -46,7 +46,7 @@ from iclr_cli.compress import PreparedStep, Settings, finish_step, prepare_step
 from iclr_cli.errors import IclrError, InputError
 from iclr_cli.formats.writeback import UnregisteredCopy
 from iclr_cli.scoring.base import Scorer, ScoringCancelled, Tokenizer
-from iclr_cli.serve import along
+from iclr_cli.serve import along, shared
 from iclr_cli.serve.budget import Budget, Waiting, wait_within
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript
@@ -54,7 +54,7 @@ from iclr_cli.serve.fingerprint import conversation_id, diverges, item_digest, i
 from iclr_cli.serve.late_steps import catch_up, settle_group
 from iclr_cli.serve.report import RequestReport
 from iclr_cli.serve.stats import Counts, Stats
-from iclr_cli.serve.store import MemoryStore, StoredStep
+from iclr_cli.serve.store import Guarded, MemoryStore, StoredStep
 from iclr_cli.token_accounting import ReasoningTokens, account, token_counter
 from iclr_cli.trajectory import Part, Step, Trajectory
 
@@ -123,7 +123,8 @@ class ServeState:
         settings: variant, ratio, seed and splitter, as for ``prune``.
         scorer: the (batching) scorer; ``None`` for variants that do not score.
         tokenizer: the proxy tokenizer that counts reasoning tokens.
-        store: :class:`~iclr_cli.serve.store.SqliteStore` or :class:`MemoryStore`.
+        store: where decisions outlive this process and are shared with the other processes
+            serving the same conversations (:mod:`iclr_cli.serve.store`; default: none).
         stats: where counts go.
         max_conversations: LRU bound.
         restore_reasoning: re-insert stored reasoning into assistant turns with tool calls that
@@ -150,19 +151,13 @@ class ServeState:
         self._on_stop: list[Callable[[], None]] = []
         self.scorer = scorer
         self.tokenizer = tokenizer
-        self.store = store or MemoryStore()
         self.stats = stats or Stats()
+        self.store = Guarded(store or MemoryStore(), self.stats.metrics)
         self.max_conversations = max_conversations
         self.restore_reasoning = restore_reasoning
         self._convs: OrderedDict[str, Conversation] = OrderedDict()
         self._held_said: set[str] = set()
         self._lock = threading.Lock()
-        self._seq = 0
-        for loaded in self.store.load():
-            self._convs[loaded.id] = Conversation(loaded.id, loaded.steps, loaded.reasoning)
-            self._seq = max(self._seq, loaded.last_used)
-        with self._lock:
-            self._evict()
 
     # -- conversations ---------------------------------------------------------------------
 
@@ -172,16 +167,21 @@ class ServeState:
             return list(self._convs.values())
 
     def conversation(self, conv_id: str) -> Conversation:
-        """The conversation ``conv_id`` (created when new), marked as most recently used."""
+        """The conversation ``conv_id``, marked as most recently used; one this process does
+        not hold is read from the store (after a restart, or begun by another process), or
+        created."""
         with self._lock:
             conv = self._convs.get(conv_id)
-            if conv is None:
-                conv = self._convs[conv_id] = Conversation(conv_id)
-            else:
+            if conv is not None:
                 self._convs.move_to_end(conv_id)
-            self._seq += 1
-            self.store.touch(conv_id, self._seq)
-            self._evict()
+        if conv is None:
+            loaded = self.store.conversation(conv_id)  # outside the lock: a remote store takes a round trip
+            with self._lock:
+                conv = self._convs.get(conv_id)
+                if conv is None:
+                    conv = self._convs[conv_id] = Conversation(conv_id, dict(loaded.steps), dict(loaded.reasoning)) if loaded else Conversation(conv_id)
+                self._evict()
+        self.store.touch(conv_id)
         return conv
 
     def stop(self) -> None:
@@ -216,10 +216,10 @@ class ServeState:
         drop = getattr(self.scorer, "drop", None)
         while len(self._convs) > self.max_conversations:
             old, conv = self._convs.popitem(last=False)
-            for _, future in conv.late.values():  # nobody will compress its late steps
-                if drop is not None:
+            for _, future in conv.late.values():  # nobody here will compress its late steps
+                if drop is not None and future is not None:
                     drop(future)
-            self.store.delete(old)
+            # the store keeps it (other processes may serve it) until it expires (--state-ttl)
             if forget is not None:
                 forget(old)
         self.stats.metrics.conversations.set(len(self._convs))
@@ -259,6 +259,8 @@ class ServeState:
         # Another request of this conversation holding the lock waits for scores until its own
         # deadline, which is before ours (it arrived first): the lock adds nothing to the budget.
         with conv.lock:
+            if self.restore_reasoning and self.store.shared:  # another process may have relayed the reply
+                conv.reasoning.update(self.store.reasoning(conv_id))
             sent = dialect.restore(request, conv.reasoning) if self.restore_reasoning else request
             received = item_digests(dialect, sent.items)
             try:
@@ -321,7 +323,7 @@ class ServeState:
             if transcript.ends[t] >= len(request.items):  # the step in progress
                 done.append(step)
                 continue
-            stored = conv.steps.get(keys[t])
+            stored = shared.known(self, conv, keys[t])
             if stored is None:
                 unread = transcript.unrecognised_of(t)
                 for item in unread:  # said once: a step is decided once
@@ -337,11 +339,14 @@ class ServeState:
         return read.with_steps(done), decided
 
     def save_step(self, conv: Conversation, key: str, stored: StoredStep) -> StoredStep:
-        """Keep ``stored`` as the decision of ``conv``'s step ``key``, in memory and the store
-        (call it holding ``conv.lock``); returns it."""
-        conv.steps[key] = stored
-        self.store.save_step(conv.id, key, stored)
-        return stored
+        """Replace the decision of ``conv``'s step ``key`` (a pending late step settled, an edit
+        the request could not carry) with ``stored``, in memory and the store, unless another
+        process changed it first (compare-and-set: :meth:`~iclr_cli.serve.store.MemoryStore.replace`);
+        returns the decision now stored. Call it holding ``conv.lock``."""
+        old = conv.steps.get(key)
+        won = self.store.replace(conv.id, key, old, stored) if old is not None else self.store.claim(conv.id, key, stored)
+        conv.steps[key] = won
+        return won
 
     def accounting(self, old: Sequence[str], new: Sequence[str]) -> ReasoningTokens:
         """Reasoning tokens (proxy tokenizer) of the parts ``old`` sent as ``new``
@@ -364,15 +369,26 @@ class ServeState:
         decisions.decided += 1
         try:
             prepared = prepare_step(conv.id, prompt, history, step, self.settings)
-            result = None
-            if prepared.request is not None:
-                result, future, cause = self._scores(conv, key, prepared, deadline, waiting)
-                if result is None:
-                    decisions.went_late(cause)
-                    return self._late(conv, key, prepared, future, texts, unrecognised, sealed, cause)
-            new_step, report = finish_step(prepared, result, self.settings, self.tokenizer)
-            stored, tokens = StoredStep(step_texts(new_step), report.tokens.generated, report.tokens.deleted), report.tokens
-            compressible = bool(report.blocks)  # no candidate block: no reasoning, or all of it sealed
+            result, taken = None, None
+            if prepared.request is not None and not self._scored_here(conv, key):
+                found, taken = shared.take_offer(self, conv, key, deadline, waiting)
+                if found and taken is None:  # offered by another process, not in time (or decided there meanwhile)
+                    elsewhere = shared.known(self, conv, key)
+                    if elsewhere is not None:
+                        return elsewhere
+                    decisions.went_late("elsewhere")
+                    return self._late(conv, key, prepared, None, texts, unrecognised, sealed, "elsewhere")
+            if taken is not None:
+                stored, tokens = taken, self.accounting(texts, taken.texts)
+            else:
+                if prepared.request is not None:
+                    result, future, cause = self._scores(conv, key, prepared, deadline, waiting)
+                    if result is None:
+                        decisions.went_late(cause)
+                        return self._late(conv, key, prepared, future, texts, unrecognised, sealed, cause)
+                new_step, report = finish_step(prepared, result, self.settings, self.tokenizer)
+                stored, tokens = StoredStep(step_texts(new_step), report.tokens.generated, report.tokens.deleted), report.tokens
+                compressible = bool(report.blocks)  # no candidate block: no reasoning, or all of it sealed
         except ScoringCancelled:
             raise
         except Exception as exc:  # any scorer failure: forward this step uncompressed, for good
@@ -380,12 +396,20 @@ class ServeState:
             log.warning("conversation %s step %d: compression failed (%s); the step is sent uncompressed from now on", conv.id, step.index, reason)
             tokens = self.accounting(texts, texts)
             stored = StoredStep(texts, tokens.generated, 0, reason)
+        won = shared.claim(self, conv, key, stored)
+        if won != stored:  # another process decided it first: sent as it decided, and counted there
+            return won
         if stored.texts != texts:  # counted once the request carries it (_count_decided)
             decisions.pending.append((key, texts, stored, tokens, unrecognised, tuple(sealed), compressible))
         else:
             self.stats.compressed(conv.counts, tokens, stored.failure is not None, unrecognised, sealed, compressible)
         decisions.compressed += stored.texts != texts
-        return self.save_step(conv, key, stored)
+        return won
+
+    def _scored_here(self, conv: Conversation, key: str) -> bool:
+        """True when this process holds step ``key`` scored ahead (or being scored ahead)."""
+        holds = getattr(self.scorer, "holds", None)
+        return holds is not None and holds(conv.id, key)
 
     def _count_decided(self, conv: Conversation, report: RequestReport, unwritten: str | None = None) -> None:
         """Count the steps this request decided compressed: as compressed when the body carries
@@ -439,16 +463,28 @@ class ServeState:
               unrecognised: int, sealed: Sequence[str], cause: str) -> StoredStep:
         """Send ``prepared``'s step as generated: its scores were not ready within the budget
         (``cause``). ``when-it-pays`` and ``compress-later`` keep ``future`` (moved behind the
-        waited-for calls) for a later request; ``as-sent`` takes it out of the queue."""
+        waited-for calls; ``None``: another process's offer did not come, so it is queued here)
+        for a later request; ``as-sent`` takes it out of the queue. A step another process
+        decided first is sent as it decided."""
         pending = self.budget.keeps_late
-        if pending:
+        tokens = self.accounting(texts, texts)
+        stored = StoredStep(texts, tokens.generated, 0, late=True, pending=pending)
+        won = shared.claim(self, conv, key, stored)
+        if won != stored or not pending:  # decided elsewhere first, or sent as generated for good
+            if future is not None:
+                self.scorer.drop(future)
+            if won != stored:
+                return won
+        elif future is None:  # the offer of another process did not come: scored here, behind the waited-for work
+            try:
+                conv.late[key] = (prepared, self.scorer.submit([prepared.request], eager=True))
+            except RuntimeError:  # stopped: the next process queues it again (late_steps._requeue)
+                pass
+        else:
             conv.late[key] = (prepared, future)
             self.scorer.demote(future)
-        else:
-            self.scorer.drop(future)
-        tokens = self.accounting(texts, texts)
         self.stats.compressed(conv.counts, tokens, False, unrecognised, sealed, late=cause)
-        return self.save_step(conv, key, StoredStep(texts, tokens.generated, 0, late=True, pending=pending))
+        return won
 
     # -- replies ---------------------------------------------------------------------------
 
@@ -495,10 +531,16 @@ class ServeState:
         # result kept or has compressed the step already (then nothing is queued).
         with conv.lock:
             found = self.ahead_request(conv, conv.id, request, reply, dialect)
-            return found is not None and ahead(*found)
+            if found is None or not ahead(found[0], found[1]):
+                return False
+            kept = getattr(self.scorer, "kept", None)
+            future = kept(conv.id, found[1]) if kept is not None else None
+            if future is not None:  # the other workers and replicas may get the next request
+                shared.offer_ahead(self, conv.id, found[1], found[2], future)
+            return True
 
     def ahead_request(self, conv: Conversation | None, stream: str, request: Request, reply: Reply, dialect: Dialect):
-        """``(scorer request, step key)`` of ``reply``'s step as the next request will send it:
+        """``(scorer request, step key, prepared step)`` of ``reply``'s step as the next request will send it:
         ``request`` continued by ``reply`` (whose step is then the last one), the earlier
         steps as they stand (a step sent late and not yet compressed: as generated), under
         ``stream``; ``None`` when the reply was not read, an earlier step is not decided yet,
@@ -522,9 +564,9 @@ class ServeState:
             return None
         done = []
         for step, key in zip(read.steps[:last], keys):
-            stored = steps.get(key)
+            stored = shared.known(self, conv, key) if conv is not None else None
             if stored is None:
                 return None
             done.append(step.with_reasoning(stored.texts))
-        scored = prepare_step(stream, read.prompt, done, read.steps[last], self.settings).request
-        return (scored, keys[last]) if scored is not None else None
+        prepared = prepare_step(stream, read.prompt, done, read.steps[last], self.settings)
+        return (prepared.request, keys[last], prepared) if prepared.request is not None else None

@@ -235,6 +235,10 @@ class Metrics:
         self.eager = Counter("iclr_serve_eager_scoring", "Steps scored ahead, once the reply was relayed, by outcome", ["outcome"], registry=r)
         self.keepalives = Counter("iclr_serve_keepalives", "Keep-alives sent on relayed streams while the upstream was silent", registry=r)
         self.bodies = Counter("iclr_serve_request_bodies", "Compressed request bodies (Content-Encoding), by coding and outcome: decoded, passed_through, corrupt, too_large", ["encoding", "outcome"], registry=r)
+        self.store_seconds = Histogram("iclr_serve_state_store_seconds", "Time of each call to the conversation state store (--state), by operation", ["op"],
+                                       buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5), registry=r)
+        self.store_errors = Counter("iclr_serve_state_store_errors", "Calls to the state store that failed (the request went on with this process's state), by operation", ["op"], registry=r)
+        self.offers = Counter("iclr_serve_steps_offered", "Steps scored ahead here and offered to the other replicas, and offers taken from them, by outcome", ["outcome"], registry=r)
         self.unauthorized = Counter("iclr_serve_unauthorized_requests", "Requests answered 401: no client key, or one that is not a client key", registry=r)
 
     def watch_scorer(self, info) -> None:
