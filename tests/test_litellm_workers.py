@@ -22,7 +22,7 @@ from store_servers import redis_url  # noqa: F401  (fixture)
 from test_serve_eager import SYSTEM, _assemble, responder
 
 from iclr_cli.errors import UsageError
-from iclr_cli.serve.store import litellm_state
+from iclr_cli.serve.state_url import litellm_state
 
 openai = pytest.importorskip("openai")
 STEPS = 8

@@ -16,7 +16,8 @@ import pytest
 from store_servers import postgres_url, redis_url  # noqa: F401  (fixtures)
 
 from iclr_cli.errors import UsageError
-from iclr_cli.serve.store import Guarded, StoredStep, open_store, redact
+from iclr_cli.serve.state_url import open_store
+from iclr_cli.serve.store import Guarded, StoredStep, redact
 
 SETTINGS = {"variant": "iclr", "ratio": 0.8}
 KINDS = ["sqlite", "redis", "postgres"]
@@ -113,7 +114,8 @@ def test_conversations_expire_after_the_ttl(location):
 
 CLAIMER = """
 import json, sys
-from iclr_cli.serve.store import StoredStep, open_store
+from iclr_cli.serve.state_url import open_store
+from iclr_cli.serve.store import StoredStep
 store = open_store(sys.argv[1], json.loads(sys.argv[2]))
 me = sys.argv[3]
 sys.stdin.readline()  # start together

@@ -68,7 +68,7 @@ from iclr_cli.serve.along import Feeder
 from iclr_cli.serve.budget import Waiting
 from iclr_cli.serve.fingerprint import HEADER
 from iclr_cli.serve.server import ServeOptions, build_engine
-from iclr_cli.serve.store import litellm_state
+from iclr_cli.serve.state_url import litellm_state
 
 log = logging.getLogger("iclr.serve")
 # The counters serve shows on /stats, one line per request that decided steps: LiteLLM has no

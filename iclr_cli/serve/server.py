@@ -44,7 +44,7 @@ class ServeOptions:
     ``max_wait``: seconds a request may wait for scores (``None``: no limit) and ``late``: what
     happens to a step whose scores were not ready by then (:mod:`iclr_cli.serve.budget`).
     ``state``: where conversation state is kept and shared by every process serving the same
-    conversations (:func:`~iclr_cli.serve.store.open_store`: ``redis://``, ``postgresql://``,
+    conversations (:func:`~iclr_cli.serve.state_url.open_store`: ``redis://``, ``postgresql://``,
     or a folder, as ``state_dir`` is); conversations unused for ``state_ttl_s`` seconds expire.
     ``exact``, ``max_tokens`` and ``elide`` choose what the proxy sees (the fast default or
     ``--exact``; ``None``: the profile's: :func:`iclr_cli.scoring.profile.choose`).
@@ -192,7 +192,7 @@ def build_engine(options: ServeOptions, *, scorer=None, tokenizer=None) -> Engin
     from iclr_cli.serve.responses import ResponsesDialect
     from iclr_cli.serve.state import ServeState
     from iclr_cli.serve.stats import Stats
-    from iclr_cli.serve.store import open_store
+    from iclr_cli.serve.state_url import open_store
 
     variant = parse_variant(options.variant)
     if variant.kind == "sliding-window":
