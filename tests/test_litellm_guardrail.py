@@ -187,9 +187,10 @@ def test_openai_responses_through_litellm_sends_what_serve_sends(tmp_path, strea
 
 
 def test_decisions_survive_a_litellm_restart(tmp_path):
-    """Steps decided before a restart come back from the state folder: the restarted proxy
+    """Steps decided before a restart come back from the state folder, and so does the step
+    the first proxy scored ahead after relaying its reply (an offer): the restarted proxy
     waits for no scores at all (``max_wait: 0``: a step it had to score itself would go as
-    generated), yet sends the earlier steps compressed, as before the restart."""
+    generated), yet sends every earlier step compressed, the decided one byte for byte."""
     require_litellm()
     state_dir = tmp_path / "state"
     script = _anthropic_script(False)
@@ -202,16 +203,32 @@ def test_decisions_survive_a_litellm_restart(tmp_path):
                 blocks = [b.model_dump(exclude_none=True, exclude={"caller", "toolset_name"}) for b in out.content]
                 messages = messages + [{"role": "assistant", "content": blocks},
                                        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": f"out {i}"}]}]
+            _wait_for_offers(state_dir / "serve.sqlite3", 1)
     before = _sent(up)
     restarted = {**ENGINE, "state_dir": state_dir, "max_wait": 0, "late": "as-sent"}
     with scripted_upstream(script[2:3]) as up, litellm_proxy(config_yaml(up.url, options=restarted), tmp_path, name="second") as url:
         anthropic.Anthropic(base_url=url, api_key=MASTER_KEY, max_retries=0, timeout=60).messages.create(
             model="claude-x", max_tokens=1000, system=SYSTEM, tools=TOOLS, messages=messages)
     after = _sent(up)[0]["messages"]
-    # step 0 was decided before the restart, step 1 only by the restarted proxy (no scores: as generated)
+    # step 0 was decided before the restart; step 1 was offered (scored ahead) before it
     assert after[: len(before[1]["messages"])] == before[1]["messages"]
     assert after[1]["content"][0]["thinking"].count("[SKIP]") == 3
-    assert after[3]["content"][0]["thinking"] == REASONING
+    assert after[3]["content"][0]["thinking"].count("[SKIP]") == 3
+
+
+def _wait_for_offers(db, count: int, timeout_s: float = 60.0) -> None:
+    """Until ``count`` steps scored ahead are written to the SQLite state ``db`` (the scorer
+    publishes them after the reply, off the request path)."""
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with sqlite3.connect(db) as conn:
+            if conn.execute("SELECT count(*) FROM offers WHERE step IS NOT NULL").fetchone()[0] >= count:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"{db}: fewer than {count} offers after {timeout_s} s")
 
 
 def test_a_serve_option_of_the_http_side_is_refused_and_named():
