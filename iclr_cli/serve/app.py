@@ -16,6 +16,9 @@
 - ``GET /health/liveliness``, ``GET /health/readiness`` and ``GET /healthz``
   (:mod:`iclr_cli.serve.health`), ``GET /stats`` (JSON, :mod:`iclr_cli.serve.stats`), ``GET /metrics``
   (Prometheus text).
+- ``POST /iclr/hooks/{before,feed,reply}``: the engine for a gateway that forwards requests
+  itself, every LiteLLM worker of a machine sharing this process's proxy model
+  (:mod:`iclr_cli.serve.hooks_http`).
 - Any other ``/v1/...`` path (``/v1/models``, ``/v1/messages/count_tokens`` among them) is
   passed through untouched.
 - With client keys (``AppConfig.client_keys``), every route but the health probes first
@@ -62,7 +65,8 @@ from iclr_cli.serve.dialect import Dialect
 from iclr_cli.serve.messages import MessagesDialect
 from iclr_cli.serve.responses import ResponsesDialect
 from iclr_cli.serve.fingerprint import HEADER
-from iclr_cli.serve import health
+from iclr_cli.serve import health, hooks_http
+from iclr_cli.serve.hooks import Hooks
 from iclr_cli.serve.keepalive import DEFAULT_INTERVAL_S, KeepAlive, kind_of, streaming_response
 from iclr_cli.serve.state import Rewrite, ServeState
 from iclr_cli.serve.upstream import Upstream, UpstreamConfig, is_event_stream, redact, response_headers
@@ -491,6 +495,8 @@ def create_app(config: AppConfig, state: ServeState, *, dialects: dict[str, Dial
         *health.routes(state, redact(config.upstream.base_url)),
         Route("/stats", stats, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        # the engine for gateways that forward requests themselves (LiteLLM's workers): docs/fleet.md
+        *hooks_http.routes(Hooks(state, dialects, in_thread, config.max_body_bytes), config.max_body_bytes),
         Route("/v1/{path:path}", passthrough, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
     ]
     middleware = []

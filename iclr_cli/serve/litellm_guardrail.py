@@ -45,6 +45,10 @@ Hooks (``litellm/integrations/custom_logger.py``):
   the end the reply is recorded and its step scored ahead, as serve does.
 - ``async_post_call_success_hook`` records a whole (non-streamed) reply.
 
+With ``serve_url`` the guardrail builds no engine: the hooks go to one ``iclr serve`` that
+every worker shares (:mod:`iclr_cli.serve.hooks_http`, docs/fleet.md), one proxy model per
+machine instead of one per worker.
+
 A failure of the write-back never fails the request: it is logged and the request goes on as
 the client sent it (serve does the same).
 """
@@ -55,17 +59,13 @@ import asyncio
 import atexit
 import dataclasses
 import logging
-import time
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 from litellm.integrations.custom_guardrail import CustomGuardrail
 
 from iclr_cli.errors import UsageError
-from iclr_cli.serve import exchange
-from iclr_cli.serve.along import Feeder
-from iclr_cli.serve.budget import Waiting
+from iclr_cli.serve.hooks import Hooks
 from iclr_cli.serve.fingerprint import HEADER
 from iclr_cli.serve.server import ServeOptions, build_engine
 from iclr_cli.serve.state_url import litellm_state
@@ -92,8 +92,8 @@ NO_UPSTREAM = "litellm://"
 # Keys LiteLLM adds to a request's data (never the client's history).
 LITELLM_PREFIXES = ("litellm_", "proxy_server_", "user_api_key", "_")
 LITELLM_KEYS = frozenset({"metadata", "secret_fields", "provider_specific_header", "standard_logging_object"})
-# Requests forwarded whose reply is not in yet, at most.
-MAX_PENDING = 10_000
+# The guardrail's own keys for an engine shared by every worker (remote_from).
+REMOTE_OPTIONS = frozenset({"serve_url", "serve_key", "serve_timeout"})
 
 
 def options_from(params: dict) -> ServeOptions:
@@ -115,6 +115,45 @@ def options_from(params: dict) -> ServeOptions:
         chosen["state"] = litellm_state(chosen["state"])
     chosen.setdefault("upstream_kind", "unknown")
     return ServeOptions(upstream=NO_UPSTREAM, **chosen)
+
+
+def remote_from(params: dict):
+    """A :class:`~iclr_cli.serve.hooks_http.RemoteHooks` when ``params`` names ``serve_url``
+    (the ``iclr serve`` every worker of the machine, or of the fleet, shares: docs/fleet.md),
+    else ``None``. ``serve_key`` (one of that serve's client keys; ``os.environ/NAME`` reads
+    the variable) and ``serve_timeout`` (seconds a request may wait on it, 5 by default;
+    ``.inf``: no limit) go with it.
+
+    Raises:
+        UsageError: for a scoring option beside ``serve_url`` (the shared serve's own flags
+            decide them), a key variable that is not set, or a bad timeout.
+    """
+    import os
+
+    chosen = {key.replace("-", "_"): value for key, value in params.items()}
+    if not chosen.get("serve_url"):
+        stray = sorted(REMOTE_OPTIONS & chosen.keys())
+        if stray:
+            raise UsageError(f"iclr guardrail: {', '.join(stray)} without serve_url")
+        return None
+    named = sorted((OPTIONS | HTTP_SIDE) & chosen.keys())
+    if named:
+        raise UsageError(f"iclr guardrail: {', '.join(named)} beside serve_url: the iclr serve at {chosen['serve_url']} decides them (its own flags)")
+    key = chosen.get("serve_key")
+    if isinstance(key, str) and key.startswith("os.environ/"):
+        name = key[len("os.environ/"):]
+        if not os.environ.get(name):
+            raise UsageError(f"iclr guardrail: serve_key reads {name}, which is not set")
+        key = os.environ[name]
+    try:
+        timeout = float(chosen.get("serve_timeout", 5.0))
+    except (TypeError, ValueError):
+        timeout = -1.0
+    if not timeout > 0:
+        raise UsageError(f"iclr guardrail: serve_timeout {chosen.get('serve_timeout')!r}: seconds, more than 0 (.inf: no limit)")
+    from iclr_cli.serve.hooks_http import RemoteHooks
+
+    return RemoteHooks(str(chosen["serve_url"]), key, timeout)
 
 
 def _client_body(data: dict) -> dict:
@@ -159,26 +198,32 @@ class IclrGuardrail(CustomGuardrail):
 
     Args:
         **params: LiteLLM's guardrail arguments (``guardrail_name``, ``event_hook``,
-            ``default_on``...) and the ``iclr serve`` options (:func:`options_from`).
+            ``default_on``...) and either the ``iclr serve`` options (:func:`options_from`:
+            the engine runs in this worker) or ``serve_url`` (the engine of an ``iclr serve``
+            that every worker shares, :func:`remote_from`).
         engine: an :class:`~iclr_cli.serve.server.Engine` to use instead of building one
             (tests).
 
     Raises:
-        UsageError: for a bad option (:func:`options_from`, :func:`build_engine`).
+        UsageError: for a bad option (:func:`options_from`, :func:`remote_from`,
+            :func:`build_engine`).
         IclrError: when the proxy model cannot be loaded.
     """
 
     def __init__(self, engine=None, **params):
-        options = options_from(params)
-        own = {k: v for k, v in params.items() if k.replace("-", "_") not in OPTIONS}
+        remote = remote_from(params)
+        options = options_from(params) if remote is None else None
+        own = {k: v for k, v in params.items() if k.replace("-", "_") not in OPTIONS | REMOTE_OPTIONS}
         super().__init__(**own)
         self.options = options
-        self.engine = engine or build_engine(options)
-        self.state = self.engine.state
         self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="iclr-litellm")
-        # litellm_call_id -> (route, rewrite, conversation, seconds added before forwarding),
-        # bounded: a request LiteLLM never answers (its client gone first) must not stay forever
-        self._pending: OrderedDict[str, tuple] = OrderedDict()
+        if remote is not None:
+            self.engine = self.state = None
+            self.hooks = remote
+        else:
+            self.engine = engine or build_engine(options)
+            self.state = self.engine.state
+            self.hooks = Hooks(self.state, self.engine.dialects, self._in_thread, options.max_body_bytes)
         self._tasks: set[asyncio.Task] = set()
         if counters_log.level == logging.NOTSET:  # Python's default (WARNING) would hide them
             counters_log.setLevel(logging.INFO)
@@ -192,13 +237,21 @@ class IclrGuardrail(CustomGuardrail):
         """Stop the scorer and close the store (at exit)."""
         if self._pool is None:
             return
-        self.state.stop()
+        if self.state is not None:
+            self.state.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._pool = None
-        self.engine.shutdown()
+        if self.engine is not None:
+            self.engine.shutdown()
 
     async def _in_thread(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def _hold(self, coro) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)  # held: the event loop keeps only weak references
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     # -- the request ----------------------------------------------------------------------
 
@@ -207,34 +260,29 @@ class IclrGuardrail(CustomGuardrail):
         route = ROUTES.get(getattr(call_type, "value", call_type))
         if route is None or self._pool is None:
             return data
-        dialect = self.engine.dialects[route]
-        waiting = Waiting()
         body = _client_body(data)
-        decided = self.state.stats.total.steps_completed
+        decided = self.state.stats.total.steps_completed if self.state is not None else 0
         try:
-            rewrite = await self._in_thread(self.state.rewrite, body, b"", _header(data), dialect, waiting)
-        except Exception as exc:  # scoring stopped, or a bug: the request goes on as sent
-            log.warning("request forwarded unchanged: the write-back failed (%s: %s)", type(exc).__name__, exc)
+            edited = await self.hooks.before(data.get("litellm_call_id"), route, body, _header(data))
+        except Exception as exc:  # scoring stopped, the shared serve is down, or a bug: as sent
+            if self.state is not None:  # RemoteHooks says why itself, once a minute
+                log.warning("request forwarded unchanged: the write-back failed (%s: %s)", type(exc).__name__, exc)
             return data
-        self._log_counters(decided)
-        if rewrite.body:  # b"" comes back when nothing changed
-            edited = orjson.loads(rewrite.body)
+        if self.state is not None:
+            self._log_counters(decided)
+        if edited is not None:
             for key in body.keys() - edited.keys():
                 data.pop(key, None)
             for key, value in edited.items():
                 if body.get(key) != value:
                     data[key] = value
-        call_id = data.get("litellm_call_id")
-        if call_id:
-            self._pending[call_id] = (route, rewrite, self.state.find(rewrite.conversation), time.monotonic() - waiting.start)
-            while len(self._pending) > MAX_PENDING:
-                self._pending.popitem(last=False)
         return data
 
     def _log_counters(self, decided: int) -> None:
         """One INFO line on the ``iclr.litellm`` logger with the totals of serve's ``/stats``
         (:meth:`~iclr_cli.serve.stats.Counts.to_record`, as JSON) when this request decided
-        steps (``decided``: the completed steps before it)."""
+        steps (``decided``: the completed steps before it). With ``serve_url`` the shared
+        serve's ``/stats`` has them instead."""
         total = self.state.stats.total
         if total.steps_completed != decided:
             with self.state.stats.lock:
@@ -243,70 +291,49 @@ class IclrGuardrail(CustomGuardrail):
 
     # -- the reply --------------------------------------------------------------------------
 
-    def _claim(self, request_data: dict):
-        return self._pending.pop((request_data or {}).get("litellm_call_id") or "", None)
-
-    async def _finish(self, claimed, content: bytes | None, streamed: bool, outcome: str, ahead: bool) -> None:
-        route, rewrite, conv, added = claimed
-        dialect = self.engine.dialects[route]
-        target, recorded, usage = await exchange.finish(self.state, dialect, rewrite, conv, content, streamed, outcome, self._in_thread)
-        self.state.stats.request(target.counts if target else None, added, usage, outcome)
-        if ahead and self.state.scores_ahead:
-            task = asyncio.ensure_future(exchange.score_ahead(self.state, dialect, rewrite, recorded, self._in_thread))
-            self._tasks.add(task)  # held: the event loop keeps only weak references
-            task.add_done_callback(self._tasks.discard)
+    @staticmethod
+    def _call_id(request_data: dict) -> str:
+        return (request_data or {}).get("litellm_call_id") or ""
 
     async def async_post_call_success_hook(self, data: dict, user_api_key_dict, response):
         """Record a whole reply and score its step ahead."""
-        claimed = self._claim(data)
-        if claimed is not None:
+        call_id = self._call_id(data)
+        if self.hooks.route_of(call_id) is not None:
             try:
                 content = body_bytes(response)
             except Exception:
                 content = None
-            await self._finish(claimed, content, False, "ok", ahead=True)
+            await self.hooks.reply(call_id, content, False, "ok")
         return response
 
     async def async_post_call_failure_hook(self, request_data: dict, original_exception, user_api_key_dict, traceback_str=None):
         """The upstream failed: a first request's provisional scorer state goes."""
-        claimed = self._claim(request_data)
-        if claimed is not None:
-            await self._finish(claimed, None, False, "upstream_error", ahead=False)
+        call_id = self._call_id(request_data)
+        if self.hooks.route_of(call_id) is not None:
+            await self.hooks.reply(call_id, None, False, "upstream_error")
 
     async def async_post_call_streaming_iterator_hook(self, user_api_key_dict, response, request_data: dict):
-        """Pass every chunk on as it comes; feed the bytes so far to the scorer; at the end,
-        record the reply and score its step ahead."""
-        claimed = self._claim(request_data)
-        if claimed is None:
+        """Pass every chunk on as it comes; feed its bytes to the scorer; at the end, record
+        the reply and score its step ahead."""
+        call_id = self._call_id(request_data)
+        route = self.hooks.route_of(call_id)
+        if route is None:
             async for chunk in response:
                 yield chunk
             return
-        route, rewrite, _, _ = claimed
-        feeder = Feeder(self.state, rewrite, self.engine.dialects[route], self._in_thread) if self.state.scores_ahead else None
-        kept: bytearray | None = bytearray()
-        limit = self.options.max_body_bytes
         outcome = "upstream_dropped"
         try:
             async for chunk in response:
                 yield chunk
-                if kept is not None:
-                    try:
-                        kept += sse_bytes(chunk, route)
-                    except Exception:  # a chunk of a shape not known here: the reply is not read
-                        kept = None
-                    if kept is not None and len(kept) > limit:
-                        kept = None
-                if feeder is not None:
-                    feeder.chunk(kept)
+                try:
+                    piece = sse_bytes(chunk, route)
+                except Exception:  # a chunk of a shape not known here: the reply is not read
+                    piece = None
+                self.hooks.feed(call_id, piece)
             outcome = "ok"
         finally:
-            if feeder is not None:
-                feeder.close()
-            ok = outcome == "ok"
-            task = asyncio.ensure_future(self._finish(claimed, None if kept is None or not ok else bytes(kept), True, outcome, ahead=ok))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            if ok:
+            task = self._hold(self.hooks.reply(call_id, None, True, outcome))
+            if outcome == "ok":
                 # Codex hangs up at `response.completed`, and the server then cancels this
                 # request's task while it records the reply: shielded, the record completes
                 # all the same (awaited otherwise, so the next request finds it).
