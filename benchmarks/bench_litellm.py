@@ -6,6 +6,7 @@ Run from the repository root (after ``bash scripts/setup.sh``, which puts the Li
     python benchmarks/bench_litellm.py                         # 6 tool steps, provider pace, fake:400 scorer
     python benchmarks/bench_litellm.py --steps 10 --proxy-model fake
     python benchmarks/bench_litellm.py --litellm /path/to/bin/litellm
+    python benchmarks/bench_litellm.py --workers 4             # four LiteLLM workers; the last row shares one serve (SmolLM2)
 
 The session is :mod:`bench_serve_budget`'s Claude-Code-style one (the anthropic SDK, a system
 prompt and tool definitions of about ``--p-tokens`` tokens with a cache marker, ``--steps``
@@ -16,7 +17,13 @@ tool time), against its scripted Anthropic upstream at a provider's pace (``--pa
 - ``direct``: the session straight to the upstream;
 - ``litellm``: through the LiteLLM proxy (``litellm --config``, an ``anthropic/`` deployment);
 - ``litellm+iclr``: the same proxy with the iclr guardrail (``upstream_kind: local``: the
-  thinking is compressed, so every write-back path runs), ``--max-wait`` as in serve.
+  thinking is compressed, so every write-back path runs), ``--max-wait`` as in serve;
+- ``litellm+serve``: the guardrail with ``serve_url``: every LiteLLM worker sends its hooks to
+  one ``iclr serve`` started from iclr's own environment with ``--serve-model`` (the real
+  SmolLM2 by default; docs/fleet.md), so this row runs the real proxy model.
+
+``--workers`` sets LiteLLM's ``--num_workers``. Each row also reports the resident memory of
+LiteLLM's process tree and of the shared serve, and the steps the engine compressed.
 
 Per request, the time to the first streamed event and to the end of the answer are measured at
 the client; the latency a row adds is each request's time to the first event minus the direct
@@ -35,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -62,29 +68,48 @@ def _config(upstream: str, guardrail: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _litellm(exe: str, config: str, workdir: Path) -> tuple[subprocess.Popen, str]:
+def _tree_rss_mib(pid: int) -> float:
+    """Resident memory of ``pid`` and every process below it (LiteLLM's workers)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        todo += children.get(current, [])
+        try:
+            for line in Path(f"/proc/{current}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+        except OSError:
+            pass
+    return round(total, 1)
+
+
+def _serve(args, upstream: str, workdir: Path) -> tuple[subprocess.Popen, str]:
+    """``iclr serve`` from iclr's environment for the guardrail's ``serve_url``."""
+    port = budget._free_port()
+    log = open(workdir / "serve.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "iclr_cli", "serve", "--upstream", upstream, "--upstream-kind", "local", "--port", str(port),
+                             "--proxy-model", args.serve_model, "--max-wait", str(args.max_wait), "--quiet"], stdout=log, stderr=subprocess.STDOUT)
+    budget.wait_until_up(proc, f"http://127.0.0.1:{port}/health/readiness", "iclr serve", workdir / "serve.log")
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _litellm(exe: str, config: str, workdir: Path, workers: int = 1) -> tuple[subprocess.Popen, str]:
     path = workdir / "config.yaml"
     path.write_text(config)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = budget._free_port()
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(REPO), "LITELLM_LOG": "ERROR"}
     log = open(workdir / "litellm.log", "wb")
-    proc = subprocess.Popen([exe, "--config", str(path), "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"],
+    proc = subprocess.Popen([exe, "--config", str(path), "--host", "127.0.0.1", "--port", str(port), "--num_workers", str(workers)],
                             env=env, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
-    import httpx
-
-    deadline = time.monotonic() + 300
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health/liveliness", timeout=2).status_code == 200:
-                return proc, f"http://127.0.0.1:{port}"
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise SystemExit(f"litellm did not start:\n{(workdir / 'litellm.log').read_text()[-3000:]}")
-        time.sleep(0.3)
+    budget.wait_until_up(proc, f"http://127.0.0.1:{port}/health/liveliness", "litellm", workdir / "litellm.log", timeout_s=300)
+    return proc, f"http://127.0.0.1:{port}"
 
 
 def session(base: str, key: str, system: list[dict], tools: list[dict], tool_s) -> tuple[float, list[float], list[float]]:
@@ -127,21 +152,31 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def run(args, label: str, exe: str | None, guardrail: dict | None, p) -> dict:
+    import httpx
+
     httpd, handler, upstream = budget._start_upstream(args.steps, 1.0, args.pace)
-    proc = None
+    proc = served = None
     try:
         base, key = upstream, "sk-direct"
+        workdir = Path(tempfile.mkdtemp(prefix=f"iclr-bench-{label.replace('+', '-')}-"))
+        if guardrail is not None and "serve_url" in guardrail:
+            served, guardrail["serve_url"] = _serve(args, upstream, workdir)
         if exe is not None:
-            workdir = Path(tempfile.mkdtemp(prefix=f"iclr-bench-{label.replace('+', '-')}-"))
-            proc, base = _litellm(exe, _config(upstream, guardrail), workdir)
+            proc, base = _litellm(exe, _config(upstream, guardrail), workdir, args.workers)
             key = MASTER_KEY
         wall, first, whole = session(base, key, *p, args.tool_s)
         skips = sum(json.dumps(b).count("[SKIP]") for b in handler.bodies[-1:])
-        return {"row": label, "wall_s": round(wall, 1), "requests": len(first), "first_s": first, "whole_s": whole, "skip_markers_last_request": skips}
+        memory = {"litellm_rss_mib": _tree_rss_mib(proc.pid) if proc else None, "serve_rss_mib": _tree_rss_mib(served.pid) if served else None}
+        if served is not None:
+            total = httpx.get(guardrail["serve_url"] + "/stats", timeout=60).json()["total"]
+            memory["serve_steps"] = {k: total[k] for k in ("requests", "steps_completed", "steps_compressed", "steps_late")}
+        return {"row": label, "wall_s": round(wall, 1), "requests": len(first), "first_s": first, "whole_s": whole,
+                "skip_markers_last_request": skips, **memory}
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(60)
+        for running in (proc, served):
+            if running is not None:
+                running.terminate()
+                running.wait(60)
         httpd.shutdown()
 
 
@@ -154,6 +189,8 @@ def main() -> None:
     parser.add_argument("--pace", choices=("instant", "provider"), default="provider")
     parser.add_argument("--proxy-model", default="fake:400", help="the guardrail's scorer (fake or fake:N in LiteLLM's environment)")
     parser.add_argument("--max-wait", default="0.5")
+    parser.add_argument("--workers", type=int, default=1, help="LiteLLM's --num_workers")
+    parser.add_argument("--serve-model", default="smollm2", help="the shared serve's proxy model (litellm+serve row); 'none' skips the row")
     args = parser.parse_args()
     exe = args.litellm or str(Path(sys.prefix) / "litellm-proxy" / "bin" / "litellm")
     if not Path(exe).exists():
@@ -165,6 +202,8 @@ def main() -> None:
                       "proxy_model": args.proxy_model, "max_wait": args.max_wait}), flush=True)
     guard = {"proxy_model": args.proxy_model, "upstream_kind": "local", "max_wait": args.max_wait}
     rows = [run(args, "direct", None, None, p), run(args, "litellm", exe, None, p), run(args, "litellm+iclr", exe, guard, p)]
+    if args.serve_model != "none":
+        rows.append(run(args, "litellm+serve", exe, {"serve_url": None}, p))
     direct = rows[0]
     # The first request of a fresh LiteLLM pays its own warm-up (routes, clients): shown apart.
     print("| row | wall s | requests | first request: added ms | later requests: added to first event ms p50 / p95 / max | added to end ms p50 / p95 | [SKIP] in last request |")
@@ -177,7 +216,9 @@ def main() -> None:
             f"{added[0]:.0f}", f"{statistics.median(later):.0f} / {_pct(later, 0.95):.0f} / {max(later):.0f}",
             f"{statistics.median(later_end):.0f} / {_pct(later_end, 0.95):.0f}"]
         print(f"| {row['row']} | {row['wall_s']} | {row['requests']} | {' | '.join(cells)} | {row['skip_markers_last_request']} |", flush=True)
-    print(json.dumps({"load_after": os.getloadavg()}))
+    for row in rows[1:]:
+        print(json.dumps({k: row.get(k) for k in ("row", "litellm_rss_mib", "serve_rss_mib", "serve_steps")}), flush=True)
+    print(json.dumps({"load_after": os.getloadavg(), "workers": args.workers}))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Run from the repository root::
     python benchmarks/bench_serve_agents.py --max-tokens 8000  # a shorter scoring window
     python benchmarks/bench_serve_agents.py --pace provider --steps 8 --sessions 2 --cli claude
     python benchmarks/bench_serve_agents.py --pace provider --steps 6 --sessions 1 --cli opencode   # or qwen
+    python benchmarks/bench_serve_agents.py --pace provider --cli claude --replicas 2 --state /tmp/iclr-state   # two replicas, round robin
 
 Each CLI (found or installed as ``tests/test_serve_agents.py`` does: ``$ICLR_AGENT_CLIS`` or
 ``~/.cache/iclr/agent-clis``) runs the same task as that test, three tool-calling steps and an
@@ -46,6 +47,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import orjson
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -62,6 +65,8 @@ def _serve(upstream: str, args: argparse.Namespace, env: dict | None = None) -> 
 
     port = _free_port()
     cmd = [sys.executable, "-m", "iclr_cli", "serve", "--upstream", upstream, "--port", str(port), "--proxy-model", args.proxy_model]
+    if args.state:
+        cmd += ["--state", args.state]
     if args.max_tokens is not None:
         cmd += ["--max-tokens", str(args.max_tokens)]
     if args.device:
@@ -235,6 +240,28 @@ def _chat_runner(name: str):
     return runner
 
 
+def _stats(bases: list[str]) -> dict:
+    """``/stats`` of one serve, or of the replicas summed (the counters this benchmark reads)."""
+    import httpx
+
+    got = [httpx.get(b + "/stats", timeout=60).json() for b in bases]
+    merged = dict(got[0])
+    merged["total"] = {**got[0]["total"], **{k: sum(g["total"][k] for g in got) for k in COUNTED}}
+    merged["eager_scoring"] = {k: sum(g["eager_scoring"][k] for g in got) for k in ("fed_context", "fed_reasoning")}
+    return merged
+
+
+def _provider_breaks(bodies: list[bytes]) -> int:
+    """Requests of one session that did not extend its previous request, as the upstream got
+    them (cache markers aside: the client moves its marker every request)."""
+    from bench_replicas import _unmarked
+
+    loaded = [orjson.loads(b) for b in bodies]
+    # the agent's own loop (its requests carry the tools), not a CLI's side requests (titles)
+    history = [_unmarked(body.get("messages") or body.get("input")) for body in loaded if body.get("tools")]
+    return sum(now[: len(before)] != before for before, now in zip(history, history[1:]))
+
+
 def run_paced(name: str, args: argparse.Namespace, bins: Path) -> list[dict]:
     """The sessions of ``name`` straight to a paced upstream, then through one fresh serve."""
     import httpx
@@ -263,12 +290,19 @@ def run_paced(name: str, args: argparse.Namespace, bins: Path) -> list[dict]:
     with scripted_upstream([reply] * 100_000) as up:
         direct = [session(up.url, i) for i in range(args.sessions)]
         cold = {"ICLR_PROMPT_CACHE_DIR": tempfile.mkdtemp(prefix="iclr-bench-p-")}
-        proc, base = _serve(up.url, args, env=cold)
+        started = [_serve(up.url, args, env=cold) for _ in range(args.replicas)]
+        procs, bases = [p for p, _ in started], [b for _, b in started]
+        front = bases[0]
+        if args.replicas > 1:
+            from bench_replicas import _balancer
+
+            balancer, front = _balancer(bases)
         try:
-            before = httpx.get(base + "/stats", timeout=60).json()
+            before = _stats(bases)
             for i in range(args.sessions):
-                wall = session(base + "/v1", i)
-                stats = httpx.get(base + "/stats", timeout=60).json()
+                sent_before = len(up.raw)
+                wall = session(front + "/v1", i)
+                stats = _stats(bases)
                 total, was = stats["total"], before["total"]
                 eager, eager_was = stats["eager_scoring"], before["eager_scoring"]
                 rows.append({
@@ -278,14 +312,25 @@ def run_paced(name: str, args: argparse.Namespace, bins: Path) -> list[dict]:
                     "fed_context": eager["fed_context"] - eager_was["fed_context"],
                     "fed_reasoning": eager["fed_reasoning"] - eager_was["fed_reasoning"],
                     "added_latency_ms": total["added_latency_ms"], "scorer_profile": stats.get("scorer_profile"),
+                    "replicas": args.replicas, "provider_breaks": _provider_breaks(up.raw[sent_before:]),
+                    "rss_mib": [_rss_mib(p.pid) for p in procs],
                 })
                 print(json.dumps(rows[-1]), flush=True)
-                _idle(base, 900)
-                before = httpx.get(base + "/stats", timeout=60).json()
+                for base in bases:
+                    _idle(base, 900)
+                before = _stats(bases)
         finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+            for proc in procs:
+                proc.terminate()
+                proc.wait(timeout=60)
     return rows
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
 
 
 def main() -> None:
@@ -304,6 +349,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=2, help="sessions one after the other (--pace provider)")
     parser.add_argument("--tool-s", type=float, default=0.3, help="seconds each tool call runs (--pace provider)")
     parser.add_argument("--repo", type=Path, default=None, help="run this checkout's iclr serve (a 'before' row)")
+    parser.add_argument("--replicas", type=int, default=1, help="serve replicas behind a round-robin balancer (--pace provider)")
+    parser.add_argument("--state", default=None, help="iclr serve --state for every replica (a folder, redis://..., postgresql://...)")
     args = parser.parse_args()
     if args.quick:
         args.proxy_model = "fake"
@@ -319,11 +366,11 @@ def main() -> None:
         return
     rows = [row for name in names for row in run_paced(name, args, bins)]
     print(f"\nproxy model {args.proxy_model}; scorer {rows[0]['scorer_profile'] if rows else '-'}")
-    print(f"| CLI | session | P | steps compressed | sent late | wall | direct | ratio | fed (context / reasoning) |")
-    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    print(f"| CLI | session | P | steps compressed | sent late | breaks at the provider | wall | direct | ratio | fed (context / reasoning) |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in rows:
         print(f"| {r['cli']} | {r['session']} | {r['p']} | {r['steps_compressed'] - r['steps_late_compressed']} of {r['steps_completed']} "
-              f"| {r['steps_late']} | {r['wall_s']} s | {r['direct_s']} s | {r['ratio']:.2f}x | {r['fed_context']} / {r['fed_reasoning']} |")
+              f"| {r['steps_late']} | {r['provider_breaks']} | {r['wall_s']} s | {r['direct_s']} s | {r['ratio']:.2f}x | {r['fed_context']} / {r['fed_reasoning']} |")
 
 
 if __name__ == "__main__":

@@ -213,6 +213,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_until_up(proc: subprocess.Popen, url: str, what: str, log, timeout_s: float = 600) -> None:
+    """Until ``url`` answers 200; raises SystemExit with the tail of ``log`` (a path, or a
+    callable giving the text) when ``proc`` exits first or ``timeout_s`` passes."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            text = log() if callable(log) else Path(log).read_text(errors="replace")
+            raise SystemExit(f"{what} did not start:\n{text[-3000:]}")
+        time.sleep(0.3)
+
+
 def _proxy(upstream: str, args, late: str):
     import httpx
 
