@@ -6,6 +6,7 @@ costs a request at most the timeout, and the request goes as the client sent it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import httpx
@@ -68,10 +69,11 @@ def _direct_session(streamed: bool) -> list[list[dict]]:
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
-def test_a_gateway_through_the_hooks_sends_what_serve_sends(streamed):
+def test_a_gateway_through_the_hooks_sends_what_serve_sends(streamed, caplog):
     with scripted_upstream(responder(STEPS)) as up, proxy(up.url, upstream_kind="local") as (url, state):
         hooks = RemoteHooks(url, timeout_s=30)
-        through_hooks = asyncio.run(_gateway_session(hooks, streamed))
+        with caplog.at_level(logging.INFO, logger="iclr.serve"):
+            through_hooks = asyncio.run(_gateway_session(hooks, streamed))
         total = state.stats.total
         assert up.raw == []  # the gateway forwards; serve only rewrote
     assert through_hooks == _direct_session(streamed)
@@ -79,6 +81,9 @@ def test_a_gateway_through_the_hooks_sends_what_serve_sends(streamed):
     last = [m for m in through_hooks[-1] if m["role"] == "assistant"]
     assert [m["reasoning_content"].count("[SKIP]") for m in last] == [4] * (STEPS - 1)
     assert hooks.errors == 0
+    lines = [r.getMessage() for r in caplog.records if r.name == "iclr.serve" and "added" in r.getMessage()]
+    assert len(lines) == STEPS and lines[0].startswith("a first request (no step to decide yet)")
+    assert all(f"conversation {state.conversations()[0].id}: 1 step decided; 1 compressed, 0 late" in line for line in lines[1:])
 
 
 def test_bad_hook_calls_are_refused_naming_the_field():

@@ -19,6 +19,7 @@ workers share one proxy model, one batcher and one kept scorer state (docs/fleet
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict
 
@@ -28,6 +29,7 @@ from iclr_cli.serve import exchange
 from iclr_cli.serve.along import Feeder
 from iclr_cli.serve.budget import Waiting
 
+log = logging.getLogger("iclr.serve")
 # Requests rewritten whose reply is not in yet, at most: a request the gateway never answers
 # (its client gone first) must not stay forever.
 MAX_PENDING = 10_000
@@ -79,8 +81,11 @@ class Hooks:
         """
         waiting = Waiting()
         rewrite = await self.in_thread(self.state.rewrite, body, b"", header, self.dialects[route], waiting)
+        added = time.monotonic() - waiting.start
+        if rewrite.report is not None:  # serve's line per request: what it decided, waited and added
+            log.info("%s", rewrite.report.line(added))
         if call_id:
-            self._calls[call_id] = _Call(route, rewrite, self.state.find(rewrite.conversation), time.monotonic() - waiting.start)
+            self._calls[call_id] = _Call(route, rewrite, self.state.find(rewrite.conversation), added)
             while len(self._calls) > MAX_PENDING:
                 self._calls.popitem(last=False)
         return orjson.loads(rewrite.body) if rewrite.body else None  # b"": nothing changed
