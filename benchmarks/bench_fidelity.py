@@ -66,6 +66,9 @@ PROFILES = {
     "elide256-w4k": ["--elide", "256"],
     "elide512-w2k": ["--max-tokens", "2048"],
     "fast-bf16": ["--dtype", "bfloat16"],  # bf16 forced, also where it is not native
+    # windows between the fast profile's and exact's, in float32 (a CPU without bf16)
+    "f32-w6k": ["--max-tokens", "6144", "--dtype", "float32"],
+    "f32-w8k": ["--max-tokens", "8192", "--dtype", "float32"],
 }
 
 
