@@ -69,6 +69,8 @@ PROFILES = {
     # windows between the fast profile's and exact's, in float32 (a CPU without bf16)
     "f32-w6k": ["--max-tokens", "6144", "--dtype", "float32"],
     "f32-w8k": ["--max-tokens", "8192", "--dtype", "float32"],
+    "f32-whole": ["--elide", "0", "--dtype", "float32"],  # the fast window, nothing elided
+    "f32-elide2k": ["--elide", "2048", "--dtype", "float32"],
 }
 
 
