@@ -62,6 +62,8 @@ PROFILES = {
     "elide512-w8k": ["--max-tokens", "8192"],
     "fast": [],  # the default: 4,096-token window, elide 512, the native precision (--dtype auto)
     "fast-f32": ["--dtype", "float32"],  # the fast profile in float32 whatever the hardware
+    "fast-norecheck": ["--recheck-below", "0"],  # the fast profile without its recheck of near ties
+    "fast-f32-norecheck": ["--dtype", "float32", "--recheck-below", "0"],
     "elide1024-w4k": ["--elide", "1024"],
     "elide256-w4k": ["--elide", "256"],
     "elide512-w2k": ["--max-tokens", "2048"],
@@ -71,6 +73,8 @@ PROFILES = {
     "f32-w8k": ["--max-tokens", "8192", "--dtype", "float32"],
     "f32-whole": ["--elide", "0", "--dtype", "float32"],  # the fast window, nothing elided
     "f32-elide2k": ["--elide", "2048", "--dtype", "float32"],
+    # exact's window and render in the fresh window whatever --context auto would take
+    "exact-fresh": ["--exact", "--context", "fresh"],
 }
 
 

@@ -194,12 +194,12 @@ def settings_of(command: str, settings, config, fmt: str | None, skip_bad_lines:
     """Every setting that changes a step's result (the key's settings, named in the message
     when a run starts over): the command, the variant's settings (:class:`iclr_cli.compress.
     Settings`), the scorer's (:class:`iclr_cli.pipeline.ScorerConfig`: model, input limit,
-    overflow, precision, context, profile and elision; not batch sizes or caches, which change no score), the
+    overflow, precision, context, profile, elision and recheck; not batch sizes or caches, which change no score), the
     format and ``--skip-bad-lines``, and ``extra`` (``prune``'s ``--encrypted-reasoning``)."""
     return {"command": command, "variant": settings.variant.name, "ratio": settings.ratio, "seed": settings.seed,
             "split": settings.splitter, "score_all": settings.score_all, "model": config.model, "max_tokens": config.max_tokens,
             "overflow": config.overflow, "dtype": config.precision if settings.variant.needs_scores else config.dtype, "context": config.context,
-            "profile": config.profile, "elide": settings.elide, "format": fmt,
+            "profile": config.profile, "elide": settings.elide, "recheck_below": config.recheck_below, "format": fmt,
             "skip_bad_lines": skip_bad_lines, **extra}
 
 

@@ -16,8 +16,9 @@ from typing import Protocol
 from iclr_cli.blocks import SKIP, Split, candidates, holds_delimiter, split_blocks
 from iclr_cli.context import render_for_scoring, render_prompt, render_step
 from iclr_cli.derived_state import unexternalized
-from iclr_cli.policies import DEFAULT_RATIO, Variant, bottom_k, bottom_k_protected, random_token_deletion
+from iclr_cli.policies import DEFAULT_RATIO, Variant, bottom_k, bottom_k_protected, random_token_deletion, selection_margin
 from iclr_cli.scoring.base import ScoreRequest, ScoreResult, Scorer, Tokenizer
+from iclr_cli.scoring.recheck import Recheck
 from iclr_cli.token_accounting import ReasoningTokens, TokenViews, account, token_counter
 from iclr_cli.trajectory import Part, Step, Trajectory
 
@@ -48,7 +49,11 @@ class StepReport(TokenViews):
 
     ``tokens`` is the step's reasoning-token accounting (:mod:`iclr_cli.token_accounting`:
     generated, written, kept, deleted, ``[SKIP]`` markers) with the tokenizer named in the run
-    summary. ``skipped`` is the reason the step was left unpruned, if it was.
+    summary. ``skipped`` is the reason the step was left unpruned, if it was. ``rechecked``
+    is the fast profile's selection margin in bits when the step was rescored as ``exact``
+    scores it (:mod:`iclr_cli.scoring.recheck`; its scores and context fields are then the
+    exact scorer's), else ``None``; ``recheck_changed``: the exact selection differs from the
+    fast one.
     """
 
     trajectory: str
@@ -61,6 +66,8 @@ class StepReport(TokenViews):
     context_tokens: int | None = None
     context: str | None = None
     history_tail: int | None = None
+    rechecked: float | None = None
+    recheck_changed: bool = False
 
     @property
     def n_removed(self) -> int:
@@ -167,7 +174,18 @@ def _prepare(traj_id: str, prompt: Sequence[str], history: Sequence[str], step: 
     return _Pending(step, splits, cands, request, earlier)
 
 
-def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, settings: Settings, tokenizer: Tokenizer) -> tuple[Step, StepReport]:
+def _select(pending: _Pending, entropies: Sequence[float | None], settings: Settings) -> tuple[frozenset[int], frozenset[int]]:
+    """The blocks a scoring variant removes and, for ``iclr-ext``, those it protects."""
+    if settings.variant.kind == "iclr-ext":
+        # Found only once the step was scored: a preview or a request made ahead needs none.
+        keep = unexternalized(pending.earlier, pending.step, pending.splits)
+        protected = frozenset(i for i, c in enumerate(pending.candidates) if c in keep)
+        return bottom_k_protected(entropies, protected, settings.ratio), protected
+    return bottom_k(entropies, settings.ratio), frozenset()
+
+
+def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, settings: Settings, tokenizer: Tokenizer,
+            rechecked: tuple[float, bool] | None = None) -> tuple[Step, StepReport]:
     step, splits, cands = pending.step, pending.splits, pending.candidates
     variant = settings.variant
     selected: frozenset[int] = frozenset()
@@ -180,14 +198,7 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
 
     if variant.needs_scores and result is not None and not skipped:
         scores = list(result.blocks)
-        entropies = [s.entropy_bits for s in scores]
-        if variant.kind == "iclr-ext":
-            # Found only once the step was scored: a preview or a request made ahead needs none.
-            keep = unexternalized(pending.earlier, step, splits)
-            protected = frozenset(i for i, c in enumerate(cands) if c in keep)
-            selected = bottom_k_protected(entropies, protected, settings.ratio)
-        else:
-            selected = bottom_k(entropies, settings.ratio)
+        selected, protected = _select(pending, [s.entropy_bits for s in scores], settings)
         for i in selected:
             pi, bi = cands[i]
             changes[pi][bi] = SKIP
@@ -224,6 +235,8 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
         context_tokens=result.context_tokens if result and not skipped else None,
         context=result.context if result and not skipped else None,
         history_tail=result.history_tail if result and not skipped else None,
+        rechecked=rechecked[0] if rechecked else None,
+        recheck_changed=bool(rechecked and rechecked[1]),
     )
     return new_step, report
 
@@ -283,7 +296,8 @@ def compress_step(
     """Compress the just-completed ``step`` given P and the (already compressed) history.
 
     Returns the step to write back and its report. ``scorer`` may be ``None`` for variants
-    that do not score (``none``, ``delete-all``, ``random-R``).
+    that do not score (``none``, ``delete-all``, ``random-R``); a scorer with a ``recheck``
+    has a near tie rescored as :func:`compress_trajectories` does.
 
     Raises:
         ValueError: when the variant needs scores and ``scorer`` is ``None``.
@@ -291,8 +305,16 @@ def compress_step(
     if settings.variant.needs_scores and scorer is None:
         raise ValueError(f"variant {settings.variant.name} needs a scorer")
     prepared = prepare_step(trajectory_id, prompt, history, step, settings)
-    result = scorer.score([prepared.request])[0] if prepared.request is not None else None
-    return finish_step(prepared, result, settings, tokenizer)
+    if prepared.request is None:
+        return finish_step(prepared, None, settings, tokenizer)
+    by_index = {0: scorer.score([prepared.request])[0]}
+    recheck: Recheck | None = getattr(scorer, "recheck", None)
+    margins = {}
+    if recheck is not None:
+        whole = replace(settings, elide=None)
+        margins = _recheck(recheck, lambda _, step: _prepare(trajectory_id, render_prompt(prompt, None), [render_step(s, None) for s in history],
+                                                       step, whole).request, {0: prepared._pending}, by_index, settings)
+    return _finish(trajectory_id, prepared._pending, by_index[0], settings, tokenizer, margins.get(0))
 
 
 def score_request(trajectory_id: str, prompt: Sequence[Part], history: Sequence[Step], step: Step, settings: Settings) -> ScoreRequest | None:
@@ -374,6 +396,9 @@ def compress_trajectories(
     trajectories are independent). ``on_step`` is called once per completed step. ``done``
     (a checkpoint, :mod:`iclr_cli.checkpoint`) gives steps finished by an interrupted run,
     taken as they were instead of scored again, and keeps each step finished now.
+    A scorer with a ``recheck`` (the fast profile's, :mod:`iclr_cli.scoring.recheck`) has the
+    steps whose selection is within its margin of changing rescored as ``exact`` scores them,
+    on the same written-back history rendered with nothing elided.
 
     Raises:
         ValueError: when the variant needs scores and ``scorer`` is ``None``.
@@ -389,6 +414,8 @@ def compress_trajectories(
     if plan is not None:
         plan({traj.id: _preview(traj, prompts[i], settings) for i, traj in enumerate(trajectories)})
     histories: list[list[str]] = [[] for _ in trajectories]
+    recheck: Recheck | None = getattr(scorer, "recheck", None)
+    whole = _WholeRender(trajectories, settings) if recheck is not None and settings.variant.needs_scores else None
     done_steps: list[list[Step]] = [[] for _ in trajectories]
     reports: list[list[StepReport]] = [[] for _ in trajectories]
     longest = max((len(t.steps) for t in trajectories), default=0)
@@ -399,22 +426,70 @@ def compress_trajectories(
         to_score = [i for i in pendings if pendings[i].request is not None]
         results = scorer.score([pendings[i].request for i in to_score]) if to_score else []
         by_index = dict(zip(to_score, results))
+        margins = _recheck(recheck, whole.request, pendings, by_index, settings) if whole is not None else {}
         for i in active:
             if i in kept:
                 texts, report = kept[i]
                 step = trajectories[i].steps[t]
                 new_step = step.with_reasoning(texts) if list(texts) != [p.text for p in step.reasoning] else step
             else:
-                new_step, report = _finish(trajectories[i].id, pendings[i], by_index.get(i), settings, tokenizer)
+                new_step, report = _finish(trajectories[i].id, pendings[i], by_index.get(i), settings, tokenizer, margins.get(i))
                 if done is not None:
                     done.put(trajectories[i].id, t, [p.text for p in new_step.reasoning], report)
             done_steps[i].append(new_step)
             reports[i].append(report)
             if settings.variant.conditions_on_history:
                 histories[i].append(render_step(new_step, settings.elide))
+                if whole is not None:
+                    whole.histories[i].append(render_step(new_step, None))
             if on_step is not None:
                 on_step(report)
     return [
         CompressionResult(traj, traj.with_steps(done_steps[i]), tuple(reports[i]))
         for i, traj in enumerate(trajectories)
     ]
+
+
+class _WholeRender:
+    """P and the history as they stand, rendered with nothing elided: what a rechecked step is
+    scored against (``exact``'s render, :mod:`iclr_cli.scoring.profile`)."""
+
+    def __init__(self, trajectories: Sequence[Trajectory], settings: Settings) -> None:
+        self.ids = [t.id for t in trajectories]
+        self.prompts = [render_prompt(t.prompt, None) for t in trajectories]
+        self.histories: list[list[str]] = [[] for _ in trajectories]
+        self.settings = replace(settings, elide=None)
+
+    def request(self, i: int, step: Step) -> ScoreRequest | None:
+        """The whole-render request of ``step`` of trajectory ``i`` on its history so far."""
+        return _prepare(self.ids[i], self.prompts[i], self.histories[i], step, self.settings).request
+
+
+def _recheck(recheck: Recheck, whole: Callable[[int, Step], ScoreRequest | None], pendings: dict[int, _Pending],
+             by_index: dict[int, ScoreResult], settings: Settings) -> dict[int, tuple[float, bool]]:
+    """Rescore as ``exact`` the steps of ``by_index`` whose selection margin is under the
+    recheck's threshold, in one batch, replacing their results in ``by_index``; returns
+    ``{index: (fast margin in bits, selection changed)}`` of the steps rescored. ``whole(i, step)`` is the
+    request for ``step`` rendered with nothing elided. A step the exact scorer skips keeps its fast result."""
+    near: dict[int, tuple[float, frozenset[int]]] = {}
+    for i, result in by_index.items():
+        if result.skipped:
+            continue
+        entropies = [b.entropy_bits for b in result.blocks]
+        selected, protected = _select(pendings[i], entropies, settings)
+        margin = selection_margin([None if k in protected else e for k, e in enumerate(entropies)], selected)
+        if recheck.wants(margin):
+            near[i] = (margin, selected)
+    requests = {i: whole(i, pendings[i].step) for i in near}
+    requests = {i: r for i, r in requests.items() if r is not None}
+    if not requests:
+        return {}
+    margins = {}
+    for i, result in zip(requests, recheck.scorer.score(list(requests.values()))):
+        if result.skipped:
+            continue
+        by_index[i] = result
+        changed = _select(pendings[i], [b.entropy_bits for b in result.blocks], settings)[0] != near[i][1]
+        margins[i] = (near[i][0], changed)
+        recheck.note(changed)
+    return margins

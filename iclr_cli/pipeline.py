@@ -22,6 +22,7 @@ from iclr_cli.scoring.base import CONTEXTS, DEFAULT_CONTEXT, Overflow, Scorer, T
 from iclr_cli.resent import Totals
 from iclr_cli.scoring.loading import DTYPES
 from iclr_cli.scoring.profile import FAST, PROFILES, Profile, choose
+from iclr_cli.scoring.recheck import Recheck
 from iclr_cli.token_accounting import CountTokens, ReasoningTokens, TokenViews, account, token_counter
 from iclr_cli.trajectory import Step, Trajectory
 
@@ -39,7 +40,8 @@ class ScorerConfig:
     memory (:mod:`iclr_cli.scoring.budget`). ``profile`` names what the proxy sees (``fast``,
     the default, or ``exact``: :mod:`iclr_cli.scoring.profile`), ``max_tokens`` and ``elide``
     (characters kept at each end of a long tool output or part of P; ``None``: all) are its
-    values; :meth:`settings` passes ``elide`` to the online loop.
+    values; :meth:`settings` passes ``elide`` to the online loop. ``recheck_below`` (bits;
+    ``None``: never) is the fast profile's recheck of near ties (:func:`build_recheck`).
 
     Raises:
         UsageError: for an ``overflow``, ``dtype`` or ``context`` outside those choices (the
@@ -58,6 +60,7 @@ class ScorerConfig:
     cache_tokens: int | None = None
     elide: int | None = FAST.elide
     profile: str = FAST.name
+    recheck_below: float | None = FAST.recheck_below
 
     def __post_init__(self) -> None:
         check_choice("--overflow", self.overflow, OVERFLOWS)
@@ -68,13 +71,16 @@ class ScorerConfig:
     @classmethod
     def for_profile(cls, profile: Profile, **kw) -> ScorerConfig:
         """A config scoring as ``profile`` does (its window and elision), other fields from ``kw``."""
-        return cls(max_tokens=profile.max_tokens, elide=profile.elide, profile=profile.name, **kw)
+        return cls(max_tokens=profile.max_tokens, elide=profile.elide, profile=profile.name,
+                   recheck_below=profile.recheck_below, **kw)
 
     @classmethod
-    def chosen(cls, exact: bool = False, max_tokens: int | None = None, elide: int | None = None, **kw) -> ScorerConfig:
-        """A config for the options ``--exact``, ``--max-tokens`` and ``--elide``
-        (:func:`iclr_cli.scoring.profile.choose`, whose UsageError it raises), other fields from ``kw``."""
-        return cls.for_profile(choose(exact, max_tokens, elide), **kw)
+    def chosen(cls, exact: bool = False, max_tokens: int | None = None, elide: int | None = None,
+               recheck_below: float | None = None, **kw) -> ScorerConfig:
+        """A config for the options ``--exact``, ``--max-tokens``, ``--elide`` and
+        ``--recheck-below`` (:func:`iclr_cli.scoring.profile.choose`, whose UsageError it
+        raises), other fields from ``kw``."""
+        return cls.for_profile(choose(exact, max_tokens, elide, recheck_below), **kw)
 
     @functools.cached_property
     def precision(self) -> str:
@@ -93,7 +99,8 @@ class ScorerConfig:
         ``enforced``: the scorer's window when the proxy caps it)."""
         from iclr_cli.scoring.precision import describe
 
-        return f"{Profile(self.profile, self.max_tokens, self.elide).describe(enforced)}; {describe(self.precision)}"
+        profile = Profile(self.profile, self.max_tokens, self.elide, self.recheck_below)
+        return f"{profile.describe(enforced)}; {describe(self.precision)}"
 
     def settings(self, variant: Variant, **kw) -> Settings:
         """:class:`~iclr_cli.compress.Settings` for ``variant`` that render what this config's
@@ -127,7 +134,9 @@ def check_splitter(split: str) -> str:
 
 def build_engines(variant: Variant, config: ScorerConfig) -> tuple[Scorer | None, Tokenizer]:
     """The scorer (only for variants that rank by entropy) and the tokenizer that counts
-    reasoning tokens (always the proxy's, so counts match the scorer's budget)."""
+    reasoning tokens (always the proxy's, so counts match the scorer's budget). The scorer
+    carries the profile's recheck of near ties as ``recheck`` (:func:`build_recheck`), which
+    the online loop over recorded trajectories applies."""
     from iclr_cli.scoring.factory import build_scorer, load_tokenizer
 
     if variant.needs_scores:
@@ -143,8 +152,24 @@ def build_engines(variant: Variant, config: ScorerConfig) -> tuple[Scorer | None
             context=config.context,
             cache_tokens=config.cache_tokens,
         )
+        scorer.recheck = build_recheck(variant, config, scorer)
         return scorer, scorer.tokenizer
     return None, load_tokenizer(config.model)
+
+
+def build_recheck(variant: Variant, config: ScorerConfig, scorer: Scorer | None) -> Recheck | None:
+    """The recheck of near ties for a run of ``config`` (:mod:`iclr_cli.scoring.recheck`), or
+    ``None`` when there is none (``--exact``, ``--recheck-below 0``, a variant without scores).
+    Its exact scorer is built on first use: exact's window, ``fresh`` context, float32, the
+    fast scorer's weights where those are float32 already."""
+    if not (variant.needs_scores and config.recheck_below and scorer is not None):
+        return None
+    from iclr_cli.scoring.factory import build_exact_like
+
+    return Recheck(config.recheck_below, lambda: build_exact_like(scorer, config.model, precision=config.precision,
+                                                                  device=config.device, overflow=config.overflow,
+                                                                  prefix_cache=config.prefix_cache, batch_size=config.batch_size,
+                                                                  cache_tokens=config.cache_tokens))
 
 
 class IdRegistry:
@@ -226,7 +251,10 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
     segment was cut (only its most recent tokens fit), and ``protected`` with ``iclr-ext`` (a
     block whose derived state was not yet externalized, never removed), and ``profile``
     (``fast`` or ``exact``, :mod:`iclr_cli.scoring.profile`) and ``precision`` (the decoder's:
-    ``float32`` or ``bfloat16``, :mod:`iclr_cli.scoring.precision`) when given. A step that was not scored yields one
+    ``float32`` or ``bfloat16``, :mod:`iclr_cli.scoring.precision`) when given. The blocks
+    of a step the fast profile rescored as ``exact`` (:mod:`iclr_cli.scoring.recheck`) say
+    ``profile: exact`` and ``precision: float32``, and ``fast_margin_bits``, the fast
+    selection's margin that sent it there. A step that was not scored yields one
     record with ``skipped`` (the reason) and ``n_blocks`` instead of block records.
     """
     named = {**({"profile": profile} if profile else {}), **({"precision": precision} if precision else {})}
@@ -234,6 +262,7 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
         for report in result.steps:
             if not report.blocks:
                 continue
+            by = named if report.rechecked is None else {"profile": "exact", "precision": "float32", "fast_margin_bits": report.rechecked}
             if report.skipped:
                 yield {
                     "trajectory": report.trajectory,
@@ -264,7 +293,7 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
                     **({"context": report.context} if report.context else {}),
                     **({"history_tail_tokens": report.history_tail} if report.history_tail else {}),
                     **({"protected": block.protected} if variant.kind == "iclr-ext" else {}),
-                    **named,
+                    **by,
                 }
 
 
@@ -358,6 +387,8 @@ class Summary(TokenViews):
     sealed: Counter = field(default_factory=Counter)  # reasoning parts left sealed by the provider rule, by (kind, what)
     sealed_blocks: int = 0  # blocks of those parts, split as the candidates are (never candidates themselves)
     splitter: str = "paragraph"  # the --block-split the sealed blocks are counted with
+    rechecked: int = 0  # near ties the fast profile rescored as exact (iclr_cli.scoring.recheck)
+    recheck_changed: int = 0  # of those, steps whose selection the exact scores changed
 
     def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
         """Add the reports of ``results`` (and the unrecognised count of ``doc``), and the
@@ -381,6 +412,8 @@ class Summary(TokenViews):
         self.removed += report.n_removed
         self.tokens = self.tokens + report.tokens
         self.windowed += report.windowed
+        self.rechecked += report.rechecked is not None
+        self.recheck_changed += report.recheck_changed
         self.scored += any(b.entropy_bits is not None for b in report.blocks)
         self.one_block += bool(report.tokens.generated) and len(report.blocks) == 1
         if report.context:

@@ -98,6 +98,22 @@ def bottom_k(scores: Sequence[float | None], ratio: float = DEFAULT_RATIO) -> fr
     return frozenset(i for _, i in candidates[:k])
 
 
+def selection_margin(scores: Sequence[float | None], selected: frozenset[int] | set[int]) -> float:
+    """How far, in bits, a BottomK selection is from changing: the lowest score among the
+    kept blocks minus the highest among the removed ones (``inf`` when nothing is removed or
+    nothing scored is kept, since then no score can change which blocks go).
+
+    A selection changes when scores move by about this much against each other, so a small
+    margin marks a step whose selection an approximate scorer may get wrong (the fast
+    profile's recheck, :mod:`iclr_cli.scoring.recheck`). Blocks without a score take no part.
+    """
+    kept = [s for i, s in enumerate(scores) if s is not None and i not in selected]
+    removed = [s for i, s in enumerate(scores) if s is not None and i in selected]
+    if not kept or not removed:
+        return math.inf
+    return min(kept) - max(removed)
+
+
 def bottom_k_protected(scores: Sequence[float | None], protected: frozenset[int] | set[int], ratio: float = DEFAULT_RATIO) -> frozenset[int]:
     """``iclr-ext``: BottomK as :func:`bottom_k`, except that a block in ``protected`` is never removed.
 

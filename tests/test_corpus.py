@@ -353,4 +353,4 @@ def test_resume_under_the_other_profile_is_refused(tmp_path, pq_dir, capsys, mon
     out = tmp_path / "pruned"
     interrupted("prune", pq_dir, out, 1, monkeypatch)
     code, _, err = run_cli(["prune", "--dataset", str(pq_dir), "--model", "fake", "--shard-rows", "2", "--exact", "-o", str(out)], capsys)
-    assert code == 2 and "other settings or data (max_tokens, profile)" in err
+    assert code == 2 and "other settings or data (max_tokens, profile, recheck_below)" in err

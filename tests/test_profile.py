@@ -117,9 +117,9 @@ def score(tmp_path, capsys, *options):
 
 
 def test_score_records_and_summary_name_the_profile(tmp_path, capsys):
-    code, fast, err = score(tmp_path, capsys)
+    code, fast, err = score(tmp_path, capsys, "--recheck-below", "0")
     assert code == 0 and {r["profile"] for r in fast} == {"fast"}
-    assert "fast (4,096-token window, long tool outputs cut to 512 chars at each end)" in " ".join(err.split())
+    assert "fast (4,096-token window, long tool outputs cut to 512 chars at each end); float32" in " ".join(err.split())
     code, exact, err = score(tmp_path, capsys, "--exact")
     assert code == 0 and {r["profile"] for r in exact} == {"exact"}
     assert "exact (42,000-token window, everything whole)" in " ".join(err.split())
@@ -142,7 +142,7 @@ def test_a_checkpoint_of_one_profile_is_not_resumed_by_the_other():
     exact = ScorerConfig.for_profile(EXACT, model="fake")
     a = settings_of("score", fast.settings(variant), fast, None, False)
     b = settings_of("score", exact.settings(variant), exact, None, False)
-    assert {k for k in a if a[k] != b[k]} == {"profile", "elide", "max_tokens"}
+    assert {k for k in a if a[k] != b[k]} == {"profile", "elide", "max_tokens", "recheck_below"}
 
 
 def test_the_summary_says_when_the_proxy_caps_the_exact_window(tiny_dir, capsys, tmp_path):

@@ -65,7 +65,7 @@ def build_sensor(model: str, max_tokens: int | None, overflow: str, dtype: str, 
 
     if model == "fake" or model.startswith("fake:"):
         raise UsageError("iclr analyze reads hidden states, which --model fake does not have; use smollm2 (default) or a model folder")
-    config = ScorerConfig.chosen(exact, max_tokens, elide, model=model, overflow=overflow, dtype=dtype, device=device)
+    config = ScorerConfig.chosen(exact, max_tokens, elide, 0, model=model, overflow=overflow, dtype=dtype, device=device)
     warn_precision(out, config)
     from iclr_cli.scoring.threads import choose_wait_policy
 

@@ -15,17 +15,18 @@ from iclr_cli.token_accounting import WHOLE_ITEM_WHY, blocks_cell, blocks_remove
 
 def scorer_config(model: str, max_tokens: int | None, overflow: str, dtype: str, no_prefix_cache: bool, batch_size: int | None,
                   device: str | None, *, context: str | None = None, cache_tokens: int | None = None,
-                  exact: bool = False, elide: int | None = None) -> ScorerConfig:
+                  exact: bool = False, elide: int | None = None, recheck_below: float | None = None) -> ScorerConfig:
     """Scorer options into a :class:`ScorerConfig` (which validates them); ``None`` for
-    ``context`` is the default context, ``None`` for ``max_tokens`` and ``elide`` the
-    profile's (``--exact`` or the fast default: :func:`iclr_cli.scoring.profile.choose`).
+    ``context`` is the default context, ``None`` for ``max_tokens``, ``elide`` and
+    ``recheck_below`` the profile's (``--exact`` or the fast default:
+    :func:`iclr_cli.scoring.profile.choose`).
 
     Raises:
         UsageError: for an unknown ``--overflow``, ``--dtype`` or ``--context``, or
-            ``--elide`` with ``--exact``.
+            ``--elide`` or ``--recheck-below`` with ``--exact``.
     """
     extra = {"context": str(context)} if context is not None else {}
-    return ScorerConfig.chosen(exact, max_tokens, elide, model=model, overflow=str(overflow), dtype=str(dtype),
+    return ScorerConfig.chosen(exact, max_tokens, elide, recheck_below, model=model, overflow=str(overflow), dtype=str(dtype),
                                     prefix_cache=not no_prefix_cache, batch_size=batch_size, device=device,
                                     cache_tokens=cache_tokens, **extra)
 
@@ -164,6 +165,7 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
         *([("scorer profile", scorer)] if scorer else []),
         (SCORED_LABEL.get(command, "steps scored"), summary.scored),
         ("scored steps windowed (over --max-tokens)", summary.windowed),
+        *([("near ties rescored as exact", f"{summary.rechecked} ({summary.recheck_changed} selections changed)")] if scorer else []),
         *([("context (scored steps)", ", ".join(f"{mode} {n}" for mode, n in sorted(summary.contexts.items())))]
           if summary.contexts else []),
         ("steps skipped", len(summary.skipped)),

@@ -32,6 +32,7 @@ def prune(
     max_tokens: opt.MaxTokens = None,
     exact: opt.Exact = False,
     elide: opt.Elide = None,
+    recheck_below: opt.RecheckBelow = None,
     overflow: opt.Overflow = opt.WINDOW,
     dtype: opt.Dtype = opt.AUTO_DTYPE,
     no_prefix_cache: opt.NoPrefixCache = False,
@@ -90,7 +91,8 @@ def prune(
     splitter = check_splitter(block_split.value)
     dataset_split = dopt.chosen_split(dataset, dataset_split)
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
-                           context=context.value, cache_tokens=cache_tokens, exact=exact, elide=elide)
+                           context=context.value, cache_tokens=cache_tokens, exact=exact, elide=elide,
+                           recheck_below=recheck_below)
     edits = OpaqueEdits(opaque.value)
     if dataset is not None and in_place:
         raise UsageError("--in-place edits one trajectory file; with --dataset, -o names the output folder")

@@ -22,6 +22,7 @@ def savings(
     max_tokens: opt.MaxTokens = None,
     exact: opt.Exact = False,
     elide: opt.Elide = None,
+    recheck_below: opt.RecheckBelow = None,
     overflow: opt.Overflow = opt.WINDOW,
     dtype: opt.Dtype = opt.AUTO_DTYPE,
     no_prefix_cache: opt.NoPrefixCache = False,
@@ -78,7 +79,8 @@ def savings(
     if parsed.kind == "sliding-window":
         raise UsageError("sliding-window-K drops whole steps; it exists only in 'iclr replay'")
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
-                           context=context.value, cache_tokens=cache_tokens, exact=exact, elide=elide)
+                           context=context.value, cache_tokens=cache_tokens, exact=exact, elide=elide,
+                           recheck_below=recheck_below)
     settings = config.settings(parsed, ratio=ratio, seed=seed, splitter=check_splitter(block_split.value), score_all=False)
     options = Options(settings, config, fmt, skip_bad_lines,
                       parse_day(since, "--since") if since else None, parse_day(until, "--until") if until else None)

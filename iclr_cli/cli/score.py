@@ -30,6 +30,7 @@ def score(
     max_tokens: opt.MaxTokens = None,
     exact: opt.Exact = False,
     elide: opt.Elide = None,
+    recheck_below: opt.RecheckBelow = None,
     overflow: opt.Overflow = opt.WINDOW,
     dtype: opt.Dtype = opt.AUTO_DTYPE,
     no_prefix_cache: opt.NoPrefixCache = False,
@@ -84,7 +85,8 @@ def score(
     splitter = check_splitter(block_split.value)
     dataset_split = dopt.chosen_split(dataset, dataset_split)
     config = scorer_config(model, max_tokens, overflow.value, dtype.value, no_prefix_cache, batch_size, device,
-                           context=context.value, cache_tokens=cache_tokens, exact=exact, elide=elide)
+                           context=context.value, cache_tokens=cache_tokens, exact=exact, elide=elide,
+                           recheck_below=recheck_below)
     settings = config.settings(parsed, ratio=ratio, splitter=splitter)
     if dataset is None and inputs and is_many(inputs, output):
         from iclr_cli.cli.many import Many, score_many

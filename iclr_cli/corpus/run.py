@@ -72,6 +72,8 @@ def run_settings(job: Job) -> dict[str, object]:
         # only when not the fast default's: manifests written before profiles stay valid
         **({"profile": scorer.profile} if scorer.profile != "fast" else {}),
         **({"elide": settings.elide} if settings.elide != FAST.elide else {}),
+        # a run made before near ties were rechecked selected otherwise: it starts over
+        **({"recheck_below": scorer.recheck_below} if scorer.recheck_below else {}),
     }
 
 

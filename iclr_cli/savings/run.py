@@ -72,7 +72,7 @@ class Options:
             key["seed"] = s.seed
         if s.variant.needs_scores:
             key.update(ratio=s.ratio, max_tokens=c.max_tokens, overflow=c.overflow, dtype=c.precision, context=c.context,
-                       profile=c.profile, elide=s.elide)
+                       profile=c.profile, elide=s.elide, recheck_below=c.recheck_below)
         return key
 
     def bound(self) -> Options:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from iclr_cli.errors import UsageError
 from iclr_cli.scoring.base import BlockScore, DEFAULT_MAX_TOKENS, Overflow, ScoreRequest, ScoreResult, ScoringCancelled
+from iclr_cli.scoring.recheck import Recheck
 from iclr_cli.scoring.window import lay_out
 
 _TOKEN = re.compile(r"\w+|[^\w\s]|\s+")
@@ -96,6 +97,7 @@ class FakeScorer:
         self.record_requests = record_requests
         self.requests_seen: list[ScoreRequest] = []
         self.tokens_per_s = tokens_per_s
+        self.recheck: Recheck | None = None  # set by iclr_cli.pipeline.build_engines (the fast profile's)
         self.gate = gate
         self.tokens_run = 0  # tokens a paced fake charged for (after each stream's kept prefix)
         self._kept: OrderedDict[str, list[int]] = OrderedDict()  # stream -> its last input's ids

@@ -74,6 +74,7 @@ from iclr_cli.scoring.base import (
     ScoreResult,
 )
 from iclr_cli.scoring.cost import attention_equivalent, run_cost, sliding_cost
+from iclr_cli.scoring.recheck import Recheck
 from iclr_cli.scoring.engine import Engine, ScorerStats, Segment
 from iclr_cli.scoring.entropy import DEFAULT_CHUNK, logit_transform
 from iclr_cli.scoring.kv import probe
@@ -167,6 +168,7 @@ class TransformersScorer:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
+        self.recheck: Recheck | None = None  # set by iclr_cli.pipeline.build_engines (the fast profile's)
         limit = getattr(model.config, "max_position_embeddings", None)
         self.max_tokens = min(max_tokens, limit) if limit else max_tokens
         self.overflow = overflow

@@ -203,7 +203,8 @@ def build_engine(options: ServeOptions, *, scorer=None, tokenizer=None) -> Engin
     if options.max_wait is not None and not options.max_wait >= 0:
         raise UsageError(f"--max-wait {options.max_wait}: seconds, 0 or more (inf: wait for every step)")
     kind, _ = upstream_kind(options)
-    config = ScorerConfig.chosen(options.exact, options.max_tokens, options.elide, model=options.proxy_model,
+    # No recheck: a step is scored once, within the latency budget (docs/serve.md).
+    config = ScorerConfig.chosen(options.exact, options.max_tokens, options.elide, 0, model=options.proxy_model,
                                       overflow=options.overflow, dtype=options.dtype, prefix_cache=options.prefix_cache,
                                       batch_size=options.batch_size, device=options.device, context=options.context,
                                       cache_tokens=options.cache_tokens)
