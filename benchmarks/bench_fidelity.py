@@ -19,6 +19,10 @@ an interrupted study resumes; ``--fresh`` starts over. Usage::
 
     python benchmarks/bench_fidelity.py                      # every profile, every file
     python benchmarks/bench_fidelity.py --profiles exact,fast --files taubench,swe_agent
+    python benchmarks/bench_fidelity.py --profiles fast-f32,fast-f32-norecheck --busy 2 \
+        --env MKL_ENABLE_INSTRUCTIONS=AVX2 --env ONEDNN_MAX_CPU_ISA=AVX2 --env ATEN_CPU_CAPABILITY=avx2
+
+Steps the fast profile rescored as exact (its recheck of near ties) are counted per profile.
 """
 
 from __future__ import annotations
@@ -127,7 +131,8 @@ def compare(exact: dict, other: dict) -> dict:
         if e["n_blocks"] >= 2:
             total += 1
             agree += e["selected"] == o["selected"]
-    return {"blocks": total, "agree": agree, "mean_abs_bits": sum(diffs) / len(diffs) if diffs else None}
+    rechecked = len({key[:2] for key, o in other.items() if "fast_margin_bits" in o})
+    return {"blocks": total, "agree": agree, "mean_abs_bits": sum(diffs) / len(diffs) if diffs else None, "rechecked_steps": rechecked}
 
 
 def main() -> None:
@@ -139,6 +144,8 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="ignore kept outputs")
     ap.add_argument("--revision", help="take kept outputs of this revision's folder (default: the current one)")
     ap.add_argument("--json", help="write the table as JSON here too")
+    ap.add_argument("--busy", type=int, default=0, metavar="N",
+                    help="run N CPU-bound processes beside every command (an agent's build; outputs kept apart)")
     ap.add_argument("--env", action="append", default=[], metavar="K=V",
                     help="set in every command's environment, e.g. the AVX2 cap: --env MKL_ENABLE_INSTRUCTIONS=AVX2 "
                          "--env ONEDNN_MAX_CPU_ISA=AVX2 --env ATEN_CPU_CAPABILITY=avx2 (outputs kept apart per setting)")
@@ -146,7 +153,8 @@ def main() -> None:
     setenv = dict(kv.split("=", 1) for kv in args.env)
     profiles = ["exact", *[p for p in args.profiles.split(",") if p and p != "exact"]]
     files = [f for f in args.files.split(",") if f]
-    work = Path(args.work) / ((args.revision or revision()) + "".join(f"+{k}={v}" for k, v in sorted(setenv.items())))
+    work = Path(args.work) / ((args.revision or revision()) + "".join(f"+{k}={v}" for k, v in sorted(setenv.items()))
+                              + (f"+busy{args.busy}" if args.busy else ""))
     if args.fresh:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
@@ -154,13 +162,30 @@ def main() -> None:
     if setenv:
         print(f"# environment: {' '.join(args.env)}", flush=True)
     table: dict[str, dict[str, dict]] = {}
+    busy = _busy(args.busy)
+    try:
+        run_all(files, profiles, work, args.model, setenv, table)
+    finally:
+        for proc in busy:
+            proc.kill()
+    report(files, profiles, table, args.json)
+
+
+def _busy(n: int) -> list[subprocess.Popen]:
+    """``n`` CPU-bound processes (bench_serve_budget's: a busy loop ending after an hour at most)."""
+    loop = "import time\nend = time.monotonic() + 3600\nwhile time.monotonic() < end: sum(i * i for i in range(10000))"
+    return [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(n)]
+
+
+def run_all(files, profiles, work: Path, model: str, setenv: dict[str, str], table: dict) -> None:
+    """Run (or take the kept outputs of) every file under every profile, printing a line each."""
     for name in files:
         path, extra = FILES[name]
         for prof in profiles:
             out = work / f"{name}.{prof}.jsonl"
             timing = work / f"{name}.{prof}.seconds"
             if not (out.exists() and timing.exists()):
-                seconds = run_one(path, extra, PROFILES[prof], out, args.model, setenv)
+                seconds = run_one(path, extra, PROFILES[prof], out, model, setenv)
                 timing.write_text(f"{seconds:.2f}\n")
             table.setdefault(name, {})[prof] = {"wall_s": float(timing.read_text())}
         exact = records(work / f"{name}.exact.jsonl")
@@ -171,9 +196,13 @@ def main() -> None:
             share = row["agree"] / row["blocks"] if row["blocks"] else None
             print(f"{name:24} {prof:14} blocks {row['blocks']:4} agree {row['agree']:4} "
                   f"({'-' if share is None else f'{share:.3f}'}) |d| {row['mean_abs_bits'] or 0:.3f} bits  "
-                  f"wall {row['wall_s']:7.1f} s ({row['wall_ratio']:.2f}x of exact)", flush=True)
-    print("\n| profile | blocks (N >= 2) | agreement | mean abs d (bits) | wall, sum over files | of exact |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+                  f"wall {row['wall_s']:7.1f} s ({row['wall_ratio']:.2f}x of exact) rechecked {row['rechecked_steps']}", flush=True)
+
+
+def report(files, profiles, table: dict, json_path: str | None) -> None:
+    """The summary table, one row per profile (and ``json_path`` as JSON)."""
+    print("\n| profile | blocks (N >= 2) | agreement | mean abs d (bits) | steps rechecked | wall, sum over files | of exact |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     summary = {}
     for prof in profiles:
         rows = [table[f][prof] for f in files]
@@ -183,9 +212,9 @@ def main() -> None:
         worst = min(((r["agree"] / r["blocks"], f) for f, r in zip(files, rows) if r["blocks"]), default=(1.0, "-"))
         summary[prof] = {"blocks": blocks, "agreement": agree / blocks if blocks else None, "wall_s": wall,
                          "wall_ratio": wall / exact_wall, "worst_file": worst[1], "worst_agreement": worst[0]}
-        print(f"| {prof} | {blocks} | {agree / blocks:.3f} (worst {worst[0]:.2f}, {worst[1]}) | {sum(diffs) / len(diffs):.3f} | {wall:.0f} s | {wall / exact_wall:.2f} |")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"files": table, "profiles": summary}, indent=2))
+        print(f"| {prof} | {blocks} | {agree / blocks:.3f} (worst {worst[0]:.2f}, {worst[1]}) | {sum(diffs) / len(diffs):.3f} | {sum(r['rechecked_steps'] for r in rows)} | {wall:.0f} s | {wall / exact_wall:.2f} |")
+    if json_path:
+        Path(json_path).write_text(json.dumps({"files": table, "profiles": summary}, indent=2))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ recorded trajectories, batching step t of every trajectory into one scorer call.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -426,7 +427,7 @@ def compress_trajectories(
         to_score = [i for i in pendings if pendings[i].request is not None]
         results = scorer.score([pendings[i].request for i in to_score]) if to_score else []
         by_index = dict(zip(to_score, results))
-        margins = _recheck(recheck, whole.request, pendings, by_index, settings) if whole is not None else {}
+        margins = _recheck(recheck, whole.request, pendings, by_index, settings, plan=whole.plan) if whole is not None else {}
         for i in active:
             if i in kept:
                 texts, report = kept[i]
@@ -455,10 +456,17 @@ class _WholeRender:
     scored against (``exact``'s render, :mod:`iclr_cli.scoring.profile`)."""
 
     def __init__(self, trajectories: Sequence[Trajectory], settings: Settings) -> None:
+        self.trajectories = trajectories
         self.ids = [t.id for t in trajectories]
         self.prompts = [render_prompt(t.prompt, None) for t in trajectories]
         self.histories: list[list[str]] = [[] for _ in trajectories]
         self.settings = replace(settings, elide=None)
+
+    def plan(self, recheck: Recheck, indices: Sequence[int]) -> None:
+        """Have the exact scorer choose the context mode of these trajectories as ``--exact``
+        would: from their requests on the history as recorded, rendered whole (``_preview``)."""
+        if self.settings.variant.conditions_on_history:
+            recheck.plan({self.ids[i]: functools.partial(_preview, self.trajectories[i], self.prompts[i], self.settings) for i in indices})
 
     def request(self, i: int, step: Step) -> ScoreRequest | None:
         """The whole-render request of ``step`` of trajectory ``i`` on its history so far."""
@@ -466,11 +474,13 @@ class _WholeRender:
 
 
 def _recheck(recheck: Recheck, whole: Callable[[int, Step], ScoreRequest | None], pendings: dict[int, _Pending],
-             by_index: dict[int, ScoreResult], settings: Settings) -> dict[int, tuple[float, bool]]:
+             by_index: dict[int, ScoreResult], settings: Settings,
+             plan: Callable[[Recheck, Sequence[int]], None] | None = None) -> dict[int, tuple[float, bool]]:
     """Rescore as ``exact`` the steps of ``by_index`` whose selection margin is under the
     recheck's threshold, in one batch, replacing their results in ``by_index``; returns
     ``{index: (fast margin in bits, selection changed)}`` of the steps rescored. ``whole(i, step)`` is the
-    request for ``step`` rendered with nothing elided. A step the exact scorer skips keeps its fast result."""
+    request for ``step`` rendered with nothing elided; ``plan`` has the exact scorer choose the
+    context modes of those trajectories first. A step the exact scorer skips keeps its fast result."""
     near: dict[int, tuple[float, frozenset[int]]] = {}
     for i, result in by_index.items():
         if result.skipped:
@@ -484,6 +494,8 @@ def _recheck(recheck: Recheck, whole: Callable[[int, Step], ScoreRequest | None]
     requests = {i: r for i, r in requests.items() if r is not None}
     if not requests:
         return {}
+    if plan is not None:
+        plan(recheck, list(requests))
     margins = {}
     for i, result in zip(requests, recheck.scorer.score(list(requests.values()))):
         if result.skipped:

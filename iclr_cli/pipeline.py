@@ -160,15 +160,15 @@ def build_engines(variant: Variant, config: ScorerConfig) -> tuple[Scorer | None
 def build_recheck(variant: Variant, config: ScorerConfig, scorer: Scorer | None) -> Recheck | None:
     """The recheck of near ties for a run of ``config`` (:mod:`iclr_cli.scoring.recheck`), or
     ``None`` when there is none (``--exact``, ``--recheck-below 0``, a variant without scores).
-    Its exact scorer is built on first use: exact's window, ``fresh`` context, float32, the
-    fast scorer's weights where those are float32 already."""
+    Its exact scorer is built on first use: exact's window, the run's ``--context``, float32,
+    the fast scorer's weights where those are float32 already."""
     if not (variant.needs_scores and config.recheck_below and scorer is not None):
         return None
     from iclr_cli.scoring.factory import build_exact_like
 
     return Recheck(config.recheck_below, lambda: build_exact_like(scorer, config.model, precision=config.precision,
                                                                   device=config.device, overflow=config.overflow,
-                                                                  prefix_cache=config.prefix_cache, batch_size=config.batch_size,
+                                                                  context=config.context, prefix_cache=config.prefix_cache, batch_size=config.batch_size,
                                                                   cache_tokens=config.cache_tokens))
 
 

@@ -155,19 +155,19 @@ def test_recheck_below_with_exact_or_negative_is_a_usage_error(tmp_path, capsys)
 
 def test_a_rescored_step_scores_as_exact_does(tiny_dir, tmp_path, capsys):
     """With a threshold no margin reaches, every step is rescored: its records are those of
-    --exact in the fresh context, to float rounding, and the fast scorer's float32 weights
-    are shared, not loaded twice."""
+    --exact (the same context mode chosen, the same window and render), to float rounding."""
     chat = tmp_path / "chat.json"
     write_chat(chat)
     code, out, err = run(capsys, "score", str(chat), "--model", str(tiny_dir), "--dtype", "float32", "--recheck-below", "1000")
     assert code == 0, err
     rechecked = [json.loads(line) for line in out.splitlines()]
-    code, out, err = run(capsys, "score", str(chat), "--model", str(tiny_dir), "--exact", "--context", "fresh")
+    code, out, err = run(capsys, "score", str(chat), "--model", str(tiny_dir), "--exact")
     assert code == 0, err
     exact = [json.loads(line) for line in out.splitlines()]
     assert len(rechecked) == len(exact) == 9
     for a, b in zip(rechecked, exact):
-        assert (a["step"], a["block"], a["selected"], a["context_tokens"]) == (b["step"], b["block"], b["selected"], b["context_tokens"])
+        assert (a["step"], a["block"], a["selected"], a["context_tokens"], a["context"]) == \
+            (b["step"], b["block"], b["selected"], b["context_tokens"], b["context"])
         assert a["entropy_bits"] == pytest.approx(b["entropy_bits"], abs=1e-4)
 
 
@@ -177,5 +177,5 @@ def test_the_exact_scorer_shares_float32_weights(tiny_dir):
     config = ScorerConfig(model=str(tiny_dir), dtype="float32")
     scorer, _ = build_engines(parse_variant("iclr"), config)
     exact = scorer.recheck.scorer
-    assert exact.model is scorer.model and exact.context == "fresh" and exact.max_tokens == scorer.max_tokens == 512
+    assert exact.model is scorer.model and exact.context == "auto" and exact.max_tokens == scorer.max_tokens == 512
     assert FakeScorer().recheck is None

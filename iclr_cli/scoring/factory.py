@@ -115,27 +115,26 @@ def load_tokenizer(model: str = DEFAULT_MODEL) -> Tokenizer:
 
 
 def build_exact_like(fast: Scorer, model: str = DEFAULT_MODEL, *, precision: str = "float32", device: str | None = None,
-                     overflow: Overflow = "window", prefix_cache: bool = True, batch_size: int | None = None,
-                     cache_tokens: int | None = None) -> Scorer:
+                     overflow: Overflow = "window", context: str = DEFAULT_CONTEXT, prefix_cache: bool = True,
+                     batch_size: int | None = None, cache_tokens: int | None = None) -> Scorer:
     """The scorer that rechecks ``fast``'s near ties (:mod:`iclr_cli.scoring.recheck`): the
     same proxy with ``--exact``'s window (:data:`~iclr_cli.scoring.profile.EXACT`, capped at
-    the proxy's maximum positions), in the ``fresh`` context and in float32.
+    the proxy's maximum positions) and ``context`` (as ``--exact`` takes it), in float32.
 
     ``precision`` is the one ``fast`` runs in: where it is float32 the weights are shared (no
     second copy, no second load); otherwise (a bf16 decoder) the proxy is loaded again in
     float32. ``model`` and the other arguments are those ``fast`` was built with.
     """
     from iclr_cli.scoring.profile import EXACT
-    from iclr_cli.scoring.recheck import RECHECK_CONTEXT
 
     if isinstance(fast, FakeScorer):
         return FakeScorer(max_tokens=EXACT.max_tokens, overflow=overflow, tokens_per_s=fast.tokens_per_s)
     if precision != "float32":
         return build_scorer(model, max_tokens=EXACT.max_tokens, overflow=overflow, dtype="float32", device=device,
-                            prefix_cache=prefix_cache, batch_size=batch_size, context=RECHECK_CONTEXT, cache_tokens=cache_tokens,
+                            prefix_cache=prefix_cache, batch_size=batch_size, context=context, cache_tokens=cache_tokens,
                             prompt_cache=prefix_cache)
     from iclr_cli.scoring.transformers_scorer import TransformersScorer
 
     return TransformersScorer(fast.model, fast.tokenizer, name=fast.name, max_tokens=EXACT.max_tokens, overflow=overflow,
-                              context=RECHECK_CONTEXT, prefix_cache=prefix_cache, batch_size=batch_size,
+                              context=context, prefix_cache=prefix_cache, batch_size=batch_size,
                               cache_tokens=cache_tokens, prompt_cache=prefix_cache)

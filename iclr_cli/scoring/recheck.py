@@ -10,21 +10,22 @@ says how close a step is; a step under ``below`` bits is rendered again whole (P
 history as they stand, nothing elided) and scored by a second scorer with exact's window, in
 float32, and exact's scores decide its selection and are what the run reports.
 
-The second scorer runs in the ``fresh`` context (METHOD.md, "Input limit": P, then as much of
-the most recent history as fits, then the whole step): it scores a handful of steps, and the
-sliding window would have to read every token of the session before each of them. It is
-built on first use, so a run with no near tie loads nothing more; where the fast profile runs
-in float32 it shares the fast scorer's weights.
+The second scorer takes its context mode as ``--exact`` does (``--context auto``: planned per
+trajectory on the whole render of the history as recorded, :meth:`plan`), so a rescored step
+gets the scores ``--exact`` gives it. In the sliding mode that means reading the session up to
+the step, once per trajectory, which costs what ``--exact`` costs up to there; the fresh
+window is no shortcut: on SWE-agent pydicom it selected otherwise than ``--exact`` on 2 of 9
+blocks and took 5.6 times as long (BENCHMARKS.md, "Rechecking near ties"). The scorer is built
+on first use, so a run with no near tie loads nothing more; where the fast profile runs in
+float32 it shares the fast scorer's weights.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from iclr_cli.scoring.base import Scorer
-
-RECHECK_CONTEXT = "fresh"
+from iclr_cli.scoring.base import Scorer, ScoreRequest
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Recheck:
     rechecked: int = 0
     changed: int = 0
     _scorer: Scorer | None = field(default=None, repr=False)
+    _planned: set[str] = field(default_factory=set, repr=False)
 
     def wants(self, margin: float) -> bool:
         """True when a selection ``margin`` bits from changing is to be rescored."""
@@ -55,6 +57,16 @@ class Recheck:
         if self._scorer is None:
             self._scorer = self.build()
         return self._scorer
+
+    def plan(self, previews: Mapping[str, Callable[[], Sequence[ScoreRequest]]]) -> None:
+        """Let the exact scorer choose the context mode of each stream not planned yet, as
+        ``--exact`` would (``plan_contexts``), from ``previews``: stream -> its requests on the
+        history as recorded, rendered whole (called only for streams planned now)."""
+        todo = {stream: make for stream, make in previews.items() if stream not in self._planned}
+        plan = getattr(self.scorer, "plan_contexts", None)
+        if todo and plan is not None:
+            plan({stream: make() for stream, make in todo.items()})
+        self._planned.update(todo)
 
     def note(self, changed: bool) -> None:
         """Count one rescored step (``changed``: its exact selection differs)."""
