@@ -50,11 +50,11 @@ class StepReport(TokenViews):
 
     ``tokens`` is the step's reasoning-token accounting (:mod:`iclr_cli.token_accounting`:
     generated, written, kept, deleted, ``[SKIP]`` markers) with the tokenizer named in the run
-    summary. ``skipped`` is the reason the step was left unpruned, if it was. ``rechecked``
-    is the fast profile's selection margin in bits when the step was rescored as ``exact``
-    scores it (:mod:`iclr_cli.scoring.recheck`; its scores and context fields are then the
-    exact scorer's), else ``None``; ``recheck_changed``: the exact selection differs from the
-    fast one.
+    summary. ``skipped`` is the reason the step was left unpruned, if it was. ``near_tie`` is
+    the fast profile's selection margin in bits when it was under the recheck's threshold
+    (:mod:`iclr_cli.scoring.recheck`), else ``None``; ``rechecked``: such a step was rescored
+    as ``exact`` scores it (its scores and context fields are then the exact scorer's);
+    ``recheck_changed``: the exact selection differs from the fast one.
     """
 
     trajectory: str
@@ -67,7 +67,8 @@ class StepReport(TokenViews):
     context_tokens: int | None = None
     context: str | None = None
     history_tail: int | None = None
-    rechecked: float | None = None
+    near_tie: float | None = None
+    rechecked: bool = False
     recheck_changed: bool = False
 
     @property
@@ -186,7 +187,7 @@ def _select(pending: _Pending, entropies: Sequence[float | None], settings: Sett
 
 
 def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, settings: Settings, tokenizer: Tokenizer,
-            rechecked: tuple[float, bool] | None = None) -> tuple[Step, StepReport]:
+            near: tuple[float, bool, bool] | None = None) -> tuple[Step, StepReport]:
     step, splits, cands = pending.step, pending.splits, pending.candidates
     variant = settings.variant
     selected: frozenset[int] = frozenset()
@@ -236,8 +237,9 @@ def _finish(traj_id: str, pending: _Pending, result: ScoreResult | None, setting
         context_tokens=result.context_tokens if result and not skipped else None,
         context=result.context if result and not skipped else None,
         history_tail=result.history_tail if result and not skipped else None,
-        rechecked=rechecked[0] if rechecked else None,
-        recheck_changed=bool(rechecked and rechecked[1]),
+        near_tie=near[0] if near else None,
+        rechecked=bool(near and near[1]),
+        recheck_changed=bool(near and near[2]),
     )
     return new_step, report
 
@@ -297,8 +299,8 @@ def compress_step(
     """Compress the just-completed ``step`` given P and the (already compressed) history.
 
     Returns the step to write back and its report. ``scorer`` may be ``None`` for variants
-    that do not score (``none``, ``delete-all``, ``random-R``); a scorer with a ``recheck``
-    has a near tie rescored as :func:`compress_trajectories` does.
+    that do not score (``none``, ``delete-all``, ``random-R``). A step is scored once, in the
+    scorer's sliding window (replay, serve): there is no recheck of near ties here.
 
     Raises:
         ValueError: when the variant needs scores and ``scorer`` is ``None``.
@@ -306,16 +308,8 @@ def compress_step(
     if settings.variant.needs_scores and scorer is None:
         raise ValueError(f"variant {settings.variant.name} needs a scorer")
     prepared = prepare_step(trajectory_id, prompt, history, step, settings)
-    if prepared.request is None:
-        return finish_step(prepared, None, settings, tokenizer)
-    by_index = {0: scorer.score([prepared.request])[0]}
-    recheck: Recheck | None = getattr(scorer, "recheck", None)
-    margins = {}
-    if recheck is not None:
-        whole = replace(settings, elide=None)
-        margins = _recheck(recheck, lambda _, step: _prepare(trajectory_id, render_prompt(prompt, None), [render_step(s, None) for s in history],
-                                                       step, whole).request, {0: prepared._pending}, by_index, settings)
-    return _finish(trajectory_id, prepared._pending, by_index[0], settings, tokenizer, margins.get(0))
+    result = scorer.score([prepared.request])[0] if prepared.request is not None else None
+    return finish_step(prepared, result, settings, tokenizer)
 
 
 def score_request(trajectory_id: str, prompt: Sequence[Part], history: Sequence[Step], step: Step, settings: Settings) -> ScoreRequest | None:
@@ -427,7 +421,7 @@ def compress_trajectories(
         to_score = [i for i in pendings if pendings[i].request is not None]
         results = scorer.score([pendings[i].request for i in to_score]) if to_score else []
         by_index = dict(zip(to_score, results))
-        margins = _recheck(recheck, whole.request, pendings, by_index, settings, plan=whole.plan) if whole is not None else {}
+        margins = _recheck(recheck, whole, pendings, by_index, settings) if whole is not None else {}
         for i in active:
             if i in kept:
                 texts, report = kept[i]
@@ -464,7 +458,8 @@ class _WholeRender:
 
     def plan(self, recheck: Recheck, indices: Sequence[int]) -> None:
         """Have the exact scorer choose the context mode of these trajectories as ``--exact``
-        would: from their requests on the history as recorded, rendered whole (``_preview``)."""
+        would: from their requests on the history as recorded, rendered whole (``_preview``).
+        Without history (``step-only``) there is nothing to plan: every step is one window."""
         if self.settings.variant.conditions_on_history:
             recheck.plan({self.ids[i]: functools.partial(_preview, self.trajectories[i], self.prompts[i], self.settings) for i in indices})
 
@@ -473,14 +468,13 @@ class _WholeRender:
         return _prepare(self.ids[i], self.prompts[i], self.histories[i], step, self.settings).request
 
 
-def _recheck(recheck: Recheck, whole: Callable[[int, Step], ScoreRequest | None], pendings: dict[int, _Pending],
-             by_index: dict[int, ScoreResult], settings: Settings,
-             plan: Callable[[Recheck, Sequence[int]], None] | None = None) -> dict[int, tuple[float, bool]]:
-    """Rescore as ``exact`` the steps of ``by_index`` whose selection margin is under the
-    recheck's threshold, in one batch, replacing their results in ``by_index``; returns
-    ``{index: (fast margin in bits, selection changed)}`` of the steps rescored. ``whole(i, step)`` is the
-    request for ``step`` rendered with nothing elided; ``plan`` has the exact scorer choose the
-    context modes of those trajectories first. A step the exact scorer skips keeps its fast result."""
+def _recheck(recheck: Recheck, whole: _WholeRender, pendings: dict[int, _Pending], by_index: dict[int, ScoreResult],
+             settings: Settings) -> dict[int, tuple[float, bool, bool]]:
+    """Find the near ties among the scored steps of ``by_index`` (selection margin under the
+    recheck's threshold) and rescore as ``exact`` those whose trajectory ``--exact`` scores in
+    the fresh window (:meth:`Recheck.affordable`), in one batch, replacing their results in
+    ``by_index``. Returns ``{index: (fast margin in bits, rescored, selection changed)}`` for
+    every near tie. A step the exact scorer skips keeps its fast result."""
     near: dict[int, tuple[float, frozenset[int]]] = {}
     for i, result in by_index.items():
         if result.skipped:
@@ -490,18 +484,19 @@ def _recheck(recheck: Recheck, whole: Callable[[int, Step], ScoreRequest | None]
         margin = selection_margin([None if k in protected else e for k, e in enumerate(entropies)], selected)
         if recheck.wants(margin):
             near[i] = (margin, selected)
-    requests = {i: whole(i, pendings[i].step) for i in near}
-    requests = {i: r for i, r in requests.items() if r is not None}
-    if not requests:
+    if not near:
         return {}
-    if plan is not None:
-        plan(recheck, list(requests))
-    margins = {}
-    for i, result in zip(requests, recheck.scorer.score(list(requests.values()))):
+    whole.plan(recheck, list(near))
+    history = settings.variant.conditions_on_history  # without it a step is one short window
+    requests = {i: whole.request(i, pendings[i].step) for i in near if not history or recheck.affordable(whole.ids[i])}
+    requests = {i: r for i, r in requests.items() if r is not None}
+    out = {i: (margin, False, False) for i, (margin, _) in near.items()}
+    for i, result in zip(requests, recheck.scorer.score(list(requests.values())) if requests else []):
         if result.skipped:
             continue
         by_index[i] = result
         changed = _select(pendings[i], [b.entropy_bits for b in result.blocks], settings)[0] != near[i][1]
-        margins[i] = (near[i][0], changed)
+        out[i] = (near[i][0], True, changed)
         recheck.note(changed)
-    return margins
+    recheck.left += len(near) - sum(rescored for _, rescored, _ in out.values())
+    return out

@@ -252,9 +252,9 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
     block whose derived state was not yet externalized, never removed), and ``profile``
     (``fast`` or ``exact``, :mod:`iclr_cli.scoring.profile`) and ``precision`` (the decoder's:
     ``float32`` or ``bfloat16``, :mod:`iclr_cli.scoring.precision`) when given. The blocks
-    of a step the fast profile rescored as ``exact`` (:mod:`iclr_cli.scoring.recheck`) say
-    ``profile: exact`` and ``precision: float32``, and ``fast_margin_bits``, the fast
-    selection's margin that sent it there. A step that was not scored yields one
+    of a near tie of the fast profile (:mod:`iclr_cli.scoring.recheck`) carry
+    ``fast_margin_bits``, the fast selection's margin, and those it rescored as ``exact`` say
+    ``profile: exact`` and ``precision: float32``. A step that was not scored yields one
     record with ``skipped`` (the reason) and ``n_blocks`` instead of block records.
     """
     named = {**({"profile": profile} if profile else {}), **({"precision": precision} if precision else {})}
@@ -262,7 +262,8 @@ def score_records(path: str, results: Sequence[CompressionResult], variant: Vari
         for report in result.steps:
             if not report.blocks:
                 continue
-            by = named if report.rechecked is None else {"profile": "exact", "precision": "float32", "fast_margin_bits": report.rechecked}
+            by = {**named, **({"profile": "exact", "precision": "float32"} if report.rechecked else {}),
+                  **({"fast_margin_bits": report.near_tie} if report.near_tie is not None else {})}
             if report.skipped:
                 yield {
                     "trajectory": report.trajectory,
@@ -387,7 +388,8 @@ class Summary(TokenViews):
     sealed: Counter = field(default_factory=Counter)  # reasoning parts left sealed by the provider rule, by (kind, what)
     sealed_blocks: int = 0  # blocks of those parts, split as the candidates are (never candidates themselves)
     splitter: str = "paragraph"  # the --block-split the sealed blocks are counted with
-    rechecked: int = 0  # near ties the fast profile rescored as exact (iclr_cli.scoring.recheck)
+    near_ties: int = 0  # steps whose fast selection was within the recheck's margin (iclr_cli.scoring.recheck)
+    rechecked: int = 0  # of those, steps rescored as exact
     recheck_changed: int = 0  # of those, steps whose selection the exact scores changed
 
     def add(self, results: Sequence[CompressionResult], doc: Document | None = None) -> None:
@@ -412,7 +414,8 @@ class Summary(TokenViews):
         self.removed += report.n_removed
         self.tokens = self.tokens + report.tokens
         self.windowed += report.windowed
-        self.rechecked += report.rechecked is not None
+        self.near_ties += report.near_tie is not None
+        self.rechecked += report.rechecked
         self.recheck_changed += report.recheck_changed
         self.scored += any(b.entropy_bits is not None for b in report.blocks)
         self.one_block += bool(report.tokens.generated) and len(report.blocks) == 1

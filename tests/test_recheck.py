@@ -64,10 +64,10 @@ def test_a_near_tie_is_rescored_on_the_whole_render_and_its_selection_is_exacts(
     fast.recheck = recheck
     [result] = compress_trajectories([TRAJ], ICLR, fast, RegexTokenizer())
     first, second = result.steps
-    assert first.rechecked == pytest.approx(0.2) and first.recheck_changed
+    assert first.near_tie == pytest.approx(0.2) and first.rechecked and first.recheck_changed
     assert [b.selected for b in first.blocks] == [True, False, True]
     assert [b.entropy_bits for b in first.blocks] == [1.0, 5.0, 3.0]
-    assert second.rechecked is None and [b.selected for b in second.blocks] == [True, True, False]
+    assert second.near_tie is None and not second.rechecked and [b.selected for b in second.blocks] == [True, True, False]
     assert built == [1] and (recheck.rechecked, recheck.changed) == (1, 1)
     # the fast scorer saw the tool output elided, the exact one whole
     assert "characters elided" in fast.requests[0].step and "characters elided" not in exact.requests[0].step
@@ -94,15 +94,36 @@ def test_no_near_tie_builds_no_exact_scorer():
 
     fast.recheck = Recheck(0.75, build)
     [result] = compress_trajectories([TRAJ], ICLR, fast, RegexTokenizer())
-    assert [s.rechecked for s in result.steps] == [None, None]
+    assert [s.near_tie for s in result.steps] == [None, None]
 
 
-def test_replay_rechecks_the_step_it_compresses():
-    fast = Scripted([1.0, 4.0, 4.2])
-    exact = Scripted([1.0, 5.0, 3.0])
+def test_a_near_tie_where_exact_slides_keeps_its_fast_scores_and_is_reported():
+    """Rescoring in the sliding window would read the session up to the step (about all of
+    --exact's work): the near tie is reported, not rescored."""
+
+    class Sliding(Scripted):
+        def plan_contexts(self, previews):
+            self.planned = {stream: len(requests) for stream, requests in previews.items()}
+            return {stream: "sliding" for stream in previews}
+
+        def mode(self, stream):
+            return "sliding"
+
+    fast = Scripted([1.0, 4.0, 4.2], [1.0, 2.0, 4.0])
+    exact = Sliding()
     fast.recheck = Recheck(0.75, lambda: exact)
+    [result] = compress_trajectories([TRAJ], ICLR, fast, RegexTokenizer())
+    first = result.steps[0]
+    assert first.near_tie == pytest.approx(0.2) and not first.rechecked and [b.entropy_bits for b in first.blocks] == [1.0, 4.0, 4.2]
+    assert exact.requests == [] and exact.planned == {"t": 2}  # planned on every step of the recorded history
+    assert (fast.recheck.rechecked, fast.recheck.left) == (0, 1)
+
+
+def test_replay_does_not_recheck():
+    fast = Scripted([1.0, 4.0, 4.2])
+    fast.recheck = Recheck(0.75, lambda: pytest.fail("replay built an exact scorer"))
     new, report = compress_step("t", TRAJ.prompt, [], TRAJ.steps[0], ICLR, fast, RegexTokenizer())
-    assert report.rechecked == pytest.approx(0.2) and new.reasoning[0].text == "[SKIP]\n\nA two.\n\n[SKIP]"
+    assert report.near_tie is None and new.reasoning[0].text == "[SKIP]\n\n[SKIP]\n\nA three."  # the fast selection
 
 
 def test_choose_takes_the_threshold_and_refuses_it_with_exact():
@@ -138,10 +159,11 @@ def test_the_cli_marks_rescored_steps_and_counts_them(tmp_path, capsys):
     assert len(records) == 9 and {r["profile"] for r in records} == {"exact"} and {r["precision"] for r in records} == {"float32"}
     assert all(r["fast_margin_bits"] < 100 for r in records)
     table = " ".join(err.split())
-    assert "near ties (margin under 100 bits) rescored as exact" in table and "near ties rescored as exact │ 3 (" in table
+    assert "near ties (margin under 100 bits) rescored as exact" in table
+    assert "near ties (recheck) │ 3, rescored as exact 3 (" in table
     code, out, err = run(capsys, "score", str(chat), "--model", "fake", "--recheck-below", "0")
     assert code == 0 and not any("fast_margin_bits" in json.loads(line) for line in out.splitlines())
-    assert "near ties rescored as exact │ 0 (0 selections changed)" in " ".join(err.split())
+    assert "near ties (recheck) │ 0, rescored as exact 0 (0 selections changed)" in " ".join(err.split())
 
 
 def test_recheck_below_with_exact_or_negative_is_a_usage_error(tmp_path, capsys):

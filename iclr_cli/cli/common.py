@@ -55,6 +55,16 @@ def in_place_target(input: str, output: str | None) -> str:
     return input
 
 
+def near_tie_row(summary: Summary) -> tuple[str, str]:
+    """The summary row of the fast profile's recheck (:mod:`iclr_cli.scoring.recheck`): near
+    ties, those rescored as exact and what that changed, and those left as scored."""
+    value = f"{summary.near_ties}, rescored as exact {summary.rechecked} ({summary.recheck_changed} selections changed)"
+    left = summary.near_ties - summary.rechecked
+    if left:
+        value += f", {left} kept as scored (--exact slides there)"
+    return "near ties (recheck)", value
+
+
 def warn_precision(out: Output, config: ScorerConfig) -> None:
     """The warning for a forced precision below float32 (METHOD.md, "Precision"). ``auto``
     is not warned about: it takes bf16 only where the hardware runs it natively, and the
@@ -165,7 +175,7 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
         *([("scorer profile", scorer)] if scorer else []),
         (SCORED_LABEL.get(command, "steps scored"), summary.scored),
         ("scored steps windowed (over --max-tokens)", summary.windowed),
-        *([("near ties rescored as exact", f"{summary.rechecked} ({summary.recheck_changed} selections changed)")] if scorer else []),
+        *([near_tie_row(summary)] if scorer else []),
         *([("context (scored steps)", ", ".join(f"{mode} {n}" for mode, n in sorted(summary.contexts.items())))]
           if summary.contexts else []),
         ("steps skipped", len(summary.skipped)),

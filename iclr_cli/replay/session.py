@@ -99,7 +99,8 @@ def _engines(variants: Sequence, proxy_model: str, options: Mapping):
     from iclr_cli.pipeline import ScorerConfig, build_engines, check_splitter
 
     check_splitter(str(options["split"]))
-    config = ScorerConfig.chosen(bool(options.get("exact")), options.get("max_tokens"), options.get("elide"), model=proxy_model, overflow=str(options["overflow"]), dtype=str(options["dtype"]),
+    # No recheck of near ties: each turn's step is scored once, in the sliding window (docs/scoring.md).
+    config = ScorerConfig.chosen(bool(options.get("exact")), options.get("max_tokens"), options.get("elide"), 0, model=proxy_model, overflow=str(options["overflow"]), dtype=str(options["dtype"]),
                                       batch_size=8, device=options["device"])
     try:
         needs = next((v for v in variants if v.needs_scores), variants[0])
