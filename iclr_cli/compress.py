@@ -410,8 +410,8 @@ def compress_trajectories(
         plan({traj.id: _preview(traj, prompts[i], settings) for i, traj in enumerate(trajectories)})
     histories: list[list[str]] = [[] for _ in trajectories]
     recheck: Recheck | None = getattr(scorer, "recheck", None)
-    whole = _WholeRender(trajectories, settings) if recheck is not None and settings.variant.needs_scores else None
     done_steps: list[list[Step]] = [[] for _ in trajectories]
+    whole = _WholeRender(trajectories, done_steps, settings) if recheck is not None and settings.variant.needs_scores else None
     reports: list[list[StepReport]] = [[] for _ in trajectories]
     longest = max((len(t.steps) for t in trajectories), default=0)
     for t in range(longest):
@@ -435,8 +435,6 @@ def compress_trajectories(
             reports[i].append(report)
             if settings.variant.conditions_on_history:
                 histories[i].append(render_step(new_step, settings.elide))
-                if whole is not None:
-                    whole.histories[i].append(render_step(new_step, None))
             if on_step is not None:
                 on_step(report)
     return [
@@ -447,13 +445,14 @@ def compress_trajectories(
 
 class _WholeRender:
     """P and the history as they stand, rendered with nothing elided: what a rechecked step is
-    scored against (``exact``'s render, :mod:`iclr_cli.scoring.profile`)."""
+    scored against (``exact``'s render, :mod:`iclr_cli.scoring.profile`). The history is
+    rendered when a near tie asks for it, from the written-back steps the loop holds anyway,
+    so a run without near ties keeps no second copy of a long session's tool outputs."""
 
-    def __init__(self, trajectories: Sequence[Trajectory], settings: Settings) -> None:
+    def __init__(self, trajectories: Sequence[Trajectory], done_steps: Sequence[Sequence[Step]], settings: Settings) -> None:
         self.trajectories = trajectories
+        self.done_steps = done_steps
         self.ids = [t.id for t in trajectories]
-        self.prompts = [render_prompt(t.prompt, None) for t in trajectories]
-        self.histories: list[list[str]] = [[] for _ in trajectories]
         self.settings = replace(settings, elide=None)
 
     def plan(self, recheck: Recheck, indices: Sequence[int]) -> None:
@@ -461,11 +460,15 @@ class _WholeRender:
         would: from their requests on the history as recorded, rendered whole (``_preview``).
         Without history (``step-only``) there is nothing to plan: every step is one window."""
         if self.settings.variant.conditions_on_history:
-            recheck.plan({self.ids[i]: functools.partial(_preview, self.trajectories[i], self.prompts[i], self.settings) for i in indices})
+            recheck.plan({self.ids[i]: functools.partial(_preview, self.trajectories[i], self._prompt(i), self.settings) for i in indices})
 
     def request(self, i: int, step: Step) -> ScoreRequest | None:
         """The whole-render request of ``step`` of trajectory ``i`` on its history so far."""
-        return _prepare(self.ids[i], self.prompts[i], self.histories[i], step, self.settings).request
+        history = [render_step(s, None) for s in self.done_steps[i]] if self.settings.variant.conditions_on_history else []
+        return _prepare(self.ids[i], self._prompt(i), history, step, self.settings).request
+
+    def _prompt(self, i: int) -> tuple[str, ...]:
+        return render_prompt(self.trajectories[i].prompt, None)
 
 
 def _recheck(recheck: Recheck, whole: _WholeRender, pendings: dict[int, _Pending], by_index: dict[int, ScoreResult],

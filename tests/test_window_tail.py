@@ -137,7 +137,8 @@ def test_score_records_carry_the_tail(capsys, tmp_path):
             {"role": "assistant", "reasoning_content": "The log ends in an error.\n\nFix the parser.", "content": "Done."}]
     src = tmp_path / "c.json"
     src.write_text(json.dumps(rows))
-    code, out, err = run_cli(capsys, "score", str(src), "--model", "fake", "--max-tokens", "300", "-q")
+    # the fast window's own tail: a near tie rescored as --exact would see the log whole
+    code, out, err = run_cli(capsys, "score", str(src), "--model", "fake", "--max-tokens", "300", "--recheck-below", "0", "-q")
     assert code == 0, err
     records = [json.loads(line) for line in out.splitlines()]
     second = [r for r in records if r["step"] == 1]
