@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from test_profile import write_chat
 from tiny_llama import tiny_dir  # noqa: F401
 
 from iclr_cli.cli.app import main
@@ -134,15 +135,6 @@ def test_choose_takes_the_threshold_and_refuses_it_with_exact():
         choose(exact=True, recheck_below=0.5)
 
 
-def write_chat(path):
-    messages = [{"role": "user", "content": "Fix the bug."}]
-    for i in range(3):
-        messages.append({"role": "assistant", "content": "", "reasoning_content": f"Idea {i} one.\n\nIdea {i} two.\n\nIdea {i} three.",
-                         "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"cmd": f"cat f{i}"})}}]})
-        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": LONG})
-    path.write_text(json.dumps(messages))
-
-
 def run(capsys, *args):
     with pytest.raises(SystemExit) as exc:
         main(list(args))
@@ -152,7 +144,7 @@ def run(capsys, *args):
 
 def test_the_cli_marks_rescored_steps_and_counts_them(tmp_path, capsys):
     chat = tmp_path / "chat.json"
-    write_chat(chat)
+    write_chat(chat, LONG)
     code, out, err = run(capsys, "score", str(chat), "--model", "fake", "--recheck-below", "100")
     assert code == 0, err
     records = [json.loads(line) for line in out.splitlines()]
@@ -168,7 +160,7 @@ def test_the_cli_marks_rescored_steps_and_counts_them(tmp_path, capsys):
 
 def test_recheck_below_with_exact_or_negative_is_a_usage_error(tmp_path, capsys):
     chat = tmp_path / "chat.json"
-    write_chat(chat)
+    write_chat(chat, LONG)
     code, out, err = run(capsys, "prune", str(chat), "--model", "fake", "--exact", "--recheck-below", "0.5")
     assert code == 2 and out == "" and "--exact scores every step as exact already" in err
     code, out, err = run(capsys, "prune", str(chat), "--model", "fake", "--recheck-below", "-1")
@@ -179,7 +171,7 @@ def test_a_rescored_step_scores_as_exact_does(tiny_dir, tmp_path, capsys):
     """With a threshold no margin reaches, every step is rescored: its records are those of
     --exact (the same context mode chosen, the same window and render), to float rounding."""
     chat = tmp_path / "chat.json"
-    write_chat(chat)
+    write_chat(chat, LONG)
     code, out, err = run(capsys, "score", str(chat), "--model", str(tiny_dir), "--dtype", "float32", "--recheck-below", "1000")
     assert code == 0, err
     rechecked = [json.loads(line) for line in out.splitlines()]
