@@ -61,7 +61,7 @@ def near_tie_row(summary: Summary) -> tuple[str, str]:
     value = f"{summary.near_ties}, rescored as exact {summary.rechecked} ({summary.recheck_changed} selections changed)"
     left = summary.near_ties - summary.rechecked
     if left:
-        value += f", {left} kept as scored (--exact slides there)"
+        value += f", {left} kept as scored (--exact reads those sessions through its sliding window: docs/scoring.md)"
     return "near ties (recheck)", value
 
 

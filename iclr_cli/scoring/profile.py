@@ -59,7 +59,8 @@ class Profile:
         proxy, everything whole)``)."""
         seen = f"long tool outputs cut to {self.elide:,} chars at each end" if self.elide else "everything whole"
         cap = f", capped at {enforced:,} by the proxy" if enforced is not None and enforced < self.max_tokens else ""
-        recheck = f", near ties (margin under {self.recheck_below:g} bits) rescored as exact" if self.recheck_below else ""
+        recheck = (f", near ties (margin under {self.recheck_below:g} bits) rescored as exact where --exact uses its fresh window"
+                   if self.recheck_below else "")
         return f"{self.name} ({self.max_tokens:,}-token window{cap}, {seen}{recheck})"
 
 
