@@ -165,3 +165,31 @@ def test_late_work_waits_for_a_quiet_scorer():
     late.result(timeout=60)
     assert _order(inner) == ["step", "late"] and batching.work()["late"]["batches"] == 1
     batching.close()
+
+
+def test_a_late_steps_long_scoring_does_not_make_a_finished_step_look_slow():
+    # A late step's scoring reads all of its reasoning (nothing was fed along its stream in
+    # time); a finished step scored ahead after its pieces were fed runs a word or two. Were
+    # the late ones counted, every request would expect its step later than the budget and
+    # not wait at all (budget.wait_within's "predicted").
+    inner = FakeScorer(tokens_per_s=400)
+    batching = BatchingScorer(inner, wait_s=0, late_idle_s=0)
+    words = " ".join(f"w{i}" for i in range(200))  # 200 fake tokens: half a second at this pace
+
+    def step(stream: str, text: str) -> ScoreRequest:
+        return ScoreRequest(stream, ("P",), (), text, ((0, len(text)),))
+
+    for stream in ("a", "b", "c"):
+        batching.submit([step(stream, "w0")], eager=True, due=1.0).result(timeout=30)  # keeps the stream's state
+        batching.submit([step(stream, words)], eager=True).result(timeout=30)  # late: the whole reasoning
+    batching.submit([step("a", words + " end")], eager=True, due=1.0).result(timeout=30)  # on time: one word more
+    running = batching.submit([step("d", words)], eager=True, due=1.0)  # a new stream's prefill, ~0.5 s
+    deadline = time.monotonic() + 30
+    while batching.where(running).state != "running" and time.monotonic() < deadline:
+        time.sleep(0.001)
+    queued = batching.submit([step("b", words + " end")], eager=True, due=1.0)
+    # the queued finished step is expected right after the running prefill, not half a second later
+    assert batching.eta(queued) - batching.eta(running) < 0.2
+    assert batching.work()["late"]["batches"] == 3
+    queued.result(timeout=30)
+    batching.close()
