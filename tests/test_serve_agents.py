@@ -34,6 +34,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agent_cli_fixtures import unavailable
 from doc_recipes import command, recipe
 from serve_fixtures import Stream, proxy, scripted_upstream
 from wire_fixtures import SIGNATURE, anthropic_reply, function_call, output_message, reasoning_item, responses_reply, text, thinking, tool_use
@@ -68,7 +69,7 @@ def _clis() -> Path | None:
 def clis() -> Path:
     found = _clis()
     if found is None:
-        pytest.skip("npm or the Claude Code / Codex CLIs are missing (set ICLR_AGENT_CLIS to a folder with node_modules/.bin/{claude,codex})")
+        unavailable("npm or the Claude Code / Codex CLIs are missing (set ICLR_AGENT_CLIS to a folder with node_modules/.bin/{claude,codex})")
     return found
 
 

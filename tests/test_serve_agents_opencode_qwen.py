@@ -42,7 +42,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent_cli_fixtures import Run, chat_stream, export_session, keep_sessions, missing, run_opencode, run_qwen, session_ids
+from agent_cli_fixtures import Run, chat_stream, export_session, keep_sessions, missing, run_opencode, run_qwen, session_ids, unavailable
 from format_helpers import run_cli
 from serve_fixtures import proxy, scripted_upstream
 from test_serve_agents import STEPS, _assert_prefixes, _kept, _strip_markers, reasoning, thinking_compressed_once
@@ -60,7 +60,7 @@ SHELL = {"opencode": "bash", "kilo": "bash", "qwen": "run_shell_command"}
 def _need(*names: str) -> None:
     reason = missing(*names)
     if reason:
-        pytest.skip(reason)
+        unavailable(reason)
 
 
 def _opencode_call(step: int, call: dict) -> None:
