@@ -251,7 +251,8 @@ class BatchingScorer:
 
     def _typical(self, kind: str) -> float | None:
         """Seconds a batch of this kind (:meth:`_kind`) takes: the median of the last 16 that
-        ran; ``None`` while none has."""
+        ran, late work aside (a late step's scoring reads all of its reasoning, a finished step
+        fed along the stream a word or two); ``None`` while none has."""
         took = sorted(self._took[kind])
         return took[len(took) // 2] if took else None
 
