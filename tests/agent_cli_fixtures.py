@@ -1,4 +1,4 @@
-"""OpenCode, Kilo and Qwen Code (the real CLIs from npm) for the ``iclr serve`` end-to-end tests.
+"""OpenCode, Kilo, Qwen Code, Goose and the AI SDK (real clients from npm) for the ``iclr serve`` end-to-end tests.
 
 The CLIs are looked up as Claude Code and Codex are (:func:`test_serve_agents._clis`): in
 ``$ICLR_AGENT_CLIS/node_modules/.bin``, then ``~/.cache/iclr/agent-clis/node_modules/.bin``,
@@ -20,6 +20,9 @@ so a test can read the session files the CLI left there:
   ``OPENCODE_DISABLE_MODELS_FETCH`` keeps it off models.dev; ``npm_config_offline`` keeps the
   background ``npm install @opencode-ai/plugin`` it starts in its config folder off the npm
   registry (it fails, logs a warning and the run goes on, as on a machine offline).
+- Goose: the binary npm ships for the Goose TUI (``@aaif/goose-binary-linux-x64``), run as
+  docs/serve.md's recipe says; the AI SDK: ``tests/aisdk_agent.mjs``, copied next to the
+  packages' ``node_modules`` (ESM imports resolve from the script's own folder).
 - Qwen Code: ``~/.qwen/projects/<project>/chats/<session>.jsonl``; telemetry off and the
   interactive (pty) shell off in ``~/.qwen/settings.json`` (with the pty the command's output
   is sometimes empty in a headless run).
@@ -43,11 +46,14 @@ from serve_fixtures import Stream
 INSTALL = "bash scripts/install_agent_clis.sh"  # the one install line of every CLI (also: setup.sh --with-agent-clis)
 
 
+def _folders() -> list[Path]:
+    folders = [Path(os.environ["ICLR_AGENT_CLIS"])] if os.environ.get("ICLR_AGENT_CLIS") else []
+    return folders + [Path.home() / ".cache" / "iclr" / "agent-clis"]
+
+
 def agent_bin(name: str) -> Path | None:
     """``node_modules/.bin/<name>`` in ``$ICLR_AGENT_CLIS`` or ``~/.cache/iclr/agent-clis``; None when neither has it."""
-    folders = [Path(os.environ["ICLR_AGENT_CLIS"])] if os.environ.get("ICLR_AGENT_CLIS") else []
-    folders.append(Path.home() / ".cache" / "iclr" / "agent-clis")
-    for folder in folders:
+    for folder in _folders():
         path = folder / "node_modules" / ".bin" / name
         if path.exists():
             return path
@@ -118,16 +124,16 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def opencode_config(url: str, wire: str, model: str) -> dict:
+def opencode_config(url: str, wire: str, model: str, key: str = "sk-e2e-test") -> dict:
     """docs/serve.md's OpenCode recipe with provider ``iclr`` at ``url`` (the proxy's ``/v1``)
     and ``model``: ``wire`` ``chat`` as the recipe gives it (``@ai-sdk/openai-compatible``, the
     reasoning sent back as ``reasoning_content``), ``messages`` for ``@ai-sdk/anthropic``; plus
-    what a test run needs (no update checks, no sharing, tools allowed, a test key)."""
+    what a test run needs (no update checks, no sharing, tools allowed, the API key ``key``)."""
     config = json.loads(recipe("opencode"))
     provider = config["provider"]["iclr"]
     assert provider["options"]["baseURL"] == DOC_URL + "/v1", provider
     (spec,) = provider["models"].values()
-    provider["options"] = {**provider["options"], "baseURL": url, "apiKey": "sk-e2e-test"}
+    provider["options"] = {**provider["options"], "baseURL": url, "apiKey": key}
     provider["models"] = {model: {**spec, "name": model}}
     if wire != "chat":
         provider["npm"] = "@ai-sdk/anthropic"
@@ -136,14 +142,15 @@ def opencode_config(url: str, wire: str, model: str) -> dict:
             "enabled_providers": ["iclr"], "permission": {"bash": "allow", "edit": "allow"}}
 
 
-def run_opencode(cli: str, url: str, home: Path, prompt: str, *, wire: str = "chat", model: str = "deepseek-reasoner", timeout: float = 240) -> Run:
+def run_opencode(cli: str, url: str, home: Path, prompt: str, *, wire: str = "chat", model: str = "deepseek-reasoner", timeout: float = 240,
+                 key: str = "sk-e2e-test") -> Run:
     """``opencode run --format json PROMPT`` (``cli`` ``kilo``: ``kilo run``, its fork, with
-    ``kilo.json`` and ``KILO_*`` variables) with the provider of :func:`opencode_config`."""
+    ``kilo.json`` and ``KILO_*`` variables) with the provider of :func:`opencode_config` and API key ``key``."""
     work = home / "work"
     work.mkdir(parents=True, exist_ok=True)
     config = home / ".config" / cli
     config.mkdir(parents=True, exist_ok=True)
-    (config / f"{cli}.json").write_text(json.dumps(opencode_config(url, wire, model), indent=1))
+    (config / f"{cli}.json").write_text(json.dumps(opencode_config(url, wire, model, key), indent=1))
     prefix = cli.upper()
     env = _env(home, **{f"{prefix}_DISABLE_MODELS_FETCH": "1", f"{prefix}_DISABLE_AUTOUPDATE": "1", f"{prefix}_DISABLE_LSP_DOWNLOAD": "1",
                         f"{prefix}_DISABLE_SHARE": "1", "KILO_TELEMETRY_LEVEL": "off", "npm_config_offline": "true"})
@@ -227,3 +234,40 @@ def keep_sessions(cli: str, run: Run, name: str) -> Path | None:
     for sid in session_ids(run.process.stdout):
         (out / f"export-{sid}.json").write_text(export_session(cli, run, sid).stdout)
     return out
+
+
+# -- Goose and the Vercel AI SDK -------------------------------------------------------------
+
+GOOSE = "goose-binary-linux-x64"  # npm's name for the Goose 1.52.0 binary (the Goose TUI's native package)
+AISDK = ("ai", "@ai-sdk/anthropic", "@ai-sdk/openai", "@ai-sdk/openai-compatible")
+AISDK_AGENT = Path(__file__).with_name("aisdk_agent.mjs")
+
+
+def run_goose(url: str, home: Path, prompt: str, *, timeout: float = 240) -> Run:
+    """docs/serve.md's Goose recipe (``GOOSE_PROVIDER=openai OPENAI_HOST=... goose run``) at
+    ``url``, run headless with ``--no-session`` and tools approved (``GOOSE_MODE=auto``), the
+    keyring and telemetry off, in a HOME of its own."""
+    work = home / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    told, argv = command("goose", url)
+    assert argv[:2] == ["goose", "run"] and told["OPENAI_HOST"] == url.removesuffix("/v1"), (told, argv)
+    env = _env(home, **told, GOOSE_MODE="auto", GOOSE_DISABLE_KEYRING="1", GOOSE_TELEMETRY_ENABLED="false")
+    process = subprocess.run([str(agent_bin(GOOSE)), *argv[1:], "-t", prompt], cwd=work, env=env,
+                             capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return Run(process, home, home / ".local" / "share", work)
+
+
+def aisdk_folder() -> Path | None:
+    """The agent-CLI folder whose ``node_modules`` holds the AI SDK packages (:data:`AISDK`), or None."""
+    return next((f for f in _folders() if all((f / "node_modules" / p / "package.json").exists() for p in AISDK)), None)
+
+
+def run_aisdk(wire: str, url: str, tool: str, prompt: str, *, timeout: float = 240) -> subprocess.CompletedProcess:
+    """``tests/aisdk_agent.mjs`` (an AI SDK ``streamText`` loop with one shell tool named
+    ``tool``) over ``wire`` (``chat``, ``anthropic`` or ``responses``) at ``url``. ESM imports
+    resolve from the script's folder, so it is copied next to the packages' ``node_modules``."""
+    folder = aisdk_folder()
+    assert folder is not None, "the AI SDK is missing: " + INSTALL
+    script = folder / AISDK_AGENT.name
+    script.write_bytes(AISDK_AGENT.read_bytes())
+    return subprocess.run(["node", str(script), wire, url, tool, prompt], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)

@@ -91,8 +91,9 @@ def output_message(value: str, item_id: str = "msg_1") -> dict:
 
 
 def response(output: list[dict], *, usage: dict | None = None, response_id: str = "resp_1") -> dict:
+    # `created_at` (Unix seconds) is in every Response object OpenAI returns; the AI SDK rejects a stream without it
     return {
-        "id": response_id, "object": "response", "status": "completed", "model": "gpt-test", "output": output,
+        "id": response_id, "object": "response", "created_at": 1765000000, "status": "completed", "model": "gpt-test", "output": output,
         "usage": usage or {"input_tokens": 120, "input_tokens_details": {"cached_tokens": 64}, "output_tokens": 30, "output_tokens_details": {"reasoning_tokens": 12}, "total_tokens": 150},
     }
 
@@ -106,11 +107,12 @@ def responses_events(resp: dict, pieces: int = 2) -> list[dict]:
             continue
         # as OpenAI streams it: the item added empty, its text in deltas, then done whole
         events.append({"type": "response.output_item.added", "output_index": i, "item": {**item, "summary": [], "content": []}})
+        at = {"item_id": item["id"], "output_index": i}
         for k, part in enumerate(item.get("summary") or []):
-            events.append({"type": "response.reasoning_summary_part.added", "output_index": i, "summary_index": k, "part": {"type": "summary_text", "text": ""}})
-            events += [{"type": "response.reasoning_summary_text.delta", "output_index": i, "summary_index": k, "delta": p} for p in _cut(part["text"], pieces)]
+            events.append({"type": "response.reasoning_summary_part.added", **at, "summary_index": k, "part": {"type": "summary_text", "text": ""}})
+            events += [{"type": "response.reasoning_summary_text.delta", **at, "summary_index": k, "delta": p} for p in _cut(part["text"], pieces)]
         for k, part in enumerate(item.get("content") or []):
-            events += [{"type": "response.reasoning_text.delta", "output_index": i, "content_index": k, "delta": p} for p in _cut(part["text"], pieces)]
+            events += [{"type": "response.reasoning_text.delta", **at, "content_index": k, "delta": p} for p in _cut(part["text"], pieces)]
         events.append({"type": "response.output_item.done", "output_index": i, "item": item})
     events.append({"type": "response.completed", "response": resp})
     return [{**e, "sequence_number": n} for n, e in enumerate(events)]
