@@ -132,9 +132,12 @@ def serve(
         max_wait=None if max_wait == float("inf") else max_wait,
         late=late.value,
     )
-    logging.basicConfig(level=getattr(logging, log_level.value.upper()), format="iclr serve: %(levelname)s: %(message)s")
+    # at debug, each line with its time: the scorer's batches and the requests' waits are read as a timeline
+    stamp = "%(asctime)s.%(msecs)03d " if log_level.value == "debug" else ""
+    logging.basicConfig(level=getattr(logging, log_level.value.upper()), format=f"iclr serve: {stamp}%(levelname)s: %(message)s", datefmt="%H:%M:%S")
     # httpx logs every upstream request at INFO; the proxy's own line per request says more
-    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
+    for name in ("httpx", "httpcore"):  # httpcore logs every connection step at DEBUG
+        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
     kind, why = resolve_kind(options)
     warn_precision(output, scorer_config(proxy_model, max_tokens, options.overflow, options.dtype, False, batch_size, device,
                                          exact=exact, elide=elide))

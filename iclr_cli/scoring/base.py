@@ -51,6 +51,12 @@ class ScoreRequest:
             keys, values and entropies in the stream's state, and returns no block scores; the
             request for the finished step then runs only what is left. Results never depend
             on feeds: a scorer that keeps no state may do nothing.
+        limit: for a partial request with an empty ``step`` (P and the history fed ahead of a
+            step, ``iclr serve``'s context feed): run at most this many tokens beyond what the
+            stream's state already holds; the result's ``pending_tokens`` says how many are
+            left for the next request of the stream. A long history feed is so cut into
+            pieces, and a step that can still be on time runs between them. Any prefix of the
+            input is a valid state under a causal LM, so results do not change.
     """
 
     stream: str
@@ -59,6 +65,7 @@ class ScoreRequest:
     step: str
     spans: tuple[tuple[int, int], ...]
     partial: bool = False
+    limit: int | None = None
 
     def settled(self) -> ScoreRequest:
         """A partial request cut where its tokens are settled: ``step`` up to
@@ -106,7 +113,8 @@ class ScoreResult:
             the number of its most recent tokens the proxy saw; ``None`` otherwise.
 
     A partial request (``ScoreRequest.partial``) gets no blocks; ``context_tokens`` then
-    counts the settled tokens its stream's state now holds.
+    counts the settled tokens its stream's state now holds, and ``pending_tokens`` the tokens
+    of its input a ``limit`` left unrun (0 when it ran them all).
     """
 
     blocks: tuple[BlockScore, ...]
@@ -116,6 +124,7 @@ class ScoreResult:
     context_tokens: int = 0
     context: str | None = None
     history_tail: int | None = None
+    pending_tokens: int = 0
 
 
 @runtime_checkable

@@ -21,6 +21,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 
 from iclr_cli.errors import UsageError
 from iclr_cli.scoring.base import BlockScore, DEFAULT_MAX_TOKENS, Overflow, ScoreRequest, ScoreResult, ScoringCancelled
@@ -179,6 +180,13 @@ class FakeScorer:
             self.requests_seen.extend(requests)
         requests = [r.settled() if r.partial else r for r in requests]
         layouts = [lay_out(req, self._encode, self.max_tokens, self.overflow) for req in requests]
+        pending = [0] * len(requests)
+        if self.tokens_per_s is not None:  # a context feed's piece (ScoreRequest.limit), as the real scorer cuts it
+            for i, (req, lay) in enumerate(zip(requests, layouts)):
+                if req.partial and req.limit is not None and not req.step and req.stream in self._kept and not lay.plan.skipped:
+                    cut = len(lay.ids) - self._charge(req.stream, list(lay.ids)) + max(1, req.limit)
+                    if cut < len(lay.ids):
+                        layouts[i], pending[i] = replace(lay, ids=lay.ids[:cut], block_positions=()), len(lay.ids) - cut
         if self.tokens_per_s is not None:
             run = sum(self._charge(req.stream, list(lay.ids)) for req, lay in zip(requests, layouts) if not lay.plan.skipped)
             self._hold(run / self.tokens_per_s)
@@ -189,12 +197,12 @@ class FakeScorer:
         else:
             self._hold(None)
         results = []
-        for req, layout in zip(requests, layouts):
+        for i, (req, layout) in enumerate(zip(requests, layouts)):
             if layout.plan.skipped:
                 results.append(ScoreResult((), skipped=layout.plan.skipped))
                 continue
             if req.partial:  # a feed: a paced fake charged its tokens and kept them, as the real one keeps its state
-                results.append(ScoreResult((), context_tokens=len(layout.ids)))
+                results.append(ScoreResult((), context_tokens=len(layout.ids), pending_tokens=pending[i]))
                 continue
             ids = layout.ids
             blocks = []

@@ -141,6 +141,11 @@ class StreamCache:
         self._held -= entry[1]
         return entry[0]
 
+    def peek(self, stream: str):
+        """``stream``'s state, left in place (``None`` if not held)."""
+        entry = self._entries.get(stream)
+        return entry[0] if entry is not None else None
+
     def touch(self, stream: str, call: int) -> None:
         """Mark ``stream`` as used in ``call`` (never evicted for another stream of that call)."""
         entry = self._entries.get(stream)

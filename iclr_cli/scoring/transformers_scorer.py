@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -330,6 +330,10 @@ class TransformersScorer:
         self.stats.requests += len(requests)
         requests = [r.settled() if r.partial else r for r in requests]
         layouts = [self._lay_out(r) for r in requests]
+        pending = [0] * len(requests)
+        for i, req in enumerate(requests):
+            if req.partial and req.limit is not None and not req.step and not layouts[i].plan.skipped:
+                layouts[i], pending[i] = self._piece(req, layouts[i])
         results: list[ScoreResult | None] = [None] * len(requests)
         plain: list[tuple[int, list[int]]] = []
         streamed: list[tuple[int, list[int]]] = []
@@ -367,12 +371,26 @@ class TransformersScorer:
                 # P computed for this very request was forwarded, not reused.
                 self.stats.reused_tokens += job.reused - min(job.reused, starts.get(i, (None, 0))[1])
                 if requests[i].partial:
-                    results[i] = ScoreResult((), context_tokens=len(layouts[i].ids), context=self.mode(requests[i].stream))
+                    results[i] = ScoreResult((), context_tokens=len(layouts[i].ids), context=self.mode(requests[i].stream),
+                                             pending_tokens=pending[i])
                 else:
                     results[i] = self._result(requests[i], layouts[i], job.entropies)
                 if self.prefix_cache and job.state is not None:
                     self._streams.put(requests[i].stream, job.state, job.state.store.capacity, self._call)
         return results  # type: ignore[return-value]
+
+    def _piece(self, req: ScoreRequest, lay: Layout) -> tuple[Layout, int]:
+        """A context feed's layout cut ``req.limit`` tokens past what its stream's state holds,
+        and the tokens left out (``ScoreRequest.limit``). Not cut for a stream without state:
+        its first feed starts from P's shared state (:mod:`iclr_cli.scoring.prefix`), whose
+        tokens must all be in the input."""
+        state = self._streams.peek(req.stream) if self.prefix_cache else None
+        if state is None:
+            return lay, 0
+        cut = common_prefix(state.ids, lay.ids) + max(1, req.limit)
+        if cut >= len(lay.ids):
+            return lay, 0
+        return replace(lay, ids=lay.ids[:cut], block_positions=()), len(lay.ids) - cut
 
     def _waves(self, requests, layouts, streamed):
         """Stream requests in groups whose caches fit ``cache_tokens`` together with the kept ones.

@@ -38,6 +38,7 @@ shutdown grace), which the proxy answers with 503 instead of recording a failed 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -75,8 +76,13 @@ class Where:
     prefill: bool = False
 
 
+log = logging.getLogger("iclr.serve")
 KINDS = ("prefill", "step", "feed")
 LATE_IDLE_S = 2.0
+CONTEXT_PIECE_TOKENS = 256
+"""Tokens of a P-and-history feed per batch on a CPU: about 0.7 s of SmolLM2 on two AVX2 cores
+(~380 tokens a second), so a step due now waits at most that long behind another
+conversation's history; each piece costs one forward call's fixed cost (~0.07 s) more."""
 WORK = ("prefill", "step", "waited_for", "reply", "context", "late")
 """What a batch was for, for ``/stats`` (:meth:`BatchingScorer.work`): a prefill of P (a stream
 read from the start), finished steps scored ahead (``step``) or for a waiting request
@@ -121,17 +127,24 @@ class BatchingScorer:
             break) starts only once the scorer has run nothing else for this long, so that in
             a busy stretch it never holds a step that can still be on time; it runs in the
             pauses (a user reading, a long tool), which is when a provider's cache expires.
+        context_piece: most tokens a request's P-and-history feed runs in one batch
+            (``ScoreRequest.limit``; default :data:`CONTEXT_PIECE_TOKENS` on a CPU, uncut
+            elsewhere). The rest goes back to the head of its queue, so a step due now runs
+            between the pieces instead of after the whole history (a tool's output of a
+            thousand tokens is seconds of a CPU, and a batch is never interrupted).
 
     ``batches`` counts calls of ``inner.score``; ``largest_batch`` is the most requests one
     call scored. Call :meth:`close` (or :meth:`stop`, which does not wait) to stop the thread.
     """
 
     def __init__(self, inner: Scorer, *, max_batch: int = 32, wait_s: float = 0.002, max_calls: int | None = None,
-                 late_idle_s: float = LATE_IDLE_S):
+                 late_idle_s: float = LATE_IDLE_S, context_piece: int | None = None):
         self.inner = inner
+        cpu = getattr(inner, "device_type", None) == "cpu"
         if max_calls is None:
-            max_calls = 1 if getattr(inner, "device_type", None) == "cpu" else max_batch
+            max_calls = 1 if cpu else max_batch
         self.max_calls = max(1, max_calls)
+        self.context_piece = context_piece if context_piece is not None else (CONTEXT_PIECE_TOKENS if cpu else None)
         self.name = inner.name
         self.max_tokens = inner.max_tokens
         self.overflow = inner.overflow
@@ -466,6 +479,9 @@ class BatchingScorer:
                         work["batches"] += 1
                         work["seconds"] += took
                         work["forward_tokens"] += max(ran, 0)
+                        log.debug("scorer: %s batch (%s), %d call(s) of %d stream(s), %d tokens forwarded in %.2f s; queued after it: %d waited for, %d ahead",
+                                  label, kind, len(batch), len({r.stream for call in batch for r in call.requests}), max(ran, 0), took,
+                                  len(self._urgent), len(self._eager))
                     self._running = None
 
     def _forwarded(self) -> int:
@@ -492,8 +508,25 @@ class BatchingScorer:
         with self._cond:
             return {k: {**v, "seconds": round(v["seconds"], 3)} for k, v in self._work.items()}
 
+    def _piece(self, request: ScoreRequest) -> ScoreRequest:
+        """``request`` with the context piece's limit when it is a P-and-history feed."""
+        if self.context_piece and request.partial and not request.step and request.limit is None:
+            return replace(request, limit=self.context_piece)
+        return request
+
+    def _again(self, calls: list[_Call]) -> None:
+        """Put calls whose feed ran one piece back at the head of their queue, in order (the
+        rest of each continues the state the piece left; nothing of their stream runs before)."""
+        with self._cond:
+            for call in reversed(calls):
+                if self._closed:
+                    _settle(call.future, error=ScoringCancelled("the scorer was stopped"))
+                elif not call.future.done():  # dropped meanwhile: nobody reads the rest
+                    (self._urgent if call.waited else self._eager).appendleft(call)
+            self._cond.notify_all()
+
     def _score(self, batch: list[_Call]) -> None:
-        flat = [r for call in batch for r in call.requests]
+        flat = [self._piece(r) for call in batch for r in call.requests]
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(flat))
         if self.on_batch is not None:
@@ -507,10 +540,16 @@ class BatchingScorer:
             for call in batch:
                 self._score_alone(call)
         else:
-            pos = 0
+            pos, again = 0, []
             for call in batch:
-                _settle(call.future, results[pos : pos + len(call.requests)])
+                got = results[pos : pos + len(call.requests)]
                 pos += len(call.requests)
+                if any(getattr(r, "pending_tokens", 0) for r in got):
+                    again.append(call)
+                else:
+                    _settle(call.future, got)
+            if again:
+                self._again(again)
 
     def _fail_waiting(self) -> None:
         with self._cond:

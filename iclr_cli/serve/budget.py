@@ -164,8 +164,11 @@ def wait_within(scorer, stats, waiting: Waiting, future: Future, deadline: float
     eta = getattr(scorer, "eta", None)
     predicted = False
     if deadline is not None and eta is not None and not future.done():
-        if time.monotonic() + eta(future) > deadline:
-            deadline, predicted = time.monotonic(), True
+        expected, now = eta(future), time.monotonic()
+        if now + expected > deadline:
+            log.debug("conversation %s: scores expected in %.2f s, %.2f s of the budget left: not waited for",
+                      waiting.conversation, expected, deadline - now)
+            deadline, predicted = now, True
     with stats.lock:
         stats.waiting += 1
     stats.metrics.waiting.inc()
