@@ -259,3 +259,48 @@ def test_a_first_request_that_starts_no_conversation_leaves_no_scorer_state(ever
         while scorer._kept and time.monotonic() < deadline:
             time.sleep(0.01)
         assert state.stats.eager.fed_context == 1 and not scorer._kept  # fed, then dropped
+
+
+def test_a_reply_with_no_step_takes_its_requests_history_feed_out_of_the_queue():
+    """A final answer has no step to score: the P-and-history feed its request queued would
+    only run ahead of other conversations' current steps, so it leaves the queue unrun."""
+    import threading
+
+    from iclr_cli.scoring.base import ScoreRequest
+
+    def reply(body, index):
+        return chat_stream(0, "reasoning_content") if not any(m["role"] == "assistant" for m in body["messages"]) else completion("done")
+
+    gate = threading.Event()
+    gate.set()
+    scorer = FakeScorer(tokens_per_s=1e9, gate=gate, record_requests=True)
+    with scripted_upstream([reply] * 5) as up, proxy(up.url, scorer=scorer, tokenizer=scorer.tokenizer) as (url, state):
+        sdk = openai.OpenAI(base_url=url, api_key="sk", max_retries=0, timeout=60)
+        messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Fix the bug."}]
+        msg: dict = {"role": "assistant", "content": "", "reasoning_content": ""}
+        call = {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+        for c in sdk.chat.completions.create(model="fake-model", messages=messages, stream=True):
+            d = c.choices[0].delta if c.choices else None
+            if d is not None:
+                msg["reasoning_content"] += (d.model_extra or {}).get("reasoning_content") or ""
+                for tc in d.tool_calls or []:
+                    call["id"] = tc.id or call["id"]
+                    call["function"]["name"] += tc.function.name or ""
+                    call["function"]["arguments"] += tc.function.arguments or ""
+        msg["tool_calls"] = [call]
+        tool_time(state, 1)
+        deadline = time.monotonic() + 30
+        while state.scorer.in_progress and time.monotonic() < deadline:  # step 0 scored ahead
+            time.sleep(0.01)
+        gate.clear()  # another conversation's batch holds the scorer from here
+        state.scorer.submit([ScoreRequest("other", ("[system]\nBusy.\n\n",), (), "", (), partial=True)], eager=True, due=0)
+        sdk.chat.completions.create(model="fake-model", messages=messages + [msg, {"role": "tool", "tool_call_id": call["id"], "content": "out 0"}])
+        deadline = time.monotonic() + 30
+        while not state.stats.eager.fed_context_dropped and time.monotonic() < deadline:
+            time.sleep(0.01)
+        dropped = state.stats.eager.fed_context_dropped
+        gate.set()
+        assert state.stats.total.steps_compressed == 1
+    # the second request's history feed (P and step 0) was queued, then dropped unrun
+    assert dropped == 1 and state.stats.eager.fed_context == 2
+    assert not [r for r in scorer.requests_seen if r.partial and not r.step and r.history]

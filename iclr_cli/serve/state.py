@@ -77,7 +77,8 @@ class Conversation:
     its last request arrived (``time.monotonic``; ``None`` since a restart). ``received`` and
     ``sent``: digests of the last request's items as the client sent them and as they went
     upstream (:func:`~iclr_cli.serve.fingerprint.item_digests`), to tell a prefix break and
-    whose it is; ``seen``: requests of it this process has rewritten.
+    whose it is; ``seen``: requests of it this process has rewritten; ``context_feed``: the
+    future of its last request's P-and-history feed (:func:`iclr_cli.serve.along.feed_context`).
     """
 
     id: str
@@ -90,6 +91,7 @@ class Conversation:
     received: list[bytes] | None = None
     sent: list[bytes] | None = None
     seen: int = 0
+    context_feed: Future | None = None
 
 
 @dataclass(frozen=True)
@@ -276,7 +278,7 @@ class ServeState:
                 if waiting.scored:
                     self.stats.waited(conv.counts, waiting.scoring_s)
             if not transcript.ends or transcript.ends[-1] < len(sent.items):  # no step in progress
-                along.feed_context(self, conv_id, edited)
+                conv.context_feed = along.feed_context(self, conv_id, edited)
             try:
                 out = dialect.write(sent, transcript, edited)
             except (InputError, UnregisteredCopy) as exc:  # a copy of the reasoning the reader does not edit: never half-edit
@@ -531,13 +533,25 @@ class ServeState:
         # result kept or has compressed the step already (then nothing is queued).
         with conv.lock:
             found = self.ahead_request(conv, conv.id, request, reply, dialect)
-            if found is None or not ahead(found[0], found[1]):
+            if found is None:
+                self._drop_context(conv)
+                return False
+            if not ahead(found[0], found[1]):
                 return False
             kept = getattr(self.scorer, "kept", None)
             future = kept(conv.id, found[1]) if kept is not None else None
             if future is not None:  # the other workers and replicas may get the next request
                 shared.offer_ahead(self, conv.id, found[1], found[2], future)
             return True
+
+    def _drop_context(self, conv: Conversation) -> None:
+        """Take ``conv``'s P-and-history feed out of the scorer queue when it has not run: its
+        reply ended with no step to score, so it would only run ahead of every conversation's
+        current step (the next request, if any, feeds its history again). Holding ``conv.lock``."""
+        future, conv.context_feed = conv.context_feed, None
+        drop = getattr(self.scorer, "drop", None)
+        if future is not None and drop is not None and not future.done() and drop(future):
+            self.stats.eager_event("fed_context_dropped")
 
     def ahead_request(self, conv: Conversation | None, stream: str, request: Request, reply: Reply, dialect: Dialect):
         """``(scorer request, step key, prepared step)`` of ``reply``'s step as the next request will send it:

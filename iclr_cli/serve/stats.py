@@ -130,7 +130,7 @@ def _minus(a: ReasoningTokens, b: ReasoningTokens) -> ReasoningTokens:
     return ReasoningTokens(*(getattr(a, f) - getattr(b, f) for f in ("generated", "written", "kept", "deleted", "markers", "marker_tokens")))
 
 
-EAGER_OUTCOMES = ("scored", "hits", "waits", "misses", "unused", "fed_context", "fed_reasoning")
+EAGER_OUTCOMES = ("scored", "hits", "waits", "misses", "unused", "fed_context", "fed_reasoning", "fed_context_dropped")
 
 
 @dataclass
@@ -141,7 +141,10 @@ class EagerCounts:
     matched (scored then, as without scoring ahead); ``unused``: results dropped unused (the
     reply was never followed up, or the next request differed). Scoring along the stream
     (:mod:`iclr_cli.serve.along`): ``fed_context``, requests whose P and history were queued
-    while the upstream worked; ``fed_reasoning``, pieces of streaming replies queued."""
+    while the upstream worked; ``fed_reasoning``, pieces of streaming replies queued;
+    ``fed_context_dropped``, of those P-and-history feeds, ones taken out of the queue unrun because
+    their reply ended with no step to score (a final answer): under load they would run ahead
+    of every conversation's current step for nothing."""
 
     scored: int = 0
     hits: int = 0
@@ -150,6 +153,7 @@ class EagerCounts:
     unused: int = 0
     fed_context: int = 0
     fed_reasoning: int = 0
+    fed_context_dropped: int = 0
 
     def to_record(self) -> dict:
         return {name: getattr(self, name) for name in EAGER_OUTCOMES}
