@@ -114,3 +114,16 @@ def test_a_waited_for_step_runs_between_the_pieces_of_another_conversations_hist
 def test_uncut_the_waited_for_step_runs_after_the_whole_history():
     order, result = _order(piece=0)
     assert order == ["A", "B"] and result.pending_tokens == 0
+
+
+def test_a_rest_of_no_more_than_half_a_piece_runs_in_the_same_piece():
+    probe = FakeScorer(tokens_per_s=1e9)
+    probe.score([context("a", FIRST)])
+    held = probe.tokens_run
+    probe.score([context("a", LONG)])
+    new = probe.tokens_run - held  # the history's tokens past the kept state
+    for limit, pending in ((new - 10, 0), (new // 2, new - new // 2)):
+        fake = FakeScorer(tokens_per_s=1e9)
+        fake.score([context("a", FIRST)])
+        [fed] = fake.score([context("a", LONG, limit=limit)])
+        assert fed.pending_tokens == pending, limit

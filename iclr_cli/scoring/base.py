@@ -53,8 +53,10 @@ class ScoreRequest:
             on feeds: a scorer that keeps no state may do nothing.
         limit: for a partial request with an empty ``step`` (P and the history fed ahead of a
             step, ``iclr serve``'s context feed): run at most this many tokens beyond what the
-            stream's state already holds; the result's ``pending_tokens`` says how many are
-            left for the next request of the stream. A long history feed is so cut into
+            stream's state already holds (or all of it when no more than half of ``limit``
+            would be left: a rest that small would cost a forward call's fixed cost of its
+            own); the result's ``pending_tokens`` says how many are left for the next request
+            of the stream. A long history feed is so cut into
             pieces, and a step that can still be on time runs between them. Any prefix of the
             input is a valid state under a causal LM, so results do not change.
     """

@@ -185,7 +185,7 @@ class FakeScorer:
             for i, (req, lay) in enumerate(zip(requests, layouts)):
                 if req.partial and req.limit is not None and not req.step and req.stream in self._kept and not lay.plan.skipped:
                     cut = len(lay.ids) - self._charge(req.stream, list(lay.ids)) + max(1, req.limit)
-                    if cut < len(lay.ids):
+                    if len(lay.ids) - cut > req.limit // 2:
                         layouts[i], pending[i] = replace(lay, ids=lay.ids[:cut], block_positions=()), len(lay.ids) - cut
         if self.tokens_per_s is not None:
             run = sum(self._charge(req.stream, list(lay.ids)) for req, lay in zip(requests, layouts) if not lay.plan.skipped)

@@ -388,7 +388,7 @@ class TransformersScorer:
         if state is None:
             return lay, 0
         cut = common_prefix(state.ids, lay.ids) + max(1, req.limit)
-        if cut >= len(lay.ids):
+        if len(lay.ids) - cut <= req.limit // 2:  # a small rest runs in this piece (ScoreRequest.limit)
             return lay, 0
         return replace(lay, ids=lay.ids[:cut], block_positions=()), len(lay.ids) - cut
 
