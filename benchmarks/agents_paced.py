@@ -172,9 +172,7 @@ def _runner(name: str, bins: Path, key: str | None):
         if name == "codex":
             return agents._run_codex(bins, url, home, timeout=timeout, prompt=prompt, **({"key": key} if key else {}))
         if name == "qwen":
-            if key:
-                raise SystemExit("--via litellm with qwen: its recipe sets no API key of ours")
-            return run_qwen(url, home, prompt, timeout=timeout).process
+            return run_qwen(url, home, prompt, timeout=timeout, key=key).process
         run = run_opencode(name, url, home, prompt, timeout=timeout, **({"key": key} if key else {}))
         return run.process
 

@@ -179,9 +179,10 @@ def session_ids(stdout: str) -> list[str]:
     return seen
 
 
-def run_qwen(url: str, home: Path, prompt: str, *, model: str = "deepseek-reasoner", timeout: float = 240) -> Run:
+def run_qwen(url: str, home: Path, prompt: str, *, model: str = "deepseek-reasoner", timeout: float = 240, key: str | None = None) -> Run:
     """docs/serve.md's Qwen Code recipe (``qwen --auth-type openai --openai-base-url URL ...``)
-    at ``url``, run as ``--yolo -o stream-json -p PROMPT`` (Node 22 from ``.bin/node``)."""
+    at ``url``, run as ``--yolo -o stream-json -p PROMPT`` (Node 22 from ``.bin/node``);
+    ``key`` replaces the recipe's API key (LiteLLM's master key)."""
     work = home / "work"
     work.mkdir(parents=True, exist_ok=True)
     settings = home / ".qwen"
@@ -194,6 +195,8 @@ def run_qwen(url: str, home: Path, prompt: str, *, model: str = "deepseek-reason
     told, argv = command("qwen", url)  # docs/serve.md's recipe, at the test's proxy
     assert argv[0] == "qwen" and argv[argv.index("--openai-base-url") + 1] == url.removesuffix("/v1") + "/v1", argv
     argv[argv.index("--model") + 1] = model
+    if key is not None:
+        argv[argv.index("--openai-api-key") + 1] = key
     env = _env(home, **told)
     node, qwen = agent_bin("node"), agent_bin("qwen")
     process = subprocess.run([str(node), str(qwen), *argv[1:], "--yolo", "-o", "stream-json", "-p", prompt],
