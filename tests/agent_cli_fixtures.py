@@ -247,15 +247,16 @@ AISDK_AGENT = Path(__file__).with_name("aisdk_agent.mjs")
 
 
 def run_goose(url: str, home: Path, prompt: str, *, timeout: float = 240) -> Run:
-    """docs/serve.md's Goose recipe (``GOOSE_PROVIDER=openai OPENAI_HOST=... goose run``) at
-    ``url``, run headless with ``--no-session`` and tools approved (``GOOSE_MODE=auto``), the
-    keyring and telemetry off, in a HOME of its own."""
+    """docs/serve.md's Goose recipe (``GOOSE_PROVIDER=openai OPENAI_HOST=... goose run -t ...``)
+    at ``url`` with ``prompt`` as its task (headless, tools approved by the recipe's
+    ``GOOSE_MODE=auto``), the keyring and telemetry off, in a HOME of its own."""
     work = home / "work"
     work.mkdir(parents=True, exist_ok=True)
     told, argv = command("goose", url)
-    assert argv[:2] == ["goose", "run"] and told["OPENAI_HOST"] == url.removesuffix("/v1"), (told, argv)
-    env = _env(home, **told, GOOSE_MODE="auto", GOOSE_DISABLE_KEYRING="1", GOOSE_TELEMETRY_ENABLED="false")
-    process = subprocess.run([str(agent_bin(GOOSE)), *argv[1:], "-t", prompt], cwd=work, env=env,
+    assert argv[:2] == ["goose", "run"] and told["OPENAI_HOST"] == url.removesuffix("/v1") and told["GOOSE_MODE"] == "auto", (told, argv)
+    argv[argv.index("-t") + 1] = prompt
+    env = _env(home, **told, GOOSE_DISABLE_KEYRING="1", GOOSE_TELEMETRY_ENABLED="false")
+    process = subprocess.run([str(agent_bin(GOOSE)), *argv[1:]], cwd=work, env=env,
                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     return Run(process, home, home / ".local" / "share", work)
 
