@@ -69,6 +69,11 @@ class ScoreRequest:
     partial: bool = False
     limit: int | None = None
 
+    @property
+    def pieced(self) -> bool:
+        """A context feed to run in pieces: partial, an empty step and a ``limit``."""
+        return self.partial and self.limit is not None and not self.step
+
     def settled(self) -> ScoreRequest:
         """A partial request cut where its tokens are settled: ``step`` up to
         :func:`settled_end`, no spans. BPE tokenizers split text into words before merging

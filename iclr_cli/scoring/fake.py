@@ -21,12 +21,11 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import replace
 
 from iclr_cli.errors import UsageError
 from iclr_cli.scoring.base import BlockScore, DEFAULT_MAX_TOKENS, Overflow, ScoreRequest, ScoreResult, ScoringCancelled
 from iclr_cli.scoring.recheck import Recheck
-from iclr_cli.scoring.window import lay_out
+from iclr_cli.scoring.window import lay_out, piece
 
 _TOKEN = re.compile(r"\w+|[^\w\s]|\s+")
 NAME = "fake"
@@ -183,10 +182,8 @@ class FakeScorer:
         pending = [0] * len(requests)
         if self.tokens_per_s is not None:  # a context feed's piece (ScoreRequest.limit), as the real scorer cuts it
             for i, (req, lay) in enumerate(zip(requests, layouts)):
-                if req.partial and req.limit is not None and not req.step and req.stream in self._kept and not lay.plan.skipped:
-                    cut = len(lay.ids) - self._charge(req.stream, list(lay.ids)) + max(1, req.limit)
-                    if len(lay.ids) - cut > req.limit // 2:
-                        layouts[i], pending[i] = replace(lay, ids=lay.ids[:cut], block_positions=()), len(lay.ids) - cut
+                if req.pieced and req.stream in self._kept and not lay.plan.skipped:
+                    layouts[i], pending[i] = piece(lay, len(lay.ids) - self._charge(req.stream, list(lay.ids)), req.limit)
         if self.tokens_per_s is not None:
             run = sum(self._charge(req.stream, list(lay.ids)) for req, lay in zip(requests, layouts) if not lay.plan.skipped)
             self._hold(run / self.tokens_per_s)

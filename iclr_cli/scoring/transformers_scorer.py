@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -83,7 +83,7 @@ from iclr_cli.scoring.prefix import PromptCache, PromptState, model_fingerprint,
 from iclr_cli.scoring.sliding import SlidingJob, SlidingWindow
 from iclr_cli.scoring.streams import FreshJob, OneShot, StreamCache, common_prefix
 from iclr_cli.scoring.segments import SegmentTokens
-from iclr_cli.scoring.window import Layout, lay_out, lay_out_whole
+from iclr_cli.scoring.window import Layout, lay_out, lay_out_whole, piece
 
 DEFAULT_FORWARD_CHUNK = 1024
 # auto keeps the more faithful sliding window unless fresh costs less than 1/AUTO_MARGIN of
@@ -332,7 +332,7 @@ class TransformersScorer:
         layouts = [self._lay_out(r) for r in requests]
         pending = [0] * len(requests)
         for i, req in enumerate(requests):
-            if req.partial and req.limit is not None and not req.step and not layouts[i].plan.skipped:
+            if req.pieced and not layouts[i].plan.skipped:
                 layouts[i], pending[i] = self._piece(req, layouts[i])
         results: list[ScoreResult | None] = [None] * len(requests)
         plain: list[tuple[int, list[int]]] = []
@@ -387,10 +387,7 @@ class TransformersScorer:
         state = self._streams.peek(req.stream) if self.prefix_cache else None
         if state is None:
             return lay, 0
-        cut = common_prefix(state.ids, lay.ids) + max(1, req.limit)
-        if len(lay.ids) - cut <= req.limit // 2:  # a small rest runs in this piece (ScoreRequest.limit)
-            return lay, 0
-        return replace(lay, ids=lay.ids[:cut], block_positions=()), len(lay.ids) - cut
+        return piece(lay, common_prefix(state.ids, lay.ids), req.limit)
 
     def _waves(self, requests, layouts, streamed):
         """Stream requests in groups whose caches fit ``cache_tokens`` together with the kept ones.

@@ -22,7 +22,7 @@ the plan is that tail's length.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,16 @@ class Layout:
     ids: tuple[int, ...]
     block_positions: tuple[tuple[int, ...], ...]
     plan: WindowPlan
+
+
+def piece(lay: Layout, held: int, limit: int) -> tuple[Layout, int]:
+    """A context feed's piece (:attr:`~iclr_cli.scoring.base.ScoreRequest.limit`): ``lay`` cut
+    ``limit`` tokens past the ``held`` ones a stream's state already has, and the tokens left
+    out; uncut (0 left) when no more than half of ``limit`` would be left."""
+    cut = held + max(1, limit)
+    if len(lay.ids) - cut <= limit // 2:
+        return lay, 0
+    return replace(lay, ids=lay.ids[:cut], block_positions=()), len(lay.ids) - cut
 
 
 TAIL_MARGIN = 64
