@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent_cli_fixtures import unavailable
+from agent_cli_fixtures import agent_bin, unavailable
 from doc_recipes import command, recipe
 from serve_fixtures import Stream, proxy, scripted_upstream
 from wire_fixtures import SIGNATURE, anthropic_reply, function_call, output_message, reasoning_item, responses_reply, text, thinking, tool_use
@@ -46,23 +46,19 @@ STEPS = 3
 
 
 def _clis() -> Path | None:
-    """The folder holding ``claude`` and ``codex`` (installing them with npm when needed)."""
-    candidates = [Path(os.environ["ICLR_AGENT_CLIS"])] if os.environ.get("ICLR_AGENT_CLIS") else []
-    candidates.append(Path.home() / ".cache" / "iclr" / "agent-clis")
-    for folder in candidates:
-        if (folder / "node_modules" / ".bin" / "claude").exists() and (folder / "node_modules" / ".bin" / "codex").exists():
-            return folder / "node_modules" / ".bin"
-    npm = shutil.which("npm")
-    if npm is None:
-        return None
-    target = candidates[-1]
-    target.mkdir(parents=True, exist_ok=True)
-    try:
-        subprocess.run([npm, "install", "--prefix", str(target), "@anthropic-ai/claude-code", "@openai/codex"], capture_output=True, timeout=600, check=True)
-    except (subprocess.SubprocessError, OSError):
-        return None
-    bins = target / "node_modules" / ".bin"
-    return bins if (bins / "claude").exists() and (bins / "codex").exists() else None
+    """The ``node_modules/.bin`` folder holding ``claude`` and ``codex`` (:func:`agent_cli_fixtures.agent_bin`),
+    installed by ``scripts/install_agent_clis.sh`` (every agent CLI) when missing and npm is there."""
+    def found() -> Path | None:
+        claude = agent_bin("claude")
+        return claude.parent if claude is not None and (claude.parent / "codex").exists() else None
+
+    if found() is None and shutil.which("npm") is not None:
+        try:
+            subprocess.run(["bash", str(Path(__file__).resolve().parents[1] / "scripts" / "install_agent_clis.sh")],
+                           capture_output=True, timeout=1200, check=True)
+        except (subprocess.SubprocessError, OSError):
+            return None
+    return found()
 
 
 @pytest.fixture(scope="module")
