@@ -239,11 +239,13 @@ def _proxy(upstream: str, args, late: str):
     tree = args.repo or REPO
     budget = ["--max-wait", str(args.max_wait), "--late", late] if late != "before" else []  # another checkout's serve, as it is
     cmd = [sys.executable, "-m", "iclr_cli", "serve", "--upstream", upstream + "/v1", "--port", str(port), "--proxy-model", args.proxy_model,
-           *budget, "--quiet", *args.serve_arg]
+           *budget, *(["--log-level", "debug"] if args.serve_log else ["--quiet"]), *args.serve_arg]
     env = {**os.environ, "PYTHONPATH": str(tree), **dict(kv.split("=", 1) for kv in args.env)}
     if args.cold_p:  # the first session on a machine: no P state kept from earlier runs
         env["ICLR_PROMPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="iclr-bench-p-")
-    proc = subprocess.Popen(cmd, env=env, cwd=tree, stderr=subprocess.PIPE, text=True)
+    # the debug log goes to a file: a pipe nobody reads while the row runs would fill and stall serve
+    log = open(args.serve_log, "a") if args.serve_log else subprocess.PIPE
+    proc = subprocess.Popen(cmd, env=env, cwd=tree, stderr=log, text=True)
     deadline = time.monotonic() + 600
     while True:
         try:
@@ -252,7 +254,8 @@ def _proxy(upstream: str, args, late: str):
         except httpx.HTTPError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise SystemExit(f"iclr serve did not start: {' '.join(cmd)}\n{proc.stderr.read()}")
+                why = Path(args.serve_log).read_text()[-4000:] if args.serve_log else proc.stderr.read()
+                raise SystemExit(f"iclr serve did not start: {' '.join(cmd)}\n{why}")
             time.sleep(0.5)
 
 
@@ -439,6 +442,8 @@ def main() -> None:
     parser.add_argument("--only-concurrent", action="store_true", help="skip the single-session rows")
     parser.add_argument("--busy", type=int, default=0, help="CPU-bound processes running beside the proxy in the --concurrent rows")
     parser.add_argument("--serve-arg", action="append", default=[], help="an extra iclr serve argument (repeat)")
+    parser.add_argument("--serve-log", default=None,
+                        help="append serve's debug log (a line a request and a scorer batch, timed) to this file")
     parser.add_argument("--repo", type=Path, default=None, help="run this checkout's iclr serve instead, with no budget options (rows 'before')")
     args = parser.parse_args()
     if args.repo is not None:

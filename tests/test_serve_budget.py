@@ -299,7 +299,7 @@ def test_the_scorer_estimates_a_call_from_recent_batches_of_its_kind():
     gate.set()
     settle(queued)
     assert batching.eta(queued) == 0.0 and not inner.prefills(req("b"))
-    typical = batching._typical("prefill")  # two prefills (streams a and b) have run
+    typical = batching.times.typical("prefill")  # two prefills (streams a and b) have run
     gate.clear()
     again = batching.submit([req("a")])  # kept: no prefill, a kind that has not finished yet
     assert until_running(batching, again)
@@ -393,6 +393,6 @@ def test_a_step_fed_along_the_stream_is_its_own_kind_of_batch():
         assert batching._kind([fed]) == "prefill"  # nothing kept for stream a yet: it runs P
         batching.score([fed])
         assert batching._kind([fed]) == "feed" and batching._kind([step]) == "step" and batching._kind([fed, step]) == "step"
-        assert list(batching._took["prefill"]) and not batching._took["step"]
+        assert batching.times.seen("prefill") and not batching.times.seen("step")
     finally:
         batching.close()

@@ -1,4 +1,4 @@
-"""Work ahead runs earliest deadline first (:mod:`iclr_cli.serve.batching`).
+"""Work ahead runs earliest deadline first (:mod:`iclr_cli.serve.schedule`, run by :mod:`iclr_cli.serve.batching`).
 
 With several conversations at once the scorer's queue holds finished steps (wanted within a
 tool's time), pieces of streaming replies (wanted by the reply's end), requests' P and history
@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future
 
 from iclr_cli.scoring.base import ScoreRequest
 from iclr_cli.scoring.fake import FakeScorer
 from iclr_cli.serve.batching import BatchingScorer
+from iclr_cli.serve.schedule import BatchTimes, Call, label, pick_ahead
 
 
 def _request(stream: str, label: str, partial: bool = False) -> ScoreRequest:
@@ -193,3 +195,43 @@ def test_a_late_steps_long_scoring_does_not_make_a_finished_step_look_slow():
     assert batching.work()["late"]["batches"] == 3
     queued.result(timeout=30)
     batching.close()
+
+
+def _call(stream: str, due: float, *, partial: bool = False, step: str = "s", waited: bool = False) -> Call:
+    req = ScoreRequest(stream, ("P",), (), step, ((0, len(step)),) if step and not partial else (), partial=partial)
+    return Call([req], Future(), 0.0, due, waited)
+
+
+def test_pick_ahead_takes_the_earliest_head_of_each_stream_and_keeps_late_work_apart():
+    kind = lambda requests: "step"  # noqa: E731
+    a1, a2, b, late = _call("a", 9.0), _call("a", 1.0), _call("b", 5.0), _call("c", float("inf"))
+    # a2 is due first, but a1 is queued before it: stream a runs a1 first, as urgent as a2
+    assert pick_ahead([a1, a2, b, late], kind, max_batch=8, max_calls=1) == [a1]
+    assert pick_ahead([b, a1, a2, late], kind, max_batch=8, max_calls=8) == [a1, b]  # never two of one stream
+    assert pick_ahead([late, b], kind, max_batch=8, max_calls=8) == [b]  # late work joins no on-time batch
+    assert pick_ahead([late], kind, max_batch=8, max_calls=8) == [late]
+    assert pick_ahead([], kind, max_batch=8, max_calls=8) == []
+    prefill = lambda requests: "prefill" if requests[0].stream == "b" else "step"  # noqa: E731
+    assert pick_ahead([b, a2], prefill, max_batch=8, max_calls=8) == [a2]  # a prefill of P joins no batch...
+    assert pick_ahead([b, _call("d", 7.0)], prefill, max_batch=8, max_calls=8) == [b]  # ...and runs alone when it is
+
+
+def test_label_says_what_a_batch_was_for():
+    assert label([_call("a", 1.0)], prefill=True) == "prefill"
+    assert label([_call("a", float("inf"))], prefill=False) == "late"
+    assert label([_call("a", float("inf"), waited=True)], prefill=False) == "waited_for"
+    assert label([_call("a", 1.0, partial=True, step="")], prefill=False) == "context"
+    assert label([_call("a", 1.0, partial=True, step="half a")], prefill=False) == "reply"
+    assert label([_call("a", 1.0), _call("b", 1.0, partial=True)], prefill=False) == "step"
+
+
+def test_batch_times_keep_late_work_out_of_the_typical_time():
+    times = BatchTimes()
+    assert times.typical("step") is None
+    for seconds in (0.2, 0.4, 0.3):
+        times.record("step", "step", seconds, 10)
+    times.record("step", "late", 9.0, 500)
+    assert times.typical("step") == 0.3 and times.seen("step") == 3
+    work = times.work()
+    assert work["late"] == {"batches": 1, "seconds": 9.0, "forward_tokens": 500}
+    assert work["step"]["batches"] == 3 and work["step"]["forward_tokens"] == 30

@@ -11,14 +11,10 @@ steps of several conversations that complete together share one forward pass
 Two queues: requests a client is waiting for (``score``) go before requests scored ahead of
 time (``submit(..., eager=True)``, :mod:`iclr_cli.serve.eager`), and the two never share a
 batch, so work done ahead never delays a request in progress by more than the batch already
-running. Work ahead runs earliest deadline first: each call says when its result is wanted
-(``due``: a finished step's next request within a tool's time, a streaming reply's pieces by its
-end, a request's P and history before its reply streams, a late step's scoring whenever the
-scorer is free), one stream's calls keep their order (each continues the state the one before
-left) and a stream is as urgent as its most urgent call; calls of several conversations due
-alike share one batch, while a late step's scoring and a prefill of P never join a batch of
-steps that can still be on time (a prefill of P runs alone: the next conversation with the same
-P then starts from its kept state instead of running P beside it). :meth:`~BatchingScorer.promote` moves an eager request that a client now waits for to
+running. Work ahead runs earliest deadline first, by the rules of :mod:`iclr_cli.serve.schedule`
+(a finished step's next request within a tool's time, a streaming reply's pieces by its end, a
+request's P and history before its reply streams, a late step's scoring whenever the scorer is
+free). :meth:`~BatchingScorer.promote` moves an eager request that a client now waits for to
 the front, :meth:`~BatchingScorer.demote` moves one back once its client stopped waiting (the
 latency budget ran out: :mod:`iclr_cli.serve.budget`), and :meth:`~BatchingScorer.drop` takes
 one out of the queue whose result nobody will read. :meth:`~BatchingScorer.forget` drops a
@@ -44,58 +40,18 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from iclr_cli.scoring.base import ScoreRequest, ScoreResult, Scorer, ScoringCancelled
-
-
-@dataclass
-class _Call:
-    """One queued call: its requests, the future of their results, when it was queued
-    (``time.monotonic``), when its result is wanted (``due``, the same clock) and whether a
-    client waits for it (``waited``)."""
-
-    requests: list[ScoreRequest]
-    future: Future
-    queued_at: float
-    due: float = float("inf")
-    waited: bool = False
-
-
-@dataclass(frozen=True)
-class Where:
-    """Where a call stands: ``state`` is ``queued`` (``ahead``: calls before it in its queue,
-    ``waited_for``: True in the queue of calls a client waits for), ``running`` (``since``:
-    seconds the batch has run, ``prefill``: the batch runs a conversation's first scored step,
-    P and its history included, for a scorer that keeps state) or ``done``."""
-
-    state: str
-    ahead: int = 0
-    waited_for: bool = False
-    since: float = 0.0
-    prefill: bool = False
+from iclr_cli.serve.schedule import BatchTimes, Call, Where, apart, label, pick_ahead
 
 
 log = logging.getLogger("iclr.serve")
-KINDS = ("prefill", "step", "feed")
 LATE_IDLE_S = 2.0
 CONTEXT_PIECE_TOKENS = 256
 """Tokens of a P-and-history feed per batch on a CPU: about 0.7 s of SmolLM2 on two AVX2 cores
 (~380 tokens a second), so a step due now waits at most that long behind another
 conversation's history; each piece costs one forward call's fixed cost (~0.07 s) more."""
-WORK = ("prefill", "step", "waited_for", "reply", "context", "late")
-"""What a batch was for, for ``/stats`` (:meth:`BatchingScorer.work`): a prefill of P (a stream
-read from the start), finished steps scored ahead (``step``) or for a waiting request
-(``waited_for``), pieces of streaming replies (``reply``), requests' P and history
-(``context``), late steps' scoring (``late``)."""
-
-
-def _apart(batch: list[_Call], call: _Call) -> bool:
-    """True when ``call`` continues no stream of ``batch``: two requests of one stream in one
-    scorer call cannot both start from its kept state (a step fed along the stream, then the
-    finished step), so the later one waits for the next batch."""
-    streams = {r.stream for c in batch for r in c.requests}
-    return not any(r.stream in streams for r in call.requests)
 
 
 def _settle(future: Future, result=None, error: BaseException | None = None) -> None:
@@ -155,14 +111,13 @@ class BatchingScorer:
         self.largest_batch = 0
         self.on_batch = None  # callable(size) for metrics
         self._cond = threading.Condition()
-        self._urgent: deque[_Call] = deque()
-        self._eager: deque[_Call] = deque()
+        self._urgent: deque[Call] = deque()
+        self._eager: deque[Call] = deque()
         self._streams: deque[tuple[str, ...]] = deque()  # ("forget", stream) and ("rename", old, new), before the next batch
-        self._running: tuple[list[_Call], float, str] | None = None  # (batch, started, kind)
+        self._running: tuple[list[Call], float, str] | None = None  # (batch, started, kind)
         # recent batch seconds by kind (:meth:`_kind`): a step fed along the stream, a finished
         # step, a prefill of P; mixed, the feeds' seconds would say nothing of a step's
-        self._took: dict[str, deque[float]] = {kind: deque(maxlen=16) for kind in KINDS}
-        self._work = {kind: {"batches": 0, "seconds": 0.0, "forward_tokens": 0} for kind in WORK}
+        self.times = BatchTimes()
         self.late_idle_s = late_idle_s
         self._last_on_time = float("-inf")  # when the last batch with a deadline ended
         self._closed = False
@@ -201,7 +156,7 @@ class BatchingScorer:
                 raise RuntimeError("the scorer thread has stopped")
             now = time.monotonic()
             when = now + due if due is not None else float("inf")
-            (self._eager if eager else self._urgent).append(_Call(list(requests), future, now, when, waited=not eager))
+            (self._eager if eager else self._urgent).append(Call(list(requests), future, now, when, waited=not eager))
             self._cond.notify_all()
         return future
 
@@ -262,13 +217,6 @@ class BatchingScorer:
             return "prefill"
         return "feed" if all(getattr(r, "partial", False) for r in requests) else "step"
 
-    def _typical(self, kind: str) -> float | None:
-        """Seconds a batch of this kind (:meth:`_kind`) takes: the median of the last 16 that
-        ran, late work aside (a late step's scoring reads all of its reasoning, a finished step
-        fed along the stream a word or two); ``None`` while none has."""
-        took = sorted(self._took[kind])
-        return took[len(took) // 2] if took else None
-
     def eta(self, future: Future) -> float:
         """Seconds until the call of ``future`` is expected to be done: what the batch running
         has left, and for a queued call a batch of its kind (a prefill of P or not: the median
@@ -286,11 +234,11 @@ class BatchingScorer:
             left = 0.0
             if running is not None:
                 elapsed = time.monotonic() - running[1]
-                typical = self._typical(running[2])
+                typical = self.times.typical(running[2])
                 left = typical - elapsed if typical is not None and typical > elapsed else elapsed
             if mine:
                 return left
-            own = self._typical(self._kind(queued.requests))
+            own = self.times.typical(self._kind(queued.requests))
             return left + (own or 0.0)
 
     def queue_info(self) -> dict:
@@ -384,7 +332,7 @@ class BatchingScorer:
             deadline = time.monotonic() + self.wait_s
             while size < self.max_batch and len(batch) < self.max_calls and not self._closed:
                 if self._urgent:
-                    if not _apart(batch, self._urgent[0]):
+                    if not apart(batch, self._urgent[0]):
                         break
                     batch.append(self._urgent.popleft())
                     size += len(batch[-1].requests)
@@ -401,47 +349,17 @@ class BatchingScorer:
 
     def _only_late(self) -> bool:
         """True when every call queued is late work (no deadline; called with the lock held)."""
-        return not self._urgent and all(call.due == float("inf") and not call.waited for call in self._eager)
+        return not self._urgent and all(call.late for call in self._eager)
 
-    def _pick_ahead(self) -> list[_Call]:
-        """The next batch of work ahead (called with the lock held): earliest deadline first
-        among the calls that start no stream's work out of order (module docstring)."""
-        due: dict[str, float] = {}
-        for call in self._eager:
-            for r in call.requests:
-                due[r.stream] = min(due.get(r.stream, call.due), call.due)
-        heads, seen = [], set()
-        for i, call in enumerate(self._eager):
-            streams = {r.stream for r in call.requests}
-            if not streams & seen:
-                heads.append((min(due[s] for s in streams), i, call))
-            seen |= streams
-        heads.sort(key=lambda h: h[:2])
-        first_due, _, first = heads[0]
-        batch, size = [first], len(first.requests)
-        if self._kind(first.requests) == "prefill":
-            # alone: several conversations with one system prompt and tools (subagents, a
-            # team's agents) would each run P in one batch; one at a time, the first keeps P's
-            # state for every later one (scoring/prefix.py), and they run only their own tokens
-            self._eager.remove(first)
-            return batch
-        alone = first_due == float("inf")
-        for when, _, call in heads[1:]:
-            if size >= self.max_batch or len(batch) >= self.max_calls:
-                break
-            if size + len(call.requests) > self.max_batch or not _apart(batch, call):
-                continue
-            # late work runs beside late work only, and a prefill of P beside nothing: either
-            # would hold a step that can still be on time for the length of the batch
-            if alone != (when == float("inf")) or self._kind(call.requests) == "prefill":
-                continue
-            batch.append(call)
-            size += len(call.requests)
+    def _pick_ahead(self) -> list[Call]:
+        """The next batch of work ahead, taken out of the queue (called with the lock held):
+        :func:`~iclr_cli.serve.schedule.pick_ahead`."""
+        batch = pick_ahead(self._eager, self._kind, max_batch=self.max_batch, max_calls=self.max_calls)
         for call in batch:
             self._eager.remove(call)
         return batch
 
-    def _start(self, batch: list[_Call]) -> list[_Call]:
+    def _start(self, batch: list[Call]) -> list[Call]:
         """Mark ``batch`` as running (called with the lock held, in the scorer thread)."""
         self._running = (batch, time.monotonic(), self._kind([r for call in batch for r in call.requests]))
         return batch
@@ -463,7 +381,7 @@ class BatchingScorer:
                 getattr(self.inner, op)(*streams)  # forget(stream) or rename(old, new)
             if not batch:
                 continue
-            label, before = self._label(batch), self._forwarded()
+            what, before = label(batch, prefill=self._running is not None and self._running[2] == "prefill"), self._forwarded()
             try:
                 self._score(batch)
             finally:
@@ -472,15 +390,11 @@ class BatchingScorer:
                     if self._running is not None:
                         _, started, kind = self._running
                         took = time.monotonic() - started
-                        if label != "late":  # late work says nothing of an on-time batch (_typical)
-                            self._took[kind].append(took)
+                        self.times.record(kind, what, took, ran)
+                        if what != "late":
                             self._last_on_time = time.monotonic()
-                        work = self._work[label]
-                        work["batches"] += 1
-                        work["seconds"] += took
-                        work["forward_tokens"] += max(ran, 0)
                         log.debug("scorer: %s batch (%s), %d call(s) of %d stream(s), %d tokens forwarded in %.2f s; queued after it: %d waited for, %d ahead",
-                                  label, kind, len(batch), len({r.stream for call in batch for r in call.requests}), max(ran, 0), took,
+                                  what, kind, len(batch), len({r.stream for call in batch for r in call.requests}), max(ran, 0), took,
                                   len(self._urgent), len(self._eager))
                     self._running = None
 
@@ -489,24 +403,11 @@ class BatchingScorer:
         info = self.cache_info()
         return int((info or {}).get("forward_tokens") or 0)
 
-    def _label(self, batch: list[_Call]) -> str:
-        """What ``batch`` is for (:data:`WORK`); called in the scorer thread before it runs."""
-        requests = [r for call in batch for r in call.requests]
-        if self._running is not None and self._running[2] == "prefill":
-            return "prefill"
-        if all(call.due == float("inf") and not call.waited for call in batch):
-            return "late"
-        if any(call.waited for call in batch):
-            return "waited_for"
-        if all(r.partial and not r.step for r in requests):
-            return "context"
-        return "reply" if all(r.partial for r in requests) else "step"
-
     def work(self) -> dict:
-        """Per :data:`WORK` kind: batches run, scorer seconds and tokens forwarded, so far:
+        """Per :data:`~iclr_cli.serve.schedule.WORK` entry: batches run, scorer seconds and tokens forwarded, so far:
         where a serve step's scoring goes (``/stats`` ``scorer_queue.work``)."""
         with self._cond:
-            return {k: {**v, "seconds": round(v["seconds"], 3)} for k, v in self._work.items()}
+            return self.times.work()
 
     def _piece(self, request: ScoreRequest) -> ScoreRequest:
         """``request`` with the context piece's limit when it is a P-and-history feed."""
@@ -514,7 +415,7 @@ class BatchingScorer:
             return replace(request, limit=self.context_piece)
         return request
 
-    def _again(self, calls: list[_Call]) -> None:
+    def _again(self, calls: list[Call]) -> None:
         """Put calls whose feed ran one piece back at the head of their queue, in order (the
         rest of each continues the state the piece left; nothing of their stream runs before)."""
         with self._cond:
@@ -525,7 +426,7 @@ class BatchingScorer:
                     (self._urgent if call.waited else self._eager).appendleft(call)
             self._cond.notify_all()
 
-    def _score(self, batch: list[_Call]) -> None:
+    def _score(self, batch: list[Call]) -> None:
         flat = [self._piece(r) for call in batch for r in call.requests]
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(flat))
@@ -559,7 +460,7 @@ class BatchingScorer:
         for call in waiting:
             _settle(call.future, error=ScoringCancelled("the scorer was stopped"))
 
-    def _score_alone(self, call: _Call) -> None:
+    def _score_alone(self, call: Call) -> None:
         if call.future.done():  # dropped or failed by stop() meanwhile
             return
         try:
