@@ -108,7 +108,7 @@ def main(argv=None) -> int:
                           f"{res['peak_mib']:8.0f} {res['load_start']:4.1f}/{res['load_end']:<4.1f}", flush=True)
                     if args.json:
                         Path(args.json).write_text(json.dumps(results, indent=2))
-        print(f"rendered tokens: " + ", ".join(f"{Path(n).name} {r}" for n, r in
+        print("rendered tokens: " + ", ".join(f"{Path(n).name} {r}" for n, r in
                                                 {x['file']: x['rendered_tokens'] for x in results}.items()))
     finally:
         if worktree is not None:

@@ -32,7 +32,6 @@ import os
 import resource
 import sys
 import time
-from collections import OrderedDict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

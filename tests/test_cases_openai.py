@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import json
 
-import pytest
 
 from format_helpers import field_case, run_cli
 from iclr_cli.blocks import SKIP

@@ -8,7 +8,6 @@ import pytest
 from format_helpers import (
     SAMPLES,
     assert_signatures_follow_edits,
-    parse_any,
     run_cli,
     thinking_blocks,
     tool_ids,

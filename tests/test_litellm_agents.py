@@ -31,7 +31,7 @@ import pytest
 
 from litellm_fixtures import MASTER_KEY, config_yaml, litellm_proxy, require_litellm
 from serve_fixtures import proxy, scripted_upstream
-from test_serve_agents import (STEPS, _assert_prefixes, _claude_call, _claude_script, _codex_script, _kept, _main_requests, _markers, _run_claude,
+from test_serve_agents import (STEPS, _assert_prefixes, _claude_call, _claude_script, _codex_script, _kept, _markers, _run_claude,
                                _run_codex, _strip_markers, clis, reasoning, thinking_compressed_once)  # noqa: F401 (clis: the fixture)
 from wire_fixtures import thinking
 

@@ -114,7 +114,6 @@ def trackers(monkeypatch) -> list[Tracker]:
 
 def test_score_and_prune_count_every_step_and_token_of_the_file(monkeypatch, tmp_path):
     from iclr_cli.cli.app import main
-    from iclr_cli.formats import registry
     from iclr_cli.pipeline import step_tokens
     from iclr_cli.scoring.fake import RegexTokenizer
 

@@ -16,6 +16,7 @@ from iclr_cli.compress import Settings
 from iclr_cli.formats import registry
 from iclr_cli.policies import parse_variant
 from iclr_cli.scoring.fake import FakeScorer
+from iclr_cli.serve import replies
 from iclr_cli.serve.batching import BatchingScorer
 from iclr_cli.serve.chat import CHAT, read_stream
 from iclr_cli.serve.dialect import Reply
@@ -219,7 +220,7 @@ def test_call_signatures_stay_on_the_chat_wire_and_are_restored(where):
     assert _signatures(sent["messages"][1]) == _signatures(doc["messages"][1]) and SKIP in sent["messages"][1]["reasoning"]
     # a client that drops them (LibreChat-AI/agents #37) gets them back with --restore-reasoning
     state = serve_state(restore_reasoning=True)
-    state.record_reply(None, CHAT.parse({"messages": doc["messages"][:1]}), Reply((doc["messages"][1],)))
+    replies.record_reply(state, None, CHAT.parse({"messages": doc["messages"][:1]}), Reply((doc["messages"][1],)))
     dropped = json.loads(json.dumps(doc))
     for key in ("reasoning", "reasoning_details"):
         dropped["messages"][1].pop(key, None)
@@ -237,7 +238,7 @@ def test_restore_puts_back_a_reasoning_details_signature_sent_empty(model, seale
              "tool_calls": [{"id": "toolu_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]}
     first = {"model": model, "messages": [{"role": "user", "content": "go"}]}
     state = serve_state(restore_reasoning=True)
-    state.record_reply(None, CHAT.parse(first), Reply((reply,)))
+    replies.record_reply(state, None, CHAT.parse(first), Reply((reply,)))
     blank = {**reply, "reasoning_details": [{**signed, "signature": ""}]}
     sent = serve(state, CHAT, {**first, "messages": [*first["messages"], blank, {"role": "tool", "tool_call_id": "toolu_1", "content": "ok"}]})
     entry = sent["messages"][1]["reasoning_details"][0]
@@ -248,7 +249,7 @@ def test_restore_puts_back_a_reasoning_details_signature_sent_empty(model, seale
         assert SKIP in entry["text"] and entry["text"] == sent["messages"][1]["reasoning"]
     # another text at that place is not the reply's entry: nothing put back
     other = serve_state(restore_reasoning=True)
-    other.record_reply(None, CHAT.parse(first), Reply((reply,)))
+    replies.record_reply(other, None, CHAT.parse(first), Reply((reply,)))
     changed = {**reply, "reasoning": "Another thought.", "reasoning_details": [{**signed, "text": "Another thought.", "signature": ""}]}
     sent = serve(other, CHAT, {**first, "messages": [*first["messages"], changed, {"role": "tool", "tool_call_id": "toolu_1", "content": "ok"}]})
     assert sent["messages"][1]["reasoning_details"][0]["signature"] == ""
@@ -335,13 +336,13 @@ def test_restore_reasoning_on_the_messages_wire():
     reply = {"role": "assistant", "content": [{"type": "thinking", "thinking": R, "signature": ""},
                                               {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"path": "loader.py"}}]}
     first = {"model": "deepseek-reasoner", "messages": [{"role": "user", "content": "Why is the test flaky?"}]}
-    state.record_reply(None, dialect.parse(first), Reply((reply,)), dialect)
+    replies.record_reply(state, None, dialect.parse(first), Reply((reply,)), dialect)
     dropped = {**first, "messages": [*first["messages"], {"role": "assistant", "content": reply["content"][1:]},
                                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}]}
     sent = serve(state, dialect, dropped)["messages"][1]["content"]
     assert [b["type"] for b in sent] == ["thinking", "tool_use"] and SKIP in sent[0]["thinking"] and sent[0]["signature"] == ""
     plain = serve_state()
-    plain.record_reply(None, dialect.parse(first), Reply((reply,)), dialect)
+    replies.record_reply(plain, None, dialect.parse(first), Reply((reply,)), dialect)
     assert [b["type"] for b in serve(plain, dialect, dropped)["messages"][1]["content"]] == ["tool_use"]
 
 
@@ -349,7 +350,7 @@ def test_restore_reasoning_on_the_responses_wire():
     state, dialect = serve_state(restore_reasoning=True), ResponsesDialect()
     items = responses_items()
     first = {"model": "gpt-oss-20b", "input": items[:1], "store": False}
-    state.record_reply(None, dialect.parse(first), Reply(tuple(items[1:3])), dialect)
+    replies.record_reply(state, None, dialect.parse(first), Reply(tuple(items[1:3])), dialect)
     dropped = {**first, "input": [items[0], items[2], items[3]]}
     sent = serve(state, dialect, dropped)["input"]
     assert [i.get("type") for i in sent] == [None, "reasoning", "function_call", "function_call_output"]
@@ -363,7 +364,7 @@ def test_restore_reasoning_puts_back_what_nothing_compressed_too():
     reply = {"role": "assistant", "content": [{"type": "thinking", "thinking": "One paragraph.", "signature": ""},
                                               {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}]}
     first = {"model": "deepseek-reasoner", "messages": [{"role": "user", "content": "go"}]}
-    state.record_reply(None, dialect.parse(first), Reply((reply,)), dialect)
+    replies.record_reply(state, None, dialect.parse(first), Reply((reply,)), dialect)
     dropped = {**first, "messages": [*first["messages"], {"role": "assistant", "content": reply["content"][1:]},
                                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}]}
     assert serve(state, dialect, dropped)["messages"][1]["content"] == reply["content"]

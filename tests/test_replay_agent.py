@@ -4,7 +4,6 @@ provider reasoning rules, text-protocol fallback, sliding window and limits."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -10,7 +10,6 @@ import pytest
 from replay_fixtures import call, completion, fake_openai, make_session, submit
 
 from iclr_cli.inputs import load_file
-from iclr_cli.formats import registry
 from iclr_cli.replay.runner import ResultsLog
 from iclr_cli.replay.suite import load_tasks
 

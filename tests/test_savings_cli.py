@@ -8,7 +8,6 @@ import pytest
 
 from format_helpers import field_case, run_cli, summary_value
 from iclr_cli.inputs import load_file
-from iclr_cli.formats import registry
 
 # Regex-tokenizer counts (--model fake) of the session below, by hand: each part renders as
 # "[label]\ntext\n\n", i.e. "[", label, "]", "\n", the text's tokens, "\n\n" (5 + text tokens).

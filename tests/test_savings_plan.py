@@ -197,7 +197,6 @@ def test_nothing_to_score_loads_no_model(tmp_path, monkeypatch, capsys):
 
 
 def test_will_score_is_what_the_online_loop_sends(folder):
-    from iclr_cli.formats import registry
     from iclr_cli.savings.measure import seal_for_estimate
 
     settings = Settings(parse_variant("iclr"), score_all=False)

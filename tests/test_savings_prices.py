@@ -192,7 +192,6 @@ def test_pi_session_reads_the_usage_it_records_and_prices_it(tmp_path, capsys):
 
 
 def test_an_aborted_pi_turn_that_recorded_usage_is_billed_but_is_no_step(tmp_path):
-    from iclr_cli.formats import registry
 
     lines = pi_session(turns=2)  # header, model change, user, a0, r0, a1, r1
     aborted = json.loads(json.dumps(lines[5]))  # a1 cancelled half-way, then asked again

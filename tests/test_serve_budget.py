@@ -18,6 +18,7 @@ from iclr_cli.errors import UsageError
 from iclr_cli.policies import parse_variant
 from iclr_cli.scoring.base import ScoreRequest
 from iclr_cli.scoring.fake import FakeScorer, parse_fake
+from iclr_cli.serve import replies
 from iclr_cli.serve.batching import BatchingScorer
 from iclr_cli.serve.budget import Budget, Waiting, describe, parse_max_wait
 from iclr_cli.serve.eager import EagerScorer
@@ -219,8 +220,8 @@ def test_a_step_scored_ahead_and_still_running_is_waited_for_within_the_budget_o
     raw = orjson.dumps({"model": "m", "messages": first})
     rw = state.rewrite(orjson.loads(raw), raw)
     reply = Reply([assistant(0)])
-    conv = state.record_reply(None, rw.request, reply, CHAT)
-    assert state.prefetch(conv, rw.request, reply, CHAT)  # queued ahead; the gate holds it
+    conv = replies.record_reply(state, None, rw.request, reply, CHAT)
+    assert replies.prefetch(state, conv, rw.request, reply, CHAT)  # queued ahead; the gate holds it
     assert reasoning_sent(send(state, conversation(1))) == [REASONING]
     assert state.stats.eager.to_record()["waits"] == 1 and state.stats.eager.misses == 0
     assert state.stats.total.steps_late == 1

@@ -18,8 +18,6 @@ import pytest
 from replay_fixtures import call, completion
 from serve_fixtures import Stream, proxy, scripted_upstream
 
-from iclr_cli.compress import Settings
-from iclr_cli.policies import parse_variant
 from iclr_cli.scoring.base import ScoreRequest
 from iclr_cli.scoring.fake import FakeScorer
 from iclr_cli.serve.batching import BatchingScorer

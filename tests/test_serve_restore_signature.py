@@ -21,6 +21,7 @@ from iclr_cli.formats.adapters import anthropic as anthropic_format
 from iclr_cli.formats.adapters import bedrock, claude_code, gemini, langchain, openai_chat, pi
 from iclr_cli.policies import parse_variant
 from iclr_cli.scoring.fake import FakeScorer
+from iclr_cli.serve import replies
 from iclr_cli.serve.batching import BatchingScorer
 from iclr_cli.serve.messages import SEALED_THINKING, UNSIGNED_THINKING, MessagesDialect, is_edit_of, resign
 from iclr_cli.serve.state import ServeState
@@ -45,7 +46,7 @@ def streamed_reply(dialect: MessagesDialect, blocks: list[dict]):
 def state_after_reply(dialect: MessagesDialect, blocks: list[dict], **kw) -> ServeState:
     scorer = FakeScorer()
     state = ServeState(Settings(parse_variant("iclr")), BatchingScorer(scorer), scorer.tokenizer, **kw)
-    state.record_reply(None, dialect.parse({"model": "m", "messages": [USER]}), streamed_reply(dialect, blocks), dialect)
+    replies.record_reply(state, None, dialect.parse({"model": "m", "messages": [USER]}), streamed_reply(dialect, blocks), dialect)
     return state
 
 

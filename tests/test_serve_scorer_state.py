@@ -203,7 +203,7 @@ def test_scoring_ahead_with_kept_state_sends_the_same_bytes_over_http(tiny):
     metrics = seen["metrics"]
     assert f"iclr_serve_scorer_state_bytes {float(info['bytes'])}" in metrics
     assert "iclr_serve_scorer_state_conversations 2.0" in metrics and "iclr_serve_scorer_state_evictions_total 0.0" in metrics
-    assert f'iclr_serve_eager_scoring_total{{outcome="scored"}} 10.0' in metrics
+    assert 'iclr_serve_eager_scoring_total{outcome="scored"} 10.0' in metrics
 
 
 @pytest.mark.parametrize("context,exact", [("auto", True), ("fresh", True), ("auto", False)])

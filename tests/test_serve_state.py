@@ -12,6 +12,7 @@ from iclr_cli.compress import Settings
 from iclr_cli.errors import UsageError
 from iclr_cli.policies import parse_variant
 from iclr_cli.scoring.fake import FakeScorer
+from iclr_cli.serve import replies
 from iclr_cli.serve.batching import BatchingScorer
 from iclr_cli.serve.chat import CHAT
 from iclr_cli.serve.dialect import Reply
@@ -163,21 +164,21 @@ def test_conversations_are_told_apart_and_the_header_overrides():
 def test_first_reply_gives_the_conversation_its_id():
     state = make_state()
     reply = {"role": "assistant", "content": None, "reasoning_content": REASONING, "tool_calls": assistant(0)["tool_calls"]}
-    conv = state.record_reply(None, CHAT.parse({"messages": [SYSTEM, USER]}), Reply((reply,)))
+    conv = replies.record_reply(state, None, CHAT.parse({"messages": [SYSTEM, USER]}), Reply((reply,)))
     assert conv is not None and conv.id == send(state, conversation(1))[1].conversation
 
 
 def test_restore_reasoning_reinserts_by_tool_call_id():
     state = make_state(restore_reasoning=True)
     reply = {"role": "assistant", "content": None, "reasoning_content": REASONING, "tool_calls": assistant(0)["tool_calls"]}
-    state.record_reply(None, CHAT.parse({"messages": [SYSTEM, USER]}), Reply((reply,)))
+    replies.record_reply(state, None, CHAT.parse({"messages": [SYSTEM, USER]}), Reply((reply,)))
     dropped = [SYSTEM, USER, {"role": "assistant", "content": None, "tool_calls": assistant(0)["tool_calls"]}, tool(0)]
     body, _ = send(state, dropped)
     sent = body["messages"][2]["reasoning_content"]
     assert "[SKIP]" in sent and sent == send(make_state(), conversation(1))[0]["messages"][2]["reasoning_content"]
     # without the option the turn goes on without reasoning
     plain = make_state()
-    plain.record_reply(None, CHAT.parse({"messages": [SYSTEM, USER]}), Reply((reply,)))
+    replies.record_reply(plain, None, CHAT.parse({"messages": [SYSTEM, USER]}), Reply((reply,)))
     assert "reasoning_content" not in send(plain, dropped)[0]["messages"][2]
 
 

@@ -110,7 +110,6 @@ def test_codex_keep_counts_what_was_written_not_what_was_asked(capsys, tmp_path)
     item is written unedited, so it counts as nothing deleted. The sample has two encrypted
     items (one with two summary parts) and one plain one: only the plain one's deletion is
     counted."""
-    from iclr_cli.formats import registry
 
     out, err = _prune(capsys, tmp_path, "codex_rollout.jsonl", "--variant", "random-10", "--encrypted-reasoning", "keep")
     generated, deleted, kept, written, ratio = _numbers(err)

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from format_helpers import REALDATA, SAMPLES
 from iclr_cli.inputs import load_file
 from iclr_cli.compress import Settings, compress_trajectories
-from iclr_cli.formats import registry
 from iclr_cli.formats.base import OpaqueEdits
 from iclr_cli.formats.writeback import write_document
 from iclr_cli.policies import parse_variant

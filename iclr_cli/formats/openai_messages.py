@@ -69,7 +69,7 @@ from iclr_cli.formats.base import OpaqueEdits, Unrecognised
 from iclr_cli.formats.reading import field_name, text_of
 from iclr_cli.formats.reasoning_fields import REASONING_FIELDS, STRUCTURED, field_reasoning, json_kind
 from iclr_cli.formats.writeback import Site, TextRef, UnregisteredCopy, apply_edits, copy_error, join_think_copies
-from iclr_cli.trajectory import Part, PartKind, Step, Trajectory, WriteBack
+from iclr_cli.trajectory import Part, PartKind, Step, Trajectory
 
 # Message fields this format has, any role: the Chat Completions API's request and response
 # messages (platform.openai.com/docs/api-reference/chat: role, content, name, tool_calls,

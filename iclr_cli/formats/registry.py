@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from iclr_cli.errors import InputError, UsageError
 from iclr_cli.formats import database
-from iclr_cli.formats.base import Document, FormatAdapter
+from iclr_cli.formats.base import FormatAdapter
 from iclr_cli.formats.sniff import HEAD_BYTES, Head, Match
 from iclr_cli.jsonio import BOM, loads
 

@@ -75,7 +75,7 @@ from iclr_cli.scoring.base import (
 )
 from iclr_cli.scoring.cost import attention_equivalent, run_cost, sliding_cost
 from iclr_cli.scoring.recheck import Recheck
-from iclr_cli.scoring.engine import Engine, ScorerStats, Segment
+from iclr_cli.scoring.engine import Engine, ScorerStats
 from iclr_cli.scoring.entropy import DEFAULT_CHUNK, logit_transform
 from iclr_cli.scoring.kv import probe
 from iclr_cli.scoring.precision import scoring_head

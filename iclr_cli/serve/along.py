@@ -43,6 +43,7 @@ from dataclasses import replace
 
 from iclr_cli.compress import context_request
 from iclr_cli.errors import IclrError
+from iclr_cli.serve import replies
 from iclr_cli.serve.dialect import Dialect, Request
 
 # Least time between two feeds of one reply, and least new bytes of SSE before the next: a feed
@@ -117,7 +118,7 @@ def feed_reply(state, conv_id: str | None, stream: str, request: Request, conten
         return None
     conv = state.find(conv_id)
     with conv.lock if conv is not None else contextlib.nullcontext():
-        found = state.ahead_request(conv, stream, request, reply, dialect)
+        found = replies.ahead_request(state, conv, stream, request, reply, dialect)
     if found is None:
         return None
     future = _submit(state, replace(found[0], partial=True), REPLY_DUE_S)

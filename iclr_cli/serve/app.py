@@ -12,7 +12,7 @@
   its API's keep-alive every ``keepalive_s`` (:mod:`iclr_cli.serve.keepalive`).
   While a streamed answer is relayed, its step is fed to the scorer as it comes
   (:mod:`iclr_cli.serve.along`); once the answer has been sent, the reply's step is scored
-  ahead (:meth:`~iclr_cli.serve.state.ServeState.prefetch`, :mod:`iclr_cli.serve.eager`).
+  ahead (:func:`~iclr_cli.serve.replies.prefetch`, :mod:`iclr_cli.serve.eager`).
 - ``GET /health/liveliness``, ``GET /health/readiness`` and ``GET /healthz``
   (:mod:`iclr_cli.serve.health`), ``GET /stats`` (JSON, :mod:`iclr_cli.serve.stats`), ``GET /metrics``
   (Prometheus text).

@@ -4,7 +4,7 @@ A step's block entropies depend only on P, the compressed history and the step's
 reasoning (METHOD.md, "Score": the scorer input is cut after the step's last reasoning block),
 not on the tool results that follow. So once a reply has been relayed to the client, the
 scorer request that the next request will send for that step is already known: the proxy
-builds it (:meth:`iclr_cli.serve.state.ServeState.prefetch`) and queues it behind the
+builds it (:func:`iclr_cli.serve.replies.prefetch`) and queues it behind the
 requests clients are waiting for (:class:`~iclr_cli.serve.batching.BatchingScorer`).
 
 :class:`EagerScorer` keeps the result under the step's key (:mod:`iclr_cli.serve.fingerprint`:

@@ -4,9 +4,9 @@ HTTP app (:mod:`iclr_cli.serve.app`) and the LiteLLM guardrail
 
 Once the upstream's answer has gone through (a whole body, or the SSE bytes relayed), it is
 read as a reply of the route's dialect and recorded under its conversation
-(:meth:`~iclr_cli.serve.state.ServeState.record_reply`: a first request's conversation id comes
+(:func:`~iclr_cli.serve.replies.record_reply`: a first request's conversation id comes
 from it, ``--restore-reasoning`` remembers its reasoning); once the client has it, the reply's
-step is scored ahead (:meth:`~iclr_cli.serve.state.ServeState.prefetch`,
+step is scored ahead (:func:`~iclr_cli.serve.replies.prefetch`,
 :mod:`iclr_cli.serve.eager`). Both functions run the blocking work through ``in_thread``
 (``async (fn, *args) -> result``), so the event loop never waits on the scorer.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 
+from iclr_cli.serve import replies
 from iclr_cli.serve.along import forget as forget_fed
 from iclr_cli.serve.dialect import Dialect
 
@@ -39,7 +40,7 @@ async def finish(state, dialect: Dialect, rewrite, conv, content: bytes | None, 
         try:
             reply = dialect.read_reply(content, streamed)
             usage = reply.usage
-            target = await in_thread(state.record_reply, rewrite.conversation, rewrite.request, reply, dialect, rewrite.stream)
+            target = await in_thread(replies.record_reply, state, rewrite.conversation, rewrite.request, reply, dialect, rewrite.stream)
             recorded = (target, reply)
         except Exception as exc:
             log.warning("reply not recorded (%s: %s)", type(exc).__name__, exc)
@@ -53,6 +54,6 @@ async def score_ahead(state, dialect: Dialect, rewrite, recorded, in_thread) -> 
     if recorded is None:
         return
     try:
-        await in_thread(state.prefetch, recorded[0], rewrite.request, recorded[1], dialect)
+        await in_thread(replies.prefetch, state, recorded[0], rewrite.request, recorded[1], dialect)
     except Exception as exc:
         log.warning("step not scored ahead (%s: %s)", type(exc).__name__, exc)

@@ -49,7 +49,7 @@ from iclr_cli.scoring.base import Scorer, ScoringCancelled, Tokenizer
 from iclr_cli.serve import along, shared
 from iclr_cli.serve.budget import Budget, Waiting, wait_within
 from iclr_cli.serve.chat import CHAT
-from iclr_cli.serve.dialect import Dialect, Reply, Request, Transcript
+from iclr_cli.serve.dialect import Dialect, Request, Transcript
 from iclr_cli.serve.fingerprint import conversation_id, diverges, item_digest, item_digests, step_keys
 from iclr_cli.serve.late_steps import catch_up, settle_group
 from iclr_cli.serve.report import RequestReport
@@ -103,10 +103,10 @@ class Rewrite:
     ``compressed``: completed steps decided while handling this request (compressed, left as
     generated, or sent late).
     ``request``: the body as its dialect parsed it (``None`` when it is not a request of
-    that API), for :meth:`ServeState.record_reply`.
+    that API), for :func:`iclr_cli.serve.replies.record_reply`.
     ``stream``: the scorer stream the reply is fed under along the stream
     (:mod:`iclr_cli.serve.along`): the conversation id, or for a first request a provisional
-    one that :meth:`ServeState.record_reply` renames once the reply gives the id.
+    one that :func:`iclr_cli.serve.replies.record_reply` renames once the reply gives the id.
     ``report``: what the request decided, for its log line (:mod:`iclr_cli.serve.report`).
     """
 
@@ -487,100 +487,3 @@ class ServeState:
             self.scorer.demote(future)
         self.stats.compressed(conv.counts, tokens, False, unrecognised, sealed, late=cause)
         return won
-
-    # -- replies ---------------------------------------------------------------------------
-
-    def record_reply(self, conv_id: str | None, request: Request | None, reply: Reply, dialect: Dialect = CHAT,
-                     stream: str | None = None) -> Conversation | None:
-        """Note what the upstream returned (``reply``, read by ``dialect`` from the answer to
-        ``request``): gives a first request its conversation (and the scorer state fed under
-        its provisional ``stream`` to that conversation), and keeps the reply's reasoning per
-        tool-call id for ``--restore-reasoning``."""
-        if conv_id is not None:
-            conv = self.find(conv_id)
-        else:
-            known = request is not None and bool(reply.items)
-            conv_id = conversation_id(dialect, dialect.continued(request, reply)) if known else None
-            conv = self.conversation(conv_id) if conv_id is not None else None
-        if conv is None:
-            if stream is not None and stream != conv_id:  # a first request that starts nothing: its state goes
-                along.forget(self, stream)
-            return None
-        if stream is not None and stream != conv.id:
-            along.rename(self, stream, conv.id)
-        if self.restore_reasoning:
-            for call_id, name, text in dialect.remember(reply):
-                with conv.lock:
-                    conv.reasoning[call_id] = (name, text)
-                self.store.save_reasoning(conv.id, call_id, name, text)
-        return conv
-
-    def prefetch(self, conv: Conversation | None, request: Request | None, reply: Reply, dialect: Dialect = CHAT) -> bool:
-        """Score the step of ``reply`` ahead, while the agent runs its tool
-        (:mod:`iclr_cli.serve.eager`): the scorer request that the next request will send for
-        it (:meth:`ahead_request`) is queued behind the requests clients wait for, under the
-        step's key. A reply fed along the stream (:mod:`iclr_cli.serve.along`) has left the
-        scorer's state so that this request runs only the last few tokens.
-
-        Returns False when nothing was queued: the scorer does not score ahead, the variant
-        needs no scores, the reply was not read, an earlier step is not compressed (the next
-        request will compress it first), or the step has nothing to score.
-        """
-        ahead = getattr(self.scorer, "prefetch", None)
-        if ahead is None or conv is None or request is None or not reply.items:
-            return False
-        # Under the conversation's lock, queueing included: a next request either finds the
-        # result kept or has compressed the step already (then nothing is queued).
-        with conv.lock:
-            found = self.ahead_request(conv, conv.id, request, reply, dialect)
-            if found is None:
-                self._drop_context(conv)
-                return False
-            if not ahead(found[0], found[1]):
-                return False
-            kept = getattr(self.scorer, "kept", None)
-            future = kept(conv.id, found[1]) if kept is not None else None
-            if future is not None:  # the other workers and replicas may get the next request
-                shared.offer_ahead(self, conv.id, found[1], found[2], future)
-            return True
-
-    def _drop_context(self, conv: Conversation) -> None:
-        """Take ``conv``'s P-and-history feed out of the scorer queue when it has not run: its
-        reply ended with no step to score, so it would only run ahead of every conversation's
-        current step (the next request, if any, feeds its history again). Holding ``conv.lock``."""
-        future, conv.context_feed = conv.context_feed, None
-        drop = getattr(self.scorer, "drop", None)
-        if future is not None and drop is not None and not future.done() and drop(future):
-            self.stats.eager_event("fed_context_dropped")
-
-    def ahead_request(self, conv: Conversation | None, stream: str, request: Request, reply: Reply, dialect: Dialect):
-        """``(scorer request, step key, prepared step)`` of ``reply``'s step as the next request will send it:
-        ``request`` continued by ``reply`` (whose step is then the last one), the earlier
-        steps as they stand (a step sent late and not yet compressed: as generated), under
-        ``stream``; ``None`` when the reply was not read, an earlier step is not decided yet,
-        the step is decided already, or it has nothing to score. ``reply`` may be a reply
-        still streaming (its step as far as it has come). Call it holding ``conv.lock``
-        (``conv`` is ``None`` for a first request: no earlier step)."""
-        continued = dialect.continued(request, reply)
-        memory = conv.reasoning if conv is not None else {}
-        sent = dialect.restore(continued, memory) if self.restore_reasoning else continued
-        try:
-            transcript = dialect.read(sent, stream)
-        except (IclrError, KeyError, TypeError, AttributeError, ValueError):
-            return None
-        read = transcript.trajectory
-        if not read.steps:
-            return None
-        last = len(read.steps) - 1
-        keys = step_keys(conv.id if conv is not None else stream, dialect, sent, transcript.ends)
-        steps = conv.steps if conv is not None else {}
-        if keys[last] in steps:
-            return None
-        done = []
-        for step, key in zip(read.steps[:last], keys):
-            stored = shared.known(self, conv, key) if conv is not None else None
-            if stored is None:
-                return None
-            done.append(step.with_reasoning(stored.texts))
-        prepared = prepare_step(stream, read.prompt, done, read.steps[last], self.settings)
-        return (prepared.request, keys[last], prepared) if prepared.request is not None else None
