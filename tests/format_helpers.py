@@ -136,9 +136,19 @@ def assert_signatures_follow_edits(before, after) -> int:
 
 
 def summary_value(stderr: str, name: str) -> str:
-    """The value column of row ``name`` in a summary table printed on stderr."""
+    """The value column of row ``name`` in a summary table printed on stderr, its wrapped
+    lines joined (a log's table is :data:`~iclr_cli.render.output.LOG_WIDTH` wide)."""
+    found: list[str] | None = None
     for line in stderr.splitlines():
         cells = [c.strip() for c in line.strip("│┃ ").split("│")]
+        if found is not None:
+            more = [c.strip() for c in line.split("│")]  # a wrapped line: "│ <blank> │ rest │"
+            if len(more) == 4 and not more[0] and not more[1] and more[2]:
+                found.append(more[2])
+                continue
+            break
         if len(cells) == 2 and cells[0] == name:
-            return cells[1]
-    raise AssertionError(f"no row {name!r} in:\n{stderr}")
+            found = [cells[1]]
+    if found is None:
+        raise AssertionError(f"no row {name!r} in:\n{stderr}")
+    return " ".join(found)

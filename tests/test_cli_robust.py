@@ -278,7 +278,7 @@ def test_precision_warning_for_forced_dtypes_below_float32(chat_file, capsys, dt
     assert (warning in " ".join(err.split())) is warned
 
 
-def test_summary_table_is_not_cut_when_stderr_is_not_a_terminal(chat_file, tmp_path):
+def test_summary_table_is_whole_and_log_wide_when_stderr_is_not_a_terminal(chat_file, tmp_path):
     out = tmp_path / "o.json"
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "40"}
     env.pop("FORCE_COLOR", None)
@@ -289,13 +289,26 @@ def test_summary_table_is_not_cut_when_stderr_is_not_a_terminal(chat_file, tmp_p
     assert row.rstrip().endswith("│") and len(row) > 40
 
 
+def test_a_long_cell_wraps_at_a_logs_width_when_stderr_is_not_a_terminal(capsys):
+    """The scorer profile is a 200-character cell: in a CI log it wraps instead of pushing every
+    number of the summary two hundred columns to the right."""
+    from iclr_cli.render.output import LOG_WIDTH, Output
+
+    out = Output(None)
+    prose = "fast (4,096-token window, long tool outputs cut to 512 chars at each end) " * 3
+    out.table("iclr score --variant iclr", ["", "value"], [("deletion ratio (deleted / generated)", "0.800"), ("scorer profile", prose)])
+    table = [line for line in capsys.readouterr().err.splitlines() if line.startswith(("┃", "│", "┏", "└"))]
+    assert max(len(line) for line in table) == LOG_WIDTH
+    row = next(line for line in table if "deletion ratio (deleted / generated)" in line)
+    assert row.rstrip().endswith("0.800 │")
+
+
 def test_width_option_sets_the_table_width(tmp_path, capsys):
-    from iclr_cli.render.output import Output
+    from iclr_cli.render.output import LOG_WIDTH, Output
 
     narrow = Output(None, width=60)
     assert narrow.console.width == 60
-    wide = Output(None)
-    assert wide.console.width > 1000  # pytest's stderr is not a terminal: full width
+    assert Output(None).console.width == LOG_WIDTH  # pytest's stderr is not a terminal: a log's width
 
 
 def test_summary_accounting_adds_up(chat_file, capsys, tmp_path):

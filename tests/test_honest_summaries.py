@@ -18,6 +18,7 @@ import json
 import pytest
 
 from format_helpers import REALDATA, run_cli
+from format_helpers import summary_value as value
 
 CODEX = REALDATA / "codex_rollout" / "agentcmd_rollout-2025-09-24T20-12-23.jsonl"
 CLAUDE = REALDATA / "claude_code" / "spotter_258c7280_main_session_slice.jsonl"
@@ -28,11 +29,6 @@ def needs(path):
     if not path.is_file():
         pytest.skip(f"real session not available at {path}")
     return path
-
-
-def value(err: str, label: str) -> str:
-    row = next(line for line in err.splitlines() if line.startswith("│ ") and line.split("│")[1].strip() == label)
-    return row.split("│")[2].strip()
 
 
 def prune(capsys, path, out, *args):

@@ -8,6 +8,7 @@ import pytest
 
 from iclr_cli.cli.app import main
 from format_helpers import SAMPLES
+from format_helpers import summary_value as value
 from iclr_cli.block_notes import one_block_note
 
 ONE_PARAGRAPH = "First I read the failing test. Then I check the parser. It drops the last field, so I patch it."
@@ -17,11 +18,6 @@ def run(args, capsys):
     with pytest.raises(SystemExit) as exc:
         main(args)
     return exc.value.code, capsys.readouterr().err
-
-
-def value(err: str, label: str) -> str:
-    row = next(line for line in err.splitlines() if line.startswith("│ ") and label in line)
-    return row.split("│")[2].strip()
 
 
 @pytest.fixture

@@ -4,8 +4,9 @@ Data (JSONL records, output files) goes to ``-o`` or stdout; everything meant fo
 (summaries, warnings, progress) goes to stderr, so ``iclr score f.jsonl | jq`` stays clean.
 ``quiet`` silences the person-facing part; rich is imported only when something is shown.
 
-Tables keep their full width when stderr is not a terminal (a log file, a CI job): rich would
-otherwise cut them at 80 columns. ``width`` (``--width``) sets the width everywhere.
+Tables on stderr are :data:`LOG_WIDTH` columns wide when it is not a terminal (a log file, a CI
+job): rich would otherwise cut them at 80, and a table as wide as its longest prose cell put
+the numbers two hundred columns to the right. ``width`` (``--width``) sets the width everywhere.
 """
 
 from __future__ import annotations
@@ -20,6 +21,16 @@ from iclr_cli.errors import Interrupted
 from iclr_cli.jsonio import open_output, output_path, refuse_output_over_input, write_output
 
 FULL_WIDTH = 100_000  # "as wide as the table": rich tables never pad past their own width
+LOG_WIDTH = 120
+"""Columns of stderr's tables when it is not a terminal (a CI log, a file): the run summary's
+prose cells (the scorer profile) wrap instead of pushing every number two hundred columns to
+the right, and its labels stay whole. ``COLUMNS`` is not read there: a log is not a terminal,
+and a narrow value inherited from one would cut the labels."""
+
+
+def stderr_width() -> int | None:
+    """Columns for tables on stderr: ``None`` on a terminal (rich asks it), else :data:`LOG_WIDTH`."""
+    return None if sys.stderr.isatty() else LOG_WIDTH
 
 
 class Output:
@@ -31,8 +42,7 @@ class Output:
             file it could not write.
         quiet: no summaries, warnings or progress on stderr (errors still print).
         force: replace a read-only target (its mode is kept).
-        width: columns for tables on stderr (default: the terminal's, or the table's full
-            width when stderr is not a terminal).
+        width: columns for tables on stderr (default: :func:`stderr_width`).
         inputs: the command's input files: a target that is one of them is refused
             (:func:`iclr_cli.jsonio.refuse_output_over_input`; ``in_place`` names the option
             that asks for it, where the command has one).
@@ -64,9 +74,7 @@ class Output:
         if self._err_console is None:
             from rich.console import Console
 
-            width = self.width
-            if width is None and not sys.stderr.isatty():
-                width = FULL_WIDTH
+            width = self.width if self.width is not None else stderr_width()
             self._err_console = Console(stderr=True, highlight=False, width=width)
         return self._err_console
 
