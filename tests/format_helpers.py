@@ -137,7 +137,7 @@ def assert_signatures_follow_edits(before, after) -> int:
 
 def summary_value(stderr: str, name: str) -> str:
     """The value column of row ``name`` in a summary table printed on stderr, its wrapped
-    lines joined (a log's table is :data:`~iclr_cli.render.output.LOG_WIDTH` wide)."""
+    lines joined (its prose values wrap: :data:`~iclr_cli.render.output.PROSE_WIDTH`)."""
     found: list[str] | None = None
     for line in stderr.splitlines():
         cells = [c.strip() for c in line.strip("│┃ ").split("│")]

@@ -41,11 +41,13 @@ def test_note_only_when_most_steps_hold_one_block():
     assert one_block_note(2, 4, "paragraph") is None and one_block_note(0, 0, "paragraph") is None
 
 
-def test_one_block_sessions_are_named_before_and_after_the_run(one_paragraph_session, tmp_path, capsys):
+def test_one_block_sessions_are_named_once_before_the_run(one_paragraph_session, tmp_path, capsys):
     code, err = run(["prune", str(one_paragraph_session), "--model", "fake", "-o", str(tmp_path / "p.json")], capsys)
     assert code == 0
     note = "3 of 3 steps with reasoning hold a single block (their reasoning is one paragraph)"
-    assert err.count(note) == 2 and err.index(note) < err.index("iclr prune --variant iclr")  # early, and with the summary
+    # before the run (it can be stopped and rerun with a finer split), not again under the table,
+    # whose "steps with one block" row says it at the end
+    assert err.count(note) == 1 and err.index(note) < err.index("iclr prune --variant iclr")
     assert value(err, "steps with one block (N = 1)") == "3" and value(err, "blocks removed") == "0"
     code, err = run(["prune", str(one_paragraph_session), "--model", "fake", "--block-split", "sentence", "-o", str(tmp_path / "s.json")], capsys)
     assert code == 0 and "single block" not in err
@@ -77,6 +79,6 @@ def test_re_pruning_a_pruned_file_says_it_is_already_compressed(tmp_path, capsys
     assert code == 0
     note = ("already compressed: 3 of 3 steps with reasoning hold [SKIP] markers from an earlier prune; "
             "3 keep a single block, which BottomK leaves (N = 1); prune the original file to compress it another way")
-    assert err.count(note) == 2 and "--block-split" not in err  # before the run and under the summary
+    assert err.count(note) == 1 and "--block-split" not in err  # before the run, once
     assert one_block_note(1, 4, "paragraph", compressed=3).startswith("already compressed: 3 of 4 steps")
     assert one_block_note(3, 4, "paragraph", compressed=2).endswith("cuts reasoning into more blocks")  # not most: the old note

@@ -182,7 +182,7 @@ def print_summary(out: Output, summary: Summary, tokenizer_name: str, variant: s
         ("unrecognised", summary.unrecognised),
         *([sealed_row(summary.sealed)] if summary.sealed else []),
     ]
-    out.table(f"iclr {command} --variant {variant}", ["", "value"], rows)
+    out.table(f"iclr {command} --variant {variant}", ["", "value"], rows, wrap_last=True)
     note = one_block_note(summary.one_block, summary.steps_with_reasoning, splitter, summary.compressed) if splitter else None
     if note:
         out.warn(note)

@@ -184,7 +184,8 @@ def _run(many: Many, rows: list[Row], skipped: list[Skipped], make: Callable, wr
     except KeyboardInterrupt:
         raise Interrupted(_interrupted(many, rows, state, sink)) from None
     discard(state.finished)
-    return _report(many, rows, skipped, where, tokenizer.name if ready else None, scorer if ready else None)
+    return _report(many, rows, skipped, where, tokenizer.name if ready else None, scorer if ready else None,
+                   warned=ready and getattr(runner, "warned", False))
 
 
 @dataclass
@@ -274,7 +275,8 @@ def _names(paths: Sequence[str]) -> str:
     return shown + (f" and {len(paths) - LISTED} more" if len(paths) > LISTED else "")
 
 
-def _report(many: Many, rows: list[Row], skipped: list[Skipped], where: str, tokenizer: str | None, scorer) -> IclrError | None:
+def _report(many: Many, rows: list[Row], skipped: list[Skipped], where: str, tokenizer: str | None, scorer,
+            warned: bool = False) -> IclrError | None:
     """The per-file table with a total, the whole run's summary, the files left out (failed,
     or found in a folder but not read as a trajectory: both counted in the total), and the
     error (exit 1) when any file failed."""
@@ -304,7 +306,7 @@ def _report(many: Many, rows: list[Row], skipped: list[Skipped], where: str, tok
     variant = many.settings.variant
     if tokenizer is not None:
         print_summary(out, total, tokenizer, variant.name, command=many.command,
-                      splitter=many.settings.splitter if variant.needs_scores else None,
+                      splitter=many.settings.splitter if variant.needs_scores and not warned else None,  # said before the run
                       scorer=many.config.describe(getattr(scorer, "max_tokens", None)) if variant.needs_scores else None)
     if not prune and written and not any(r.records for r in written):
         out.info("no reasoning blocks in the inputs: nothing to score (0 records written)")

@@ -138,7 +138,8 @@ def prune(
         with resumable("prune", [input], output, [item], settings, config, fmt, skip_bad_lines, out, opaque=edits.value, signed=signed.value) as checkpoint, \
                 out.stream() as sink, out.tracker(f"pruning ({parsed.name})") as progress:
             pruner.file(item, sink, summary, progress, checkpoint, target=output, in_place=in_place)
-    print_summary(out, summary, tokenizer.name, parsed.name, splitter=splitter if parsed.needs_scores else None,
+    # the one-block note was given before the run when it applied: not again under the table
+    print_summary(out, summary, tokenizer.name, parsed.name, splitter=splitter if parsed.needs_scores and not pruner.warned else None,
                   scorer=config.describe(getattr(scorer, "max_tokens", None)) if parsed.needs_scores else None)
 
 

@@ -130,7 +130,9 @@ def score(
                      "(see the warning above; --signed-thinking / --encrypted-reasoning choose otherwise), so nothing to score (0 records written)")
         else:
             out.info("no reasoning blocks in the input: nothing to score (0 records written)")
-    print_summary(out, summary, tokenizer.name, parsed.name, command="score", splitter=splitter if parsed.needs_scores else None,
+    # the one-block note was given before the run when it applied: not again under the table
+    print_summary(out, summary, tokenizer.name, parsed.name, command="score",
+                  splitter=splitter if parsed.needs_scores and not scoring.warned else None,
                   scorer=config.describe(getattr(scorer, "max_tokens", None)) if parsed.needs_scores else None)
 
 

@@ -4,9 +4,9 @@ Data (JSONL records, output files) goes to ``-o`` or stdout; everything meant fo
 (summaries, warnings, progress) goes to stderr, so ``iclr score f.jsonl | jq`` stays clean.
 ``quiet`` silences the person-facing part; rich is imported only when something is shown.
 
-Tables on stderr are :data:`LOG_WIDTH` columns wide when it is not a terminal (a log file, a CI
-job): rich would otherwise cut them at 80, and a table as wide as its longest prose cell put
-the numbers two hundred columns to the right. ``width`` (``--width``) sets the width everywhere.
+Tables keep their full width when stderr is not a terminal (a log file, a CI job): rich would
+otherwise cut them at 80 columns (a path, a label). ``width`` (``--width``) sets the width
+everywhere.
 """
 
 from __future__ import annotations
@@ -21,16 +21,10 @@ from iclr_cli.errors import Interrupted
 from iclr_cli.jsonio import open_output, output_path, refuse_output_over_input, write_output
 
 FULL_WIDTH = 100_000  # "as wide as the table": rich tables never pad past their own width
-LOG_WIDTH = 120
-"""Columns of stderr's tables when it is not a terminal (a CI log, a file): the run summary's
-prose cells (the scorer profile) wrap instead of pushing every number two hundred columns to
-the right, and its labels stay whole. ``COLUMNS`` is not read there: a log is not a terminal,
-and a narrow value inherited from one would cut the labels."""
-
-
-def stderr_width() -> int | None:
-    """Columns for tables on stderr: ``None`` on a terminal (rich asks it), else :data:`LOG_WIDTH`."""
-    return None if sys.stderr.isatty() else LOG_WIDTH
+PROSE_WIDTH = 80
+"""Most columns of a cell in a table's last column (:meth:`Output.table` ``wrap_last``): the
+run summary's prose values (the scorer profile) wrap there instead of making the table as wide
+as its longest sentence and pushing every number to the far right."""
 
 
 class Output:
@@ -42,7 +36,8 @@ class Output:
             file it could not write.
         quiet: no summaries, warnings or progress on stderr (errors still print).
         force: replace a read-only target (its mode is kept).
-        width: columns for tables on stderr (default: :func:`stderr_width`).
+        width: columns for tables on stderr (default: the terminal's, or the table's full
+            width when stderr is not a terminal).
         inputs: the command's input files: a target that is one of them is refused
             (:func:`iclr_cli.jsonio.refuse_output_over_input`; ``in_place`` names the option
             that asks for it, where the command has one).
@@ -74,7 +69,9 @@ class Output:
         if self._err_console is None:
             from rich.console import Console
 
-            width = self.width if self.width is not None else stderr_width()
+            width = self.width
+            if width is None and not sys.stderr.isatty():
+                width = FULL_WIDTH
             self._err_console = Console(stderr=True, highlight=False, width=width)
         return self._err_console
 
@@ -124,15 +121,17 @@ class Output:
         if not self.quiet:
             self.console.print(message, markup=False, soft_wrap=True)
 
-    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-        """A table on stderr (unless quiet)."""
+    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[object]], *, wrap_last: bool = False) -> None:
+        """A table on stderr (unless quiet); ``wrap_last``: cells of the last column wrap at
+        :data:`PROSE_WIDTH` columns (a label/value summary with sentences among its values)."""
         if self.quiet:
             return
         from rich.table import Table
 
         table = Table(title=title, title_justify="left")
         for i, col in enumerate(columns):
-            table.add_column(col, justify="left" if i == 0 else "right")
+            last = wrap_last and i == len(columns) - 1
+            table.add_column(col, justify="left" if i == 0 else "right", max_width=PROSE_WIDTH if last else None)
         for row in rows:
             table.add_row(*(str(c) for c in row))
         self.console.print(table)
