@@ -172,6 +172,29 @@ def test_bad_payload_names_line_and_field():
         ADAPTER.load(bad, "r.jsonl")
 
 
+@pytest.mark.parametrize("missing, field", [("name", "payload.name"), ("arguments", "payload.arguments"), ("call_id", "payload.call_id")])
+def test_a_tool_call_without_a_required_field_names_its_line_and_field(missing, field):
+    """OpenAI's reference requires a function_call's name, arguments and call_id: without one
+    the action loses its tool or arguments, or its output its pairing."""
+    call = {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}
+    del call[missing]
+    data = b'{"type":"session_meta","payload":{"id":"s"}}\n' + json.dumps({"type": "response_item", "payload": call}).encode() + b"\n"
+    with pytest.raises(InputError) as exc:
+        ADAPTER.load(data, "r.jsonl")
+    assert str(exc.value).startswith(f"r.jsonl:2: field '{field}': a function_call item has no '{missing}'")
+
+
+def test_a_record_without_its_type_is_reported_not_dropped_unseen():
+    """The record's tool call is then not in the history the proxy reads: that is said, with the line."""
+    lines = [json.loads(line) for line in SAMPLE.read_text().splitlines()]
+    at = next(i for i, r in enumerate(lines) if r.get("type") == "response_item" and r["payload"].get("type") == "function_call")
+    del lines[at]["type"]
+    lines.insert(1, {"type": "hologram", "payload": {}})
+    doc = ADAPTER.load("\n".join(json.dumps(r) for r in lines).encode() + b"\n", "r.jsonl")
+    assert [(u.line, u.field) for u in doc.unrecognised] == [(2, "type"), (at + 2, "type")]
+    assert "'hologram'" in doc.unrecognised[0].what and "no string 'type'" in doc.unrecognised[1].what
+
+
 def test_each_echo_belongs_to_one_part_even_when_texts_repeat():
     lines = [
         {"type": "session_meta", "payload": {"id": "s"}},

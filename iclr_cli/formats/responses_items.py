@@ -84,16 +84,34 @@ def is_model_item(item: Mapping) -> bool:
     return kind in MODEL_ITEMS or (kind == "message" and item.get("role") == "assistant")
 
 
+# The fields a tool-call item cannot be read without (OpenAI Responses API reference, "function
+# call": ``arguments``, ``call_id`` and ``name`` required; "custom tool call": ``call_id``,
+# ``input`` and ``name``): without them the action loses its tool or its arguments, and its
+# output cannot be paired with it.
+_CALL_FIELDS = {"function_call": ("name", "arguments", "call_id"), "custom_tool_call": ("name", "input", "call_id")}
+_WHAT = {"name": "tool name", "arguments": "arguments as JSON", "input": "input", "call_id": "id its output answers"}
+
+
 def call_problem(item: Mapping) -> tuple[str, str] | None:
-    """``(field, problem)`` of a malformed tool-call item, or None: a ``function_call``'s
-    ``arguments`` are a JSON string (OpenAI Responses API reference, "function_call": "A JSON
-    string of the arguments to pass to the function"), a ``custom_tool_call``'s ``input`` a
-    string."""
-    key = {"function_call": "arguments", "custom_tool_call": "input"}.get(item.get("type"))  # type: ignore[arg-type]
-    value = item.get(key) if key else None
-    if key and value is not None and not isinstance(value, str):
-        kind = "a boolean" if isinstance(value, bool) else "a number" if isinstance(value, (int, float)) else "a list" if isinstance(value, list) else "an object"
-        return key, f"must be a string (the call's {'arguments as JSON' if key == 'arguments' else 'input'}), not {kind}"
+    """``(field, problem)`` of a malformed tool-call item, or None: a ``function_call`` has
+    its ``name``, ``call_id`` and ``arguments``, a JSON string (OpenAI Responses API reference,
+    "function_call": "A JSON string of the arguments to pass to the function"); a
+    ``custom_tool_call`` its ``name``, ``call_id`` and ``input``, a string."""
+    kind = item.get("type")
+    fields = _CALL_FIELDS.get(kind) if isinstance(kind, str) else None
+    if fields is None:
+        return None
+    for field in fields:
+        if item.get(field) is None:
+            return field, f"a {kind} item has no {field!r} (the API requires it: the call's {_WHAT[field]})"
+    key = fields[1]
+    value = item[key]
+    if not isinstance(value, str):
+        what = "a boolean" if isinstance(value, bool) else "a number" if isinstance(value, (int, float)) else "a list" if isinstance(value, list) else "an object"
+        return key, f"must be a string (the call's {'arguments as JSON' if key == 'arguments' else 'input'}), not {what}"
+    for field in (fields[0], fields[2]):
+        if not isinstance(item[field], str):
+            return field, f"must be a string (the call's {_WHAT[field]}), not {type(item[field]).__name__}"
     return None
 
 

@@ -234,8 +234,13 @@ class _Reader:
             if not isinstance(payload, dict):
                 raise where.error("response_item has no object 'payload'", "payload")
             self.response_item(payload, where)
-        elif kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count":
-            self.token_count(payload.get("info"))
+        elif kind == "event_msg":
+            if isinstance(payload, dict) and payload.get("type") == "token_count":
+                self.token_count(payload.get("info"))
+        elif not isinstance(kind, str):  # a record that says nothing of what it is: reported, not dropped unseen
+            where.note("type", "record has no string 'type' (session_meta, turn_context, response_item, event_msg or compacted)")
+        else:
+            where.note("type", f"record of type {kind!r}, not one this adapter knows")
 
     def token_count(self, info: object) -> None:
         """One model request, unless a repeat of the last event (see the module docstring)."""
