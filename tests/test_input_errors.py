@@ -34,6 +34,24 @@ def test_a_field_whose_name_cannot_be_walked_says_json_document(capsys, tmp_path
     data = b'[\n {"a": [0,\n  {"b": "c"}]},\n {"a": "d", "e": {"f": 1}}\n]'
     assert located(InputError("f.json", "bad", field="[1].e.f"), data).line == 4
     assert located(InputError("f.json", "bad", field="[0].a[1].b"), data).line == 3
+    # a field the document lacks is placed where the object that should hold it starts
+    assert located(InputError("f.json", "bad", field="[1].role"), data).line == 4
+    assert located(InputError("f.json", "bad", field="[0].a[1].role"), data).line == 3
+
+
+def test_a_message_without_its_role_is_named_with_its_line(capsys, tmp_path):
+    """Not "no message list found" nor "no format matched": the list is found by its first
+    message, and the one that lost its role is named (JSON document and chat-message JSONL)."""
+    messages = [{"role": "system", "content": "s"}, *CHAT, {"content": "", "reasoning_content": "more"}]
+    doc = tmp_path / "chat.json"
+    doc.write_text(json.dumps(messages, indent=1))
+    line = next(n for n, text in enumerate(doc.read_text().splitlines(), 1) if '"more"' in text) - 2  # the message's "{"
+    code, _, err = run_cli(capsys, "prune", str(doc), "--model", "fake", "-o", str(tmp_path / "p.json"))
+    assert code == 2 and f"{doc}:{line}: field '[3].role': message has no string 'role'" in err
+    lines = tmp_path / "chat.jsonl"
+    lines.write_text("".join(json.dumps(m) + "\n" for m in [*messages[:2], messages[3], messages[2], messages[2]]))
+    code, _, err = run_cli(capsys, "prune", str(lines), "--model", "fake", "-o", str(tmp_path / "p.jsonl"))
+    assert code == 2 and f"{lines}:3: field 'role': line is not a chat message" in err
 
 
 @pytest.mark.parametrize("value,code", [(5, 2), (True, 2), (["step one"], 0), ({"text": "x"}, 0)])

@@ -72,9 +72,11 @@ _STEP = re.compile(r"\[(\d+)\]|\.?([^.\[]+)")
 def located(exc: InputError, data: bytes) -> InputError:
     """``exc`` (raised while reading the JSON document ``data``, so without a line) with the
     line of its field, found by walking the text with the stdlib decoder (orjson keeps no
-    positions; this runs only on error). When the field cannot be found (a key holding ``.``
-    or ``[``, a duplicate key), the message says ``FILE (JSON document)`` instead. A document
-    on one line (a dataset cell, a minified file) has nothing to locate: ``exc`` is returned."""
+    positions; this runs only on error). A field the document lacks (a message without its
+    ``role``) is placed at the line of the nearest object or list that holds its path. When
+    not even that can be found (a key holding ``.`` or ``[``, a duplicate key), the message
+    says ``FILE (JSON document)`` instead. A document on one line (a dataset cell, a minified
+    file) has nothing to locate: ``exc`` is returned."""
     if exc.line is not None or not exc.field or b"\n" not in data.strip():
         return exc
     line = _line_of(strip_bom(data), exc.field)
@@ -84,16 +86,23 @@ def located(exc: InputError, data: bytes) -> InputError:
 
 
 def _line_of(body: bytes, name: str) -> int | None:
-    """The 1-based line where the value of field ``name`` (``messages[1].content``) starts."""
+    """The 1-based line where the value of field ``name`` (``messages[1].content``) starts,
+    or where its nearest present parent does (the field itself may be what is missing)."""
     path: list[Hashable] = [int(m[1]) if m[1] is not None else m[2] for m in _STEP.finditer(name)]
     if field_name(path) != name:
         return None
     try:
         text = body.decode("utf-8")
-        pos = _value_at(text, path)
-    except (ValueError, IndexError):
+    except ValueError:
         return None
-    return None if pos is None else text.count("\n", 0, pos) + 1
+    for end in range(len(path), 0, -1):
+        try:
+            pos = _value_at(text, path[:end])
+        except (ValueError, IndexError):
+            return None
+        if pos is not None:
+            return text.count("\n", 0, pos) + 1
+    return None
 
 
 def _value_at(text: str, path: Sequence[Hashable]) -> int | None:

@@ -39,19 +39,23 @@ class ChatLinesAdapter(WriteBackAdapter):
     description = "chat messages, one per JSONL line, the file one conversation ({role, content} per line)"
 
     def sniff(self, head: Head | bytes) -> Match | None:
-        """A match for JSONL whose first lines are each one chat message (an object with a
-        string ``role`` and ``content`` or ``tool_calls``), at least two of them, one with
-        role ``assistant``. Agent logs that wrap their messages (``type``, ``message``) have
-        no top-level ``role`` and do not match."""
+        """A match for JSONL whose first lines are chat messages (an object with a string
+        ``role`` and ``content`` or ``tool_calls``): the first line and at least three in four
+        of them, two or more, one with role ``assistant``. A line that is not one (a message
+        that lost its ``role``) is then named by :meth:`load`, instead of the file matching no
+        format at all; a file whose lines are all messages matches more surely. Agent logs that
+        wrap their messages (``type``, ``message``) have no top-level ``role`` and do not match."""
         head = Head.of(head)
         if not head.lines:
             return None
         first = [r for r in head.records[:_SNIFF_LINES] if r is not None]
-        if len(first) < 2 or not all(_is_message(r) for r in first):
+        messages = [r for r in first if _is_message(r)]
+        if len(messages) < 2 or not _is_message(first[0]) or 4 * len(messages) < 3 * len(first):
             return None
-        if not any(r["role"] == "assistant" for r in head.records if _is_message(r)):
+        if not any(r["role"] == "assistant" for r in messages):
             return None
-        return Match(STRUCTURE + 1, "one chat message per JSONL line ('role' and 'content' on each line)")
+        sure = len(messages) == len(first)
+        return Match(STRUCTURE + sure, "one chat message per JSONL line ('role' and 'content' on each line)")
 
     def load(self, data: bytes, source: str, *, skip_bad_lines: bool = False) -> Document:
         """The file as one trajectory (see the module docstring).

@@ -34,7 +34,9 @@ NOT_FOUND = "no message list found (expected a list of messages, 'messages', 'tr
 
 
 def _is_messages(x) -> bool:
-    return isinstance(x, list) and bool(x) and all(isinstance(m, dict) and "role" in m for m in x)
+    """A message list as :meth:`OpenAIChatAdapter.sniff` finds one (its first element has a
+    ``role``): a later message without one is then an error naming it, not "no message list"."""
+    return is_messages(x)
 
 
 def _message_lists(value) -> list[tuple[list[Path], Path | None]] | None:
