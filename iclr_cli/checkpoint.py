@@ -132,9 +132,11 @@ class Checkpoint:
         self.saved += 1
 
     def close(self, *, finished: bool) -> None:
-        """Close the file; a ``finished`` run's checkpoint is removed (nothing to resume)."""
+        """Close the file; it is removed when the run ``finished`` or kept no step (a run that
+        failed on its input before scoring anything: nothing to resume, and the next run must
+        not be told of an interrupted one)."""
         self._db.close()
-        if finished:
+        if finished or not self.saved:
             for suffix in ("", "-wal", "-shm"):
                 _unlink(Path(str(self.path) + suffix))
 
@@ -169,8 +171,8 @@ def _why_not(path: Path, key: str, settings: Mapping[str, object]) -> str | None
     old = orjson.loads(rows["settings"]) if "settings" in rows else {}
     changed = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
     if changed:
-        return f"the settings changed since the interrupted run ({', '.join(changed)})"
-    return "the input changed since the interrupted run"
+        return f"the settings changed since the unfinished run ({', '.join(changed)})"
+    return "the input changed since the unfinished run"
 
 
 def _remove_stale(folder: Path) -> None:
@@ -224,7 +226,7 @@ def resumable(command: str, inputs: Sequence[str], output: str | None, items, se
     if checkpoint.started_over:
         out.info(f"{checkpoint.started_over}: starting over (checkpoint {checkpoint.path})")
     elif checkpoint.resumed:
-        out.info(f"resuming: {checkpoint.resumed} step{'s' if checkpoint.resumed != 1 else ''} already scored by the interrupted run "
+        out.info(f"resuming: {checkpoint.resumed} step{'s' if checkpoint.resumed != 1 else ''} already scored by the unfinished run "
                  f"(checkpoint {checkpoint.path})")
     try:
         yield checkpoint

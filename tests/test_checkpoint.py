@@ -94,7 +94,7 @@ def test_an_interrupted_run_resumes_with_the_same_command_and_writes_the_same_ou
     scorer(None)
     code, _, err = run_cli(capsys, command, str(path), "--model", "fake", "-o", str(out))
     assert code == 0, err
-    assert "resuming: 3 steps already scored by the interrupted run" in err
+    assert "resuming: 3 steps already scored by the unfinished run" in err
     assert built[-1].steps == 5  # only the steps the interrupted run had not finished
     assert out.read_bytes() == (tmp_path / "reference").read_bytes()
     assert checkpoints(cache_dir) == []
@@ -108,15 +108,31 @@ def test_a_changed_input_or_setting_starts_over_and_says_why(tmp_path, capsys, s
     assert run_cli(capsys, "score", str(path), "--model", "fake", "-o", out)[0] == 130
     built = scorer(None)
     code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "--ratio", "0.3", "-o", out)
-    assert code == 0 and "the settings changed since the interrupted run (ratio): starting over" in err
+    assert code == 0 and "the settings changed since the unfinished run (ratio): starting over" in err
     assert built[-1].steps == 8
     scorer(stop_at=3)
     assert run_cli(capsys, "score", str(path), "--model", "fake", "-o", out)[0] == 130
     path.write_text(json.dumps(chat(tag=" now")))  # the input edited in between
     scorer(None)
     code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "-o", out)
-    assert code == 0 and "the input changed since the interrupted run: starting over" in err
+    assert code == 0 and "the input changed since the unfinished run: starting over" in err
     assert built[-1].steps == 8 and checkpoints(cache_dir) == []
+
+
+def test_a_run_that_fails_before_scoring_a_step_keeps_no_checkpoint(tmp_path, capsys, scorer, cache_dir):
+    """Nothing to resume: the next run must not hear of an interrupted one."""
+    scorer(stop_at=1)  # interrupted while the first step is scored: no step finished
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(chat()))
+    assert run_cli(capsys, "score", str(path), "--model", "fake", "-o", str(tmp_path / "s.jsonl"))[0] == 130
+    assert checkpoints(cache_dir) == []
+    scorer(None)
+    bad = tmp_path / "bad.json"  # the first message is read, the second fails: an input error mid-read
+    bad.write_text(json.dumps([{"role": "user", "content": "q"}, {"content": "", "reasoning_content": 5}]))
+    code, _, err = run_cli(capsys, "score", str(bad), "--model", "fake", "-o", str(tmp_path / "b.jsonl"))
+    assert code == 2 and checkpoints(cache_dir) == []
+    code, _, err = run_cli(capsys, "score", str(path), "--model", "fake", "-o", str(tmp_path / "s.jsonl"))
+    assert code == 0 and "unfinished run" not in err
 
 
 def test_variants_that_score_nothing_keep_no_checkpoint(tmp_path, capsys, scorer, cache_dir):
