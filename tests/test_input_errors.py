@@ -169,3 +169,13 @@ def test_a_cut_file_fails_before_the_proxy_model_loads(capsys, tmp_path, monkeyp
     code, _, err = run_cli(capsys, command, str(path), "--format", "openai", "-o", str(tmp_path / "out"))
     assert (code, loaded) == (2, []), err
     assert expected in err, err
+
+
+def test_a_values_kind_is_named_in_jsons_terms_whatever_parsed_it():
+    """Converting reads objects into a dict subclass that records the keys asked for: a report
+    still says "object", never the class's name."""
+    from iclr_cli.formats.convert.carried import AskedDict
+    from iclr_cli.formats.reasoning_fields import json_kind
+
+    assert [json_kind(v) for v in (AskedDict({"a": 1}), {}, [], "s", 1.5, True, None)] == \
+        ["object", "object", "list", "string", "number", "boolean", "null"]

@@ -55,12 +55,18 @@ _DROPPED_WITH_EDITS = {"reasoning.encrypted"}  # the same reasoning, encrypted: 
 
 
 def json_kind(value: object) -> str:
-    """``string``, ``number``, ``object``...: a value's JSON type, for a report."""
+    """``string``, ``number``, ``object``...: a value's JSON type, for a report (by
+    ``isinstance``: a parser's dict or list subclass is still an object or a list)."""
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "string", dict: "object", list: "list"}.get(type(value), type(value).__name__)
+    if value is None:
+        return "null"
+    for kind, name in ((str, "string"), (dict, "object"), (list, "list")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
 
 
 def call_ids(msg: Mapping) -> set[str]:
