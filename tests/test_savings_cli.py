@@ -318,6 +318,9 @@ def test_a_file_named_explicitly_that_no_format_reads_is_an_input_error(tmp_path
     assert code == 2 and "notes.md" in err
     code, _, err = run_cli(capsys, "savings", str(tmp_path / "missing"), "--model", "fake")
     assert code == 2 and "no such file or folder" in err
+    (tmp_path / "empty").mkdir()  # an empty folder is not an estimate of nothing, as for score and prune
+    code, out, err = run_cli(capsys, "savings", str(tmp_path / "empty"), "--model", "fake")
+    assert code == 2 and f"no files to read in {tmp_path / 'empty'}" in err and out == ""
 
 
 def test_since_and_until_filter_on_the_last_activity(tmp_path, capsys):
