@@ -16,7 +16,12 @@ import pytest
 
 from format_helpers import run_cli
 from iclr_cli import cache_dir
+from iclr_cli.compress import BlockReport, StepReport
 from iclr_cli.savings.cache import SavingsCache
+from iclr_cli.token_accounting import ReasoningTokens
+
+# one scored step: a checkpoint that kept none is removed when its run ends (iclr_cli.checkpoint)
+STEP = ("t", 0, ["r"], StepReport("t", 0, (BlockReport(0, 0, "r", True, 1, 1.0),), ReasoningTokens(1, 1, 0, 1, 0, 0)))
 
 DAY = 86400
 NOW = time.time()
@@ -217,6 +222,7 @@ def test_moved_folders_are_listed_where_they_are(cache, capsys, monkeypatch, tmp
     _file(tmp_path / "p" / "ccc.pt", 123)
     assert cache_dir.kind_path("prompts") == prompt_dir()
     opened = Checkpoint.open("score", ["x.jsonl"], None, [b""], {})
+    opened.put("x.jsonl", *STEP)
     opened.close(finished=False)
     assert opened.path.parent == cache_dir.kind_path("checkpoints") == tmp_path / "c"
     kinds = _listing(capsys)
@@ -231,7 +237,10 @@ _HOLD = """
 import sys
 from pathlib import Path
 from iclr_cli.checkpoint import Checkpoint
+from iclr_cli.compress import BlockReport, StepReport
+from iclr_cli.token_accounting import ReasoningTokens
 c = Checkpoint(Path(sys.argv[1]), "key", {"ratio": 0.8})
+c.put("x.jsonl", "t", 0, ["r"], StepReport("t", 0, (BlockReport(0, 0, "r", True, 1, 1.0),), ReasoningTokens(1, 1, 0, 1, 0, 0)))
 print("open", flush=True)
 sys.stdin.readline()
 c.close(finished=False)

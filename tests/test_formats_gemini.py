@@ -213,8 +213,10 @@ def test_structured_fuzz_reads_cleanly_and_writes_back(contents, system, jsonl):
 
 def test_a_content_without_parts_is_named_by_its_field():
     doc = {"contents": [{"role": "user", "parts": [{"text": "q"}]}, {"role": "model", "text": "flat"}]}
+    text = json.dumps(doc, indent=2)
     with pytest.raises(InputError) as exc:
-        ADAPTER.load(json.dumps(doc, indent=2).encode(), "g.json")
-    assert exc.value.line is None and exc.value.field == "contents[1].parts"
+        ADAPTER.load(text.encode(), "g.json")
+    opens = text[: text.index('"role": "model"')].rindex("{")  # the content lacking parts starts there
+    assert exc.value.line == text.count("\n", 0, opens) + 1 and exc.value.field == "contents[1].parts"
     with pytest.raises(InputError, match="no Gemini conversation found"):
         ADAPTER.load(json.dumps({"messages": []}, indent=2).encode(), "g.json")

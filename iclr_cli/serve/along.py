@@ -41,10 +41,11 @@ import uuid
 from concurrent.futures import Future
 from dataclasses import replace
 
-from iclr_cli.compress import context_request
+from iclr_cli.compress import context_request, prepare_step
 from iclr_cli.errors import IclrError
-from iclr_cli.serve import replies
-from iclr_cli.serve.dialect import Dialect, Request
+from iclr_cli.serve import shared
+from iclr_cli.serve.dialect import Dialect, Reply, Request
+from iclr_cli.serve.fingerprint import step_keys
 
 # Least time between two feeds of one reply, and least new bytes of SSE before the next: a feed
 # reads the whole request again (tens of milliseconds for a large P), and a scorer call has a
@@ -118,7 +119,7 @@ def feed_reply(state, conv_id: str | None, stream: str, request: Request, conten
         return None
     conv = state.find(conv_id)
     with conv.lock if conv is not None else contextlib.nullcontext():
-        found = replies.ahead_request(state, conv, stream, request, reply, dialect)
+        found = ahead_request(state, conv, stream, request, reply, dialect)
     if found is None:
         return None
     future = _submit(state, replace(found[0], partial=True), REPLY_DUE_S)
@@ -182,3 +183,36 @@ class Feeder:
             if drop is not None and not future.done():
                 drop(future)
         self._futures.clear()
+
+
+def ahead_request(state, conv, stream: str, request: Request, reply: Reply, dialect: Dialect):
+    """``(scorer request, step key, prepared step)`` of ``reply``'s step as the next request will send it:
+    ``request`` continued by ``reply`` (whose step is then the last one), the earlier
+    steps as they stand (a step sent late and not yet compressed: as generated), under
+    ``stream``; ``None`` when the reply was not read, an earlier step is not decided yet,
+    the step is decided already, or it has nothing to score. ``reply`` may be a reply
+    still streaming (its step as far as it has come). Call it holding ``conv.lock``
+    (``conv`` is ``None`` for a first request: no earlier step)."""
+    continued = dialect.continued(request, reply)
+    memory = conv.reasoning if conv is not None else {}
+    sent = dialect.restore(continued, memory) if state.restore_reasoning else continued
+    try:
+        transcript = dialect.read(sent, stream)
+    except (IclrError, KeyError, TypeError, AttributeError, ValueError):
+        return None
+    read = transcript.trajectory
+    if not read.steps:
+        return None
+    last = len(read.steps) - 1
+    keys = step_keys(conv.id if conv is not None else stream, dialect, sent, transcript.ends)
+    steps = conv.steps if conv is not None else {}
+    if keys[last] in steps:
+        return None
+    done = []
+    for step, key in zip(read.steps[:last], keys):
+        stored = shared.known(state, conv, key) if conv is not None else None
+        if stored is None:
+            return None
+        done.append(step.with_reasoning(stored.texts))
+    prepared = prepare_step(stream, read.prompt, done, read.steps[last], state.settings)
+    return (prepared.request, keys[last], prepared) if prepared.request is not None else None

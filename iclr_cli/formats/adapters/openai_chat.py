@@ -34,9 +34,9 @@ NOT_FOUND = "no message list found (expected a list of messages, 'messages', 'tr
 
 
 def _is_messages(x) -> bool:
-    """A message list as :meth:`OpenAIChatAdapter.sniff` finds one (its first element has a
-    ``role``): a later message without one is then an error naming it, not "no message list"."""
-    return is_messages(x)
+    """A list of objects, one of them at least with a string ``role``: a message without one
+    is then an error naming it (``[2].role``), not "no message list found"."""
+    return isinstance(x, list) and bool(x) and all(isinstance(m, dict) for m in x) and any(isinstance(m.get("role"), str) for m in x)
 
 
 def _message_lists(value) -> list[tuple[list[Path], Path | None]] | None:
