@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from format_helpers import summary_value
+
 from tiny_llama import tiny_dir  # noqa: F401
 
 from iclr_cli.cli.app import main
@@ -119,7 +121,7 @@ def score(tmp_path, capsys, *options):
 def test_score_records_and_summary_name_the_profile(tmp_path, capsys):
     code, fast, err = score(tmp_path, capsys, "--recheck-below", "0")
     assert code == 0 and {r["profile"] for r in fast} == {"fast"}
-    assert "fast (4,096-token window, long tool outputs cut to 512 chars at each end); float32" in " ".join(err.split())
+    assert "fast (4,096-token window, long tool outputs cut to 512 chars at each end); float32" == summary_value(err, "scorer profile")
     code, exact, err = score(tmp_path, capsys, "--exact")
     assert code == 0 and {r["profile"] for r in exact} == {"exact"}
     assert "exact (42,000-token window, everything whole)" in " ".join(err.split())
