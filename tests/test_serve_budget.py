@@ -397,3 +397,35 @@ def test_a_step_fed_along_the_stream_is_its_own_kind_of_batch():
         assert batching.times.seen("prefill") and not batching.times.seen("step")
     finally:
         batching.close()
+
+
+def test_each_wait_logs_what_was_expected_against_what_came(caplog):
+    """The log's calibration of the decision to wait (``--log-level debug``): the expected time
+    beside the time the scores took, or that they missed the budget."""
+    import logging
+    import threading
+    from concurrent.futures import Future
+
+    from iclr_cli.serve.budget import Waiting, wait_within
+    from iclr_cli.serve.stats import Stats
+
+    class Expects:
+        def eta(self, future):
+            return 0.25
+
+        def where(self, future):
+            return None
+
+    soon, never = Future(), Future()
+    threading.Timer(0.05, soon.set_result, ([object()],)).start()
+    with caplog.at_level(logging.DEBUG, logger="iclr.serve"):
+        result, cause = wait_within(Expects(), Stats(), Waiting(conversation="c1"), soon, time.monotonic() + 0.4)
+        assert result is not None and cause is None
+        result, cause = wait_within(Expects(), Stats(), Waiting(conversation="c2"), never, time.monotonic() + 0.3)
+        assert result is None and cause == "queue"
+        assert wait_within(Expects(), Stats(), Waiting(conversation="c3"), never, time.monotonic() + 0.1) == (None, "predicted")
+    said = [r.getMessage() for r in caplog.records]
+    ready = next(m for m in said if m.startswith("conversation c1: scores expected in 0.25 s, ready in "))
+    assert 0.04 <= float(ready.rsplit(" ", 2)[1]) < 0.4
+    assert "conversation c2: scores expected in 0.25 s, not ready within the budget" in said
+    assert any(m.startswith("conversation c3: scores expected in 0.25 s, 0.1") and m.endswith("not waited for") for m in said)

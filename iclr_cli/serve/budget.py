@@ -163,12 +163,14 @@ def wait_within(scorer, stats, waiting: Waiting, future: Future, deadline: float
     request's time); ``stats`` counts the requests waiting now."""
     eta = getattr(scorer, "eta", None)
     predicted = False
+    expected = None
+    start = time.monotonic()
     if deadline is not None and eta is not None and not future.done():
-        expected, now = eta(future), time.monotonic()
-        if now + expected > deadline:
+        expected = eta(future)
+        if start + expected > deadline:
             log.debug("conversation %s: scores expected in %.2f s, %.2f s of the budget left: not waited for",
-                      waiting.conversation, expected, deadline - now)
-            deadline, predicted = now, True
+                      waiting.conversation, expected, deadline - start)
+            deadline, predicted = start, True
     with stats.lock:
         stats.waiting += 1
     stats.metrics.waiting.inc()
@@ -178,6 +180,9 @@ def wait_within(scorer, stats, waiting: Waiting, future: Future, deadline: float
         with stats.lock:
             stats.waiting -= 1
         stats.metrics.waiting.dec()
+    if expected is not None and not predicted:  # how good the expectation was: the log's calibration
+        log.debug("conversation %s: scores expected in %.2f s, %s", waiting.conversation, expected,
+                  f"ready in {time.monotonic() - start:.2f} s" if result is not None else "not ready within the budget")
     if result is not None:
         return result, None
     if predicted:
