@@ -306,3 +306,20 @@ def test_unread_assistant_text_is_reported_with_its_line():
     out = ADAPTER.dump(doc, [traj.with_steps([traj.steps[0].with_reasoning([""]), traj.steps[1]])])
     assert json.loads(out.splitlines()[1])["message"]["content"] == [{"type": "text", "text": "<think></think>ok"}]
     assert out.splitlines()[0] + b"\n" == data.splitlines(keepends=True)[0]
+
+
+@pytest.mark.parametrize("kind", [None, "hologram"])
+def test_a_message_line_under_another_type_is_reported_not_dropped_unseen(kind):
+    """An assistant line whose type was lost or is one this adapter does not know holds a turn
+    the proxy would not read: it is counted as unrecognised with its line."""
+    lines = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
+    at = next(i for i, r in enumerate(lines) if r.get("type") == "assistant")
+    if kind is None:
+        del lines[at]["type"]
+    else:
+        lines[at]["type"] = kind
+    doc = ADAPTER.load("".join(json.dumps(r) + "\n" for r in lines).encode(), "s.jsonl")
+    [note] = [u for u in doc.unrecognised if u.field == "type"]
+    assert note.line == at + 1 and f"but its type is {kind!r}" in note.what
+    plain = ADAPTER.load(SAMPLE.read_bytes(), "s.jsonl")
+    assert not [u for u in plain.unrecognised if u.field == "type"]  # bookkeeping lines carry no message

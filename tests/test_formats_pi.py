@@ -268,3 +268,14 @@ def test_structured_fuzz_reads_cleanly_and_writes_back(data):
 def test_a_session_with_no_messages_says_so():
     doc = ADAPTER.load(b'{"type":"session","version":3,"id":"s","cwd":"/w"}\n', "empty.jsonl")
     assert doc.trajectories[0].steps == () and doc.warnings == ["empty.jsonl: no messages on the session's current branch; nothing to score"]
+
+
+def test_an_entry_holding_a_message_under_another_type_is_reported():
+    """A pi entry with a conversation message but a type other than 'message' is not read: said, with its line."""
+    sample = SAMPLES / "pi_session.jsonl"
+    lines = [json.loads(line) for line in sample.read_text().splitlines() if line.strip()]
+    at = next(i for i, r in enumerate(lines) if r.get("type") == "message")
+    lines[at]["type"] = "hologram"
+    doc = ADAPTER.load("".join(json.dumps(r) + "\n" for r in lines).encode(), "p.jsonl")
+    assert [(u.line, u.field) for u in doc.unrecognised] == [(at + 1, "type")]
+    assert not ADAPTER.load(sample.read_bytes(), "p.jsonl").unrecognised

@@ -163,6 +163,7 @@ class ClaudeCodeAdapter(WriteBackAdapter):
         warnings: list[str] = []
         records = read_lines(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings)
         conversation: list[int] = []  # indices of user/assistant lines with a message
+        unrecognised: list = []
         for rec, line in enumerate(records.lines):  # type: ignore[arg-type]
             value = line.value
             if value is None or value is BAD_LINE:
@@ -176,11 +177,22 @@ class ClaudeCodeAdapter(WriteBackAdapter):
                 continue
             if value.get("type") in ("user", "assistant"):  # type: ignore[union-attr]
                 conversation.append(rec)
+            elif (role := _message_role(value)) is not None:
+                # a conversation message under another type (or none): reported, never dropped unseen
+                Where(source, rec, line.number, unrecognised=unrecognised).note(
+                    "type", f"line holds {'an' if role == 'assistant' else 'a'} {role} message but its type is {value.get('type')!r}, not 'user' or 'assistant'")
         if not conversation:
             raise Where(source).error("read as a Claude Code session, but it holds no user or assistant message: nothing to score")
-        unrecognised: list = []
         trajectory = _trajectory(records, conversation, source, unrecognised)
         return Document(self.name, source, [trajectory], records, warnings, unrecognised=unrecognised)
+
+
+def _message_role(value: dict) -> str | None:
+    """The role of the conversation message a line carries (``message.role``: ``user`` or
+    ``assistant``), else ``None``: bookkeeping and event lines carry none."""
+    message = value.get("message")
+    role = message.get("role") if isinstance(message, dict) else None
+    return role if role in ("user", "assistant") else None
 
 
 def _check(value: object) -> tuple[str | None, str | None]:

@@ -58,7 +58,7 @@ from iclr_cli.formats import media
 from iclr_cli.formats.base import Document, Unrecognised
 from iclr_cli.formats.sniff import MARKER, Head, Match
 from iclr_cli.formats.usage import pi_usage
-from iclr_cli.formats.reading import base_name, read_lines, sealed_warnings
+from iclr_cli.formats.reading import Where, base_name, read_lines, sealed_warnings
 from iclr_cli.formats.writeback import Site, TextRef, WriteBackAdapter
 from iclr_cli.jsonio import loads
 from iclr_cli.jsonl import BAD_LINE
@@ -311,6 +311,10 @@ class PiAdapter(WriteBackAdapter):
                 reader.add(str(value["summary"]), "branch_summary")
             elif kind == "custom_message":
                 reader.content(value.get("content", ""), "custom", number, "content")
+            elif isinstance(value.get("message"), dict) and isinstance(value["message"].get("role"), str):
+                # a conversation message under another entry type: reported, never dropped unseen
+                Where(source, rec, number, unrecognised=unrecognised).note(
+                    "type", f"entry holds a {value['message']['role']!r} message but its type is {kind!r}, not 'message'")
         if left_out:
             shown = ", ".join(left_out[:10]) + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
             plural = "s" if len(left_out) > 1 else ""
