@@ -41,3 +41,17 @@ def test_auto_plans_with_the_model_s_attention_equivalent(tiny):
     c = model.config
     params = sum(p.numel() for p in model.parameters()) - model.get_input_embeddings().weight.numel()
     assert e == pytest.approx(2 * params / (4 * c.num_hidden_layers * c.num_attention_heads * (c.hidden_size // c.num_attention_heads)))
+
+
+def test_auto_mode_takes_fresh_only_when_it_costs_under_half_of_sliding():
+    from iclr_cli.scoring.cost import auto_mode, run_cost, sliding_cost
+
+    shared = lambda prev, ids: len(prev)  # noqa: E731  each request extends the last
+    # a 10,000-token session read through a 100-token window, against two short windows
+    windows = [(list(range(100)), "a"), (list(range(120)), "b")]
+    assert auto_mode(iter(windows), shared, lambda req: 10_000, 100, 3000.0) == "fresh"
+    fresh = run_cost(0, 100, 3000.0) + run_cost(100, 120, 3000.0)
+    assert fresh * 2 < sliding_cost(10_000, 100, 3000.0)
+    # the same windows when the whole session is 150 tokens: sliding reads it once, cheaper
+    assert auto_mode(iter(windows), shared, lambda req: 150, 100, 3000.0) == "sliding"
+    assert auto_mode(iter([]), shared, lambda req: 0, 100, 3000.0) == "sliding"  # nothing laid out

@@ -16,6 +16,12 @@ kept sliding), and ``prune`` ran 548 s against 71 s (BENCHMARKS.md, "--context a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
+
+AUTO_MARGIN = 2
+"""``auto`` keeps the more faithful sliding window unless fresh costs less than 1/AUTO_MARGIN
+of it (docs/scoring.md, "Scoring long sessions")."""
+
 
 def attention_equivalent(model) -> float:
     """``E`` of the module docstring for a transformers causal LM (``inf`` when its config does
@@ -43,3 +49,20 @@ def sliding_cost(tokens: int, limit: int, equivalent: float) -> float:
     up to the limit, then every token at a full window."""
     head = min(tokens, limit)
     return run_cost(0, head, equivalent) + max(0, tokens - limit) * (1 + limit / equivalent)
+
+
+def auto_mode(layouts: Iterable[tuple[Sequence[int], object]], shared: Callable[[Sequence[int], Sequence[int]], int],
+              count: Callable[[object], int], limit: int, equivalent: float) -> str:
+    """``fresh`` or ``sliding`` for one stream under ``--context auto``, from its requests in
+    order, without running the model: ``layouts`` gives each laid-out request's token ids (a
+    request the layout skips left out) beside the request. ``fresh`` runs each request's
+    window after the prefix it ``shared`` with the previous one; ``sliding`` reads the last
+    request's sequence once (``count(request)`` tokens, counted rather than laid out so a huge
+    segment's ids are never held), every token past ``limit`` at a full window. ``fresh`` when
+    it costs less than ``1 / AUTO_MARGIN`` of that."""
+    fresh, prev, last = 0.0, (), None
+    for ids, request in layouts:
+        fresh += run_cost(shared(prev, ids), len(ids), equivalent)
+        prev, last = ids, request
+    sliding = sliding_cost(count(last), limit, equivalent) if last is not None else 0.0
+    return "fresh" if fresh * AUTO_MARGIN < sliding else "sliding"

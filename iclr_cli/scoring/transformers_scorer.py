@@ -73,7 +73,7 @@ from iclr_cli.scoring.base import (
     ScoreRequest,
     ScoreResult,
 )
-from iclr_cli.scoring.cost import attention_equivalent, run_cost, sliding_cost
+from iclr_cli.scoring.cost import attention_equivalent, auto_mode
 from iclr_cli.scoring.recheck import Recheck
 from iclr_cli.scoring.engine import Engine, ScorerStats
 from iclr_cli.scoring.entropy import DEFAULT_CHUNK, logit_transform
@@ -86,9 +86,6 @@ from iclr_cli.scoring.segments import SegmentTokens
 from iclr_cli.scoring.window import Layout, lay_out, lay_out_whole, piece
 
 DEFAULT_FORWARD_CHUNK = 1024
-# auto keeps the more faithful sliding window unless fresh costs less than 1/AUTO_MARGIN of
-# it (docs/scoring.md, "Scoring long sessions"; costs: iclr_cli.scoring.cost).
-AUTO_MARGIN = 2
 _ENCODE_MEMO = 4096
 
 __all__ = ["CONTEXTS", "DEFAULT_CONTEXT", "ScorerStats", "TransformersScorer"]
@@ -258,30 +255,22 @@ class TransformersScorer:
         online loop passes every step with candidate blocks, for ``score`` and ``prune``
         alike, so both choose the same mode). Each mode's work is estimated on the layouts,
         without running the model, in token-equivalents that count attention over each
-        token's context (:mod:`iclr_cli.scoring.cost`): ``fresh`` runs each request's window
-        after the prefix it shares with the previous one, ``sliding`` runs the last request's
-        sequence once, every token past the limit at a full window. ``fresh`` is chosen when
-        it costs less than ``1 / AUTO_MARGIN`` of that. Other context settings ignore the
-        plan. Returns ``{stream: mode}`` for the planned streams.
+        token's context (:func:`iclr_cli.scoring.cost.auto_mode`). Other context settings
+        ignore the plan. Returns ``{stream: mode}`` for the planned streams.
         """
         if self.context != "auto" or self._rotary is None:
             return {stream: self.mode(stream) for stream in previews}
+        shared = common_prefix if self.prefix_cache else (lambda prev, ids: 0)
         for stream, requests in previews.items():
             self._modes.pop(stream, None)
-            fresh, prev, last = 0.0, (), None
-            for req in requests:
-                lay = lay_out(req, self._encode, self.max_tokens, self.overflow, history=self._segments.tail)
-                if lay.plan.skipped:
-                    continue
-                start = common_prefix(prev, lay.ids) if self.prefix_cache else 0
-                fresh += run_cost(start, len(lay.ids), self._attention_equivalent)
-                prev, last = lay.ids, req
-            sliding = 0.0
-            if last is not None:  # counted, not laid out: a huge segment's ids are never held
-                tokens = sum(map(self._segments.count, (*last.prompt, *last.history))) + len(self._encode(last.step)[0])
-                sliding = sliding_cost(tokens, self.max_tokens, self._attention_equivalent)
-            self._modes[stream] = "fresh" if fresh * AUTO_MARGIN < sliding else "sliding"
+            layouts = ((lay.ids, req) for req in requests
+                       if not (lay := lay_out(req, self._encode, self.max_tokens, self.overflow, history=self._segments.tail)).plan.skipped)
+            self._modes[stream] = auto_mode(layouts, shared, self._sequence_tokens, self.max_tokens, self._attention_equivalent)
         return {stream: self._modes[stream] for stream in previews}
+
+    def _sequence_tokens(self, req: ScoreRequest) -> int:
+        """Tokens of ``req``'s whole sequence (P, history, step), counted segment by segment."""
+        return sum(map(self._segments.count, (*req.prompt, *req.history))) + len(self._encode(req.step)[0])
 
     def _lay_out(self, req: ScoreRequest) -> Layout:
         bos = self.tokenizer.bos_id
