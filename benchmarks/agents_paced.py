@@ -163,7 +163,7 @@ def _runner(name: str, bins: Path, key: str | None):
     """``runner(url, home, prompt, timeout)`` -> the finished process, for CLI ``name`` with the
     API key ``key`` (LiteLLM's master key; None: the CLI's test key)."""
     import test_serve_agents as agents
-    from agent_cli_fixtures import run_opencode, run_qwen
+    from agent_cli_fixtures import run_aisdk, run_goose, run_opencode, run_qwen
 
     def runner(url: str, home: Path, prompt: str, timeout: float):
         if name == "claude":
@@ -173,6 +173,10 @@ def _runner(name: str, bins: Path, key: str | None):
             return agents._run_codex(bins, url, home, timeout=timeout, prompt=prompt, **({"key": key} if key else {}))
         if name == "qwen":
             return run_qwen(url, home, prompt, timeout=timeout, key=key).process
+        if name == "goose":  # docs/serve.md's recipe; its key is the recipe's
+            return run_goose(url, home, prompt, timeout=timeout).process
+        if name == "aisdk":  # tests/aisdk_agent.mjs over openai-compatible chat, one tool "shell"
+            return run_aisdk("chat", url, "shell", prompt, timeout=timeout)
         run = run_opencode(name, url, home, prompt, timeout=timeout, **({"key": key} if key else {}))
         return run.process
 
@@ -237,7 +241,8 @@ def run_paced(name: str, args: argparse.Namespace, bins: Path, serve) -> list[di
 
     pacer = Pacer(args.steps, args.tool_s, args.subagents)
     reply = {"claude": _claude_paced, "codex": _codex_paced}.get(name)
-    reply = reply(pacer) if reply else _chat_paced(pacer, "run_shell_command" if name == "qwen" else "bash")
+    shell = {"qwen": "run_shell_command", "goose": "shell", "aisdk": "shell"}.get(name, "bash")
+    reply = reply(pacer) if reply else _chat_paced(pacer, shell)
     rows: list[dict] = []
 
     def one_round(runner, url: str, index: int) -> float:

@@ -1,4 +1,4 @@
-"""Claude Code, Codex, OpenCode and Qwen Code through an ``iclr serve`` process: what the proxy adds per request.
+"""Claude Code, Codex, OpenCode, Qwen Code, Goose and the AI SDK through an ``iclr serve`` process: what the proxy adds per request.
 
 Run from the repository root::
 
@@ -6,7 +6,7 @@ Run from the repository root::
     python benchmarks/bench_serve_agents.py --quick            # --proxy-model fake: a smoke run
     python benchmarks/bench_serve_agents.py --max-tokens 8000  # a shorter scoring window
     python benchmarks/bench_serve_agents.py --pace provider --steps 8 --sessions 2 --cli claude
-    python benchmarks/bench_serve_agents.py --pace provider --steps 6 --sessions 1 --cli opencode   # or qwen
+    python benchmarks/bench_serve_agents.py --pace provider --steps 6 --sessions 1 --cli opencode   # or qwen, goose, aisdk
     python benchmarks/bench_serve_agents.py --pace provider --cli claude --replicas 2 --state /tmp/iclr-state   # two replicas, round robin
     python benchmarks/bench_serve_agents.py --pace provider --cli codex --parallel 2 --sessions 1      # two Codex sessions at once
     python benchmarks/bench_serve_agents.py --pace provider --cli claude --subagents 2 --steps 4       # parallel subagents (Task tool)
@@ -134,8 +134,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=None, help="iclr serve --max-tokens (default: serve's own)")
     parser.add_argument("--device", default=None)
     parser.add_argument("--max-wait", default=None, help="iclr serve --max-wait (default: serve's own; inf: every step waits for its scores)")
-    parser.add_argument("--cli", choices=("claude", "codex", "both", "opencode", "kilo", "qwen"), default="both",
-                        help="opencode / qwen: --pace provider only, a DeepSeek-style chat upstream (content null, spaced arguments)")
+    parser.add_argument("--cli", choices=("claude", "codex", "both", "opencode", "kilo", "qwen", "goose", "aisdk"), default="both",
+                        help="opencode / qwen / goose / aisdk (the AI SDK's openai-compatible chat): --pace provider only, "
+                             "a DeepSeek-style chat upstream (content null, spaced arguments); goose and aisdk through serve only")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds a CLI (and each of its requests) may take")
     parser.add_argument("--quick", action="store_true", help="--proxy-model fake")
     parser.add_argument("--pace", choices=("instant", "provider"), default="instant",
@@ -161,6 +162,8 @@ def main() -> None:
     if bins is None:
         raise SystemExit("npm or the Claude Code / Codex CLIs are missing (set ICLR_AGENT_CLIS)")
     names = ("claude", "codex") if args.cli == "both" else (args.cli,)
+    if args.cli in ("goose", "aisdk") and (args.pace != "provider" or args.via != "serve"):
+        parser.error(f"--cli {args.cli} runs with --pace provider through serve only")
     if args.pace == "instant":
         for name in names:
             print(json.dumps(run(name, args, bins)), flush=True)
