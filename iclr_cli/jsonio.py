@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import json
+import math
 import os
 import re
 import select
@@ -330,22 +331,44 @@ def objects_as(hook: Callable[[list], dict]) -> Iterator[None]:
         _OBJECT_HOOK.reset(token)
 
 
+# A number token of 20 digits or more (beyond 64 bits): orjson reads it as a float and loses
+# digits, so such text is parsed by the stdlib, whose ints are exact. A match inside a string
+# only sends that text down the slower exact path.
+_LONG_INT = re.compile(rb"[:\[,]\s*-?\d{20,}")
+
+
+def _finite(text: str) -> float:
+    """A JSON float literal's value; a literal beyond a double's range (``1e400``) is refused:
+    it could only be written back as ``Infinity``, which is not JSON."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is beyond the range of a double")
+    return value
+
+
 def loads(data: bytes | memoryview | str):
-    """Parse one JSON value. orjson first; the stdlib parser as fallback because it accepts
-    lone UTF-16 surrogates (``"\\ud800"``) that real transcripts contain and orjson rejects
-    (and under :func:`objects_as`, which needs its object hook).
+    """Parse one JSON value, every value as it can be written back (:func:`dumps_like`):
+    orjson first; the stdlib parser for lone UTF-16 surrogates (``"\\ud800"``), which real
+    transcripts contain and orjson rejects, for integers beyond 64 bits (exact there, a float
+    in orjson), for ``NaN`` / ``Infinity`` (not JSON, but Python's writer emits them; kept as
+    they are), and under :func:`objects_as`, which needs its object hook.
 
     Raises:
         ValueError: when neither parser accepts the text (message from the stdlib parser,
-        which names the column).
+        which names the column), for a number beyond a double's range (``1e400``), an
+        integer of more than 4,300 digits, or nesting deeper than the parser's recursion.
     """
     hook = _OBJECT_HOOK.get()
-    if hook is not None:
-        return json.loads(_text(data), object_pairs_hook=hook)
+    raw = data.encode("utf-8", errors="surrogatepass") if isinstance(data, str) else data
+    if hook is None and not _LONG_INT.search(raw):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(_text(data))
+        return json.loads(_text(data), object_pairs_hook=hook, parse_float=_finite)
+    except RecursionError:
+        raise ValueError("nested deeper than the JSON parser follows (about 1,000 levels of lists and objects)") from None
 
 
 def _text(data: bytes | memoryview | str) -> str:
@@ -358,7 +381,7 @@ def dumps_like(value, original: bytes) -> bytes:
     structure = _STRINGS.sub(b'""', original)  # a tool call's arguments hold '": ' of their own
     spaced = b'": ' in structure or b', "' in structure
     escaped = not _has_non_ascii(original) and b"\\u" in original
-    if not spaced and not escaped:
+    if not spaced and not escaped and _orjson_exact(value):
         try:
             return orjson.dumps(value)
         except TypeError:  # lone surrogates: orjson cannot encode them
@@ -368,6 +391,22 @@ def dumps_like(value, original: bytes) -> bytes:
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _orjson_exact(value, depth: int = 0) -> bool:
+    """False when orjson would not write ``value`` back as it was read: a ``NaN`` or
+    ``Infinity`` (orjson writes ``null``) or an integer beyond 64 bits (orjson refuses it);
+    the stdlib writer keeps them. Values nested past 200 levels are left to the stdlib too."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (int, list, dict)):
+        return True
+    if isinstance(value, int):
+        return -(1 << 63) <= value < (1 << 64)
+    if depth > 200:
+        return False
+    items = value.values() if isinstance(value, dict) else value
+    return all(_orjson_exact(v, depth + 1) for v in items)
 
 
 def _utf8(text: str) -> bytes:

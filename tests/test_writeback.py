@@ -129,3 +129,28 @@ def test_an_edited_part_without_a_textref_is_an_adapter_bug():
     doc = doc_of(records, [Part("reasoning", "x", ref=("legacy", 0))])
     with pytest.raises(TypeError, match="no TextRef"):
         write_back(records, doc, edit(doc, ["y"]))
+
+
+def test_an_edited_record_writes_back_every_number_it_holds_as_read():
+    """Edited records are re-serialised: an integer beyond 64 bits (orjson would read a float)
+    and NaN (Python's writer emits it; orjson would write null) come back as they were."""
+    from iclr_cli.jsonio import dumps_like, loads
+
+    line = b'{"id":18446744073709551617,"score":NaN,"n":3,"text":"old"}'
+    value = loads(line)
+    assert value["id"] == 18446744073709551617 and value["score"] != value["score"]
+    value["text"] = "new"
+    assert dumps_like(value, line) == b'{"id":18446744073709551617,"score":NaN,"n":3,"text":"new"}'
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"a": 1e400}', "the number 1e400 is beyond the range of a double"),
+    ("[" * 3000 + "]" * 3000, "nested deeper than the JSON parser follows"),
+    ('{"a": ' + "7" * 5001 + "}", "an integer of more than 4,300 digits"),
+])
+def test_a_document_no_writer_could_give_back_is_an_input_error(tmp_path, text, why):
+    from iclr_cli.errors import InputError
+    from iclr_cli.formats.reading import parse_document
+
+    with pytest.raises(InputError, match=why):
+        parse_document(text.encode(), "f.json")

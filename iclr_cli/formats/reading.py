@@ -39,14 +39,16 @@ def parse_document(data: bytes, source: str) -> object:
     """
     try:
         return loads(strip_bom(data))
-    except (ValueError, UnicodeDecodeError):
-        raise document_error(data, source) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise document_error(data, source, exc) from None
 
 
-def document_error(data: bytes, source: str) -> InputError:
+def document_error(data: bytes, source: str, cause: Exception | None = None) -> InputError:
     """The error for ``data`` that is not one valid JSON document: ``FILE:LINE:`` with the
     line and column where parsing failed, and whether the document is cut short (it ends
-    inside a value, as a partly written or truncated file does) or invalid."""
+    inside a value, as a partly written or truncated file does) or invalid. A document the
+    syntax accepts but the reader refuses (a number beyond a double, an integer of more than
+    4,300 digits, nesting past the parser's depth) is named by ``cause``, the reader's error."""
     body = strip_bom(data)
     try:
         text = body.decode("utf-8", errors="surrogatepass")
@@ -54,14 +56,28 @@ def document_error(data: bytes, source: str) -> InputError:
         return InputError(source, f"not a valid JSON document: not UTF-8 text ({exc.reason} at byte {exc.start})")
     try:
         json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (RecursionError, ValueError) as exc:
+        if not isinstance(exc, json.JSONDecodeError):
+            return InputError(source, f"not a JSON document iclr can read back: {_reason(exc)}")
         at = f"line {exc.lineno}, column {exc.colno}"
         if exc.msg.startswith("Unterminated string"):
             return InputError(source, f"truncated JSON document: the string opened at {at} is never closed", line=exc.lineno)
         if exc.pos >= len(text.rstrip()):
             return InputError(source, f"truncated JSON document: it ends at {at} before its value is closed ({exc.msg})", line=exc.lineno)
         return InputError(source, f"not a valid JSON document: parsing failed at {at} ({exc.msg})", line=exc.lineno)
+    if cause is not None:
+        return InputError(source, f"not a JSON document iclr can read back: {_reason(cause)}")
     return InputError(source, "not a valid JSON document")
+
+
+def _reason(exc: BaseException) -> str:
+    """A parser's refusal in words (Python's own messages name its internals)."""
+    text = str(exc)
+    if isinstance(exc, RecursionError) or "nested deeper" in text:
+        return "nested deeper than the JSON parser follows (about 1,000 levels of lists and objects)"
+    if "integer string conversion" in text:
+        return "an integer of more than 4,300 digits"
+    return text
 
 
 _DECODER = json.JSONDecoder()
