@@ -12,6 +12,7 @@ from iclr_cli.compression import Compression
 from iclr_cli.errors import InputError, UsageError
 from iclr_cli.formats import registry
 from iclr_cli.formats.base import Document, FormatAdapter
+from iclr_cli.formats.reading import UNEXPECTED, unexpected_shape
 from iclr_cli.jsonio import StoredInput, TextEncoding, output_encoder, read_input, read_input_stored
 
 T = TypeVar("T")
@@ -116,6 +117,8 @@ class Input:
             registry.require_steps(self.adapter, self.path, steps, trajectories, held)
         except InputError as exc:
             raise (registry.forced_error(self.adapter, self.data, self.path, exc) if self.forced else exc) from None
+        except UNEXPECTED as exc:
+            raise unexpected_shape(exc, self.path, self.adapter.name) from exc
         if self.forced:  # nothing was scored: say where the reasoning is, if another format finds it
             forced.check_nothing(self.adapter, self.data, self.path, reasoning, skip_bad_lines=skip_bad_lines)
 
@@ -182,6 +185,8 @@ def load_file(path: str, fmt: str | None = None, *, skip_bad_lines: bool = False
             registry.require_steps(adapter, path, sum(len(t.steps) for t in doc.trajectories), len(doc.trajectories))
     except InputError as exc:
         raise (registry.forced_error(adapter, data, path, exc) if fmt else exc) from None
+    except UNEXPECTED as exc:
+        raise unexpected_shape(exc, path, adapter.name) from exc
     if fmt and not allow_empty:
         forced.check_nothing(adapter, data, path, forced.Reading.of([doc]).reasoning, skip_bad_lines=skip_bad_lines)
     return adapter, doc

@@ -179,3 +179,34 @@ def test_a_values_kind_is_named_in_jsons_terms_whatever_parsed_it():
 
     assert [json_kind(v) for v in (AskedDict({"a": 1}), {}, [], "s", 1.5, True, None)] == \
         ["object", "object", "list", "string", "number", "boolean", "null"]
+
+
+def test_a_reader_tripped_by_an_unforeseen_shape_is_an_input_error_not_a_traceback(capsys, tmp_path, monkeypatch):
+    """A value of a shape no reader foresaw (a 'type' that is a list) names the file and exits 2;
+    a sniffer it trips only rules its format out."""
+    from iclr_cli.formats.adapters import openai_chat
+    from iclr_cli.formats.adapters.claude_code import ADAPTER as CLAUDE
+
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(CHAT))
+
+    def trips(*args, **kwargs):
+        raise TypeError("unhashable type: 'list'")
+
+    monkeypatch.setattr(CLAUDE, "sniff", trips)  # detection goes on without it
+    monkeypatch.setattr(openai_chat.ADAPTER, "load", trips)
+    monkeypatch.setattr(openai_chat.ADAPTER, "load_chunks", trips, raising=False)
+    code, out, err = run_cli(capsys, "prune", str(path), "--model", "fake", "-o", str(tmp_path / "p.json"))
+    assert code == 2 and out == "" and not (tmp_path / "p.json").exists()
+    assert f"{path}: the openai reader met a value of a type or shape it does not expect (unhashable type: 'list')" in err
+
+
+def test_a_claude_code_line_whose_type_is_not_a_string_is_reported(tmp_path, capsys):
+    sample = SAMPLES / "claude_code_session.jsonl"
+    lines = [json.loads(line) for line in sample.read_text().splitlines() if line.strip()]
+    at = next(i for i, r in enumerate(lines) if r.get("type") == "user")
+    lines[at]["type"] = ["user"]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "-o", str(tmp_path / "p.jsonl"))
+    assert code == 0 and f"{path}:{at + 1}: field 'type': line holds a user message but its type is ['user']" in err

@@ -70,6 +70,19 @@ def document_error(data: bytes, source: str, cause: Exception | None = None) -> 
     return InputError(source, "not a valid JSON document")
 
 
+UNEXPECTED = (TypeError, AttributeError, KeyError, IndexError, RecursionError)
+"""What a reader raises on a value of a shape it did not foresee (a ``type`` that is a list, an
+object where a string belongs): :func:`unexpected_shape` turns it into an input error."""
+
+
+def unexpected_shape(exc: BaseException, source: str, reader: str) -> InputError:
+    """The input error for ``exc`` (one of :data:`UNEXPECTED`) raised while ``reader`` (an
+    adapter's name) read ``source``: the file is named and nothing is written, where a
+    traceback would have ended the run (and every other file of a run over many)."""
+    return InputError(source, f"the {reader} reader met a value of a type or shape it does not expect ({_reason(exc)}); "
+                              "if this is a real transcript, please report it")
+
+
 def _reason(exc: BaseException) -> str:
     """A parser's refusal in words (Python's own messages name its internals)."""
     text = str(exc)

@@ -113,7 +113,7 @@ def _structured(msg: Mapping, i: int, reader: _Reader, prefix: tuple = ()) -> tu
             if k in grouped:
                 continue
             kind = entry.get("type") if isinstance(entry, dict) else None
-            if kind not in kinds:
+            if not isinstance(kind, str) or kind not in kinds:
                 reader.report(i, (name, k), f"{name} entry of type {kind!r}: not scored or pruned")
                 continue
             key = kinds[kind]

@@ -121,7 +121,7 @@ def detect_why(data: bytes, source: str) -> Detection:
         raise InputError(source, f"not JSON or JSONL: {problem}; iclr reads trajectories as JSON or JSONL text")
     parsed = Head.of(head)
     tried = adapters()
-    found = [(adapter, m) for adapter in tried if (m := adapter.sniff(parsed))]
+    found = [(adapter, m) for adapter in tried if (m := _sniff(adapter, parsed))]
     if found:
         best = max(range(len(found)), key=lambda k: (found[k][1].score, -k))
         adapter, match = found[best]
@@ -134,6 +134,17 @@ def detect_why(data: bytes, source: str) -> Detection:
     width = max(len(a.name) for a in tried)
     listing = "\n".join(f"  {a.name:<{width}}  {a.description}" for a in tried)
     raise InputError(source, f"not a trajectory format iclr reads: none of the {len(tried)} formats tried matched:\n{listing}\nUse --format NAME to read it as one of them.")
+
+
+def _sniff(adapter: FormatAdapter, head: Head):
+    """``adapter``'s match for ``head``; none when a value of an unforeseen shape trips its
+    sniffer: a damaged record rules that format out, it never ends the run."""
+    from iclr_cli.formats.reading import UNEXPECTED
+
+    try:
+        return adapter.sniff(head)
+    except UNEXPECTED:
+        return None
 
 
 def _detect_database(data: bytes, source: str) -> Detection:

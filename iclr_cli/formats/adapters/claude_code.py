@@ -104,9 +104,12 @@ def _looks_like_turn(value: object) -> bool:
 
 def _looks_like_record(value: object) -> bool:
     """Any line of a session: an object typed with a string, that is a known event or
-    bookkeeping type or carries the session's id (a line type added by a later release)."""
-    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+    bookkeeping type or carries the session's id (a line type added by a later release), or a
+    message in the session's envelope whose type is damaged (the loader reports it)."""
+    if not isinstance(value, dict):
         return False
+    if not isinstance(value.get("type"), str):
+        return "sessionId" in value and isinstance(value.get("message"), dict)
     return value["type"] in EVENT_TYPES or value["type"] in BOOKKEEPING_TYPES or "sessionId" in value or "leafUuid" in value
 
 

@@ -176,13 +176,14 @@ class SessionReader:
         provider = info.get("providerID") if isinstance(info.get("providerID"), str) else None
         self.model, self.provider = model or self.model, provider or self.provider
         error = info.get("error")
-        kinds = {p.get("type") for p in msg.parts}
+        kinds = {kind for p in msg.parts if isinstance(kind := p.get("type"), str)}
         aborted = isinstance(error, dict) and error.get("name") == "MessageAbortedError"
         left_out = error is not None and not (aborted and kinds - {"step-start", "reasoning"})
         finished = False
         self._open = False
         for k, part in enumerate(msg.parts):
             kind = part.get("type")
+            kind = kind if isinstance(kind, str) else repr(kind)  # a damaged part: reported below as an unknown type
             if kind == "step-finish":
                 finished = True
                 self.requests.append(Request(self._answered(), step_usage(part.get("tokens"), "step-finish tokens"), model, provider))
@@ -268,7 +269,7 @@ class SessionReader:
                     if path not in drop:
                         drop.append((*path, *keys))
                     continue
-                key = {"reasoning.text": "text", "reasoning.summary": "summary"}.get(kind)  # type: ignore[arg-type]
+                key = {"reasoning.text": "text", "reasoning.summary": "summary"}.get(kind) if isinstance(kind, str) else None
                 if key is None:
                     self.unrecognised.append(Unrecognised(None, msg.name(k, keys), f"reasoning_details entry of type {kind!r}: not scored or pruned"))
                     read_only = read_only or "beside a reasoning_details entry iclr cannot read"

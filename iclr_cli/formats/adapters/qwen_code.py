@@ -92,7 +92,7 @@ def is_record(value: object) -> bool:
     """A Qwen Code chat record: ``uuid``, ``sessionId`` strings, a ``parentUuid`` key and a
     ``ChatRecord.type``."""
     return (isinstance(value, dict) and isinstance(value.get("uuid"), str) and isinstance(value.get("sessionId"), str)
-            and "parentUuid" in value and value.get("type") in RECORD_TYPES)
+            and "parentUuid" in value and isinstance(value.get("type"), str) and value["type"] in RECORD_TYPES)
 
 
 def _check(value: object) -> tuple[str | None, str | None]:
@@ -120,7 +120,7 @@ def _chain(values: list) -> tuple[list[int], bool]:
     parent: dict[str, object] = {}
     leaf = None
     for rec, value in enumerate(values):
-        if not isinstance(value, dict) or value.get("type") not in RECORD_TYPES:
+        if not isinstance(value, dict) or not isinstance(value.get("type"), str) or value["type"] not in RECORD_TYPES:
             continue
         if value["type"] == "system" and value.get("subtype") in _NOT_CONVERSATION:
             continue
