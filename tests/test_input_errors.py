@@ -210,3 +210,23 @@ def test_a_claude_code_line_whose_type_is_not_a_string_is_reported(tmp_path, cap
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
     code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "-o", str(tmp_path / "p.jsonl"))
     assert code == 0 and f"{path}:{at + 1}: field 'type': line holds a user message but its type is ['user']" in err
+
+
+@pytest.mark.parametrize("sample, holder, role, field", [
+    ("anthropic_messages.json", "messages", "assistant", "role"),
+    ("bedrock_converse.json", "messages", "assistant", "role"),
+    ("gemini_contents.json", "contents", "model", "role"),
+])
+def test_a_model_turn_under_an_unknown_role_is_reported(tmp_path, capsys, sample, holder, role, field):
+    """Read as input it would lose its step: the summary's unrecognised count and a warning say so."""
+    doc = json.loads((SAMPLES / sample).read_text())
+    turns = doc[holder] if isinstance(doc, dict) else doc
+    at = next(i for i, m in enumerate(turns) if m.get("role") == role)
+    turns[at]["role"] = "zzunknown"
+    path = tmp_path / sample
+    path.write_text(json.dumps(doc, indent=1))
+    code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "-o", str(tmp_path / "p.json"))
+    assert code == 0 and f"field '{holder}[{at}].{field}': role 'zzunknown'" in err and "not as a model turn" in err
+    from format_helpers import summary_value
+
+    assert summary_value(err, "unrecognised") == "1"

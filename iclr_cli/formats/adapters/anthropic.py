@@ -91,6 +91,10 @@ _MESSAGE_REASONING = ("reasoning_content", "reasoning", "thinking", "thinking_bl
 """Message-level fields that carry reasoning in other formats; an Anthropic message has none."""
 
 
+# The Messages API's roles (Anthropic, "Messages": user and assistant; a system prompt is the
+# request's ``system``, and logs that keep it as a message with role system are read so).
+_ROLES = ("user", "assistant", "system")
+
 def is_message_list(value: object) -> bool:
     """True for a non-empty list of JSON objects that all have a ``role``, but for Roo Code's
     encrypted reasoning items (:func:`iclr_cli.formats.adapters.roo.is_reasoning_item`)."""
@@ -296,6 +300,8 @@ def _read(value: object, where: Where) -> list[Trajectory] | None:
             raise where.error("message has no string 'role'", (*path, "role"))
         if "content" not in msg:
             raise where.error("message has no 'content'", (*path, "content"))
+        if role not in _ROLES:  # a model turn under another name would be read as input: said
+            where.note((*path, "role"), f"role {role!r} is not one of the Messages API's (user, assistant): its content is read as input, not as a model turn")
         if role == "assistant":
             if (reported := anthropic_usage(msg.get("usage"), "usage")) is not None:
                 usage[len(steps)] = reported

@@ -129,6 +129,8 @@ class _Reader:
         for i, block in enumerate(content):
             if not isinstance(block, dict):
                 raise self.where.error("content block is not a JSON object", (*path, "content", i))
+        if msg["role"] not in ("user", "assistant"):  # Converse's roles (ConversationRole): a model turn under another name is said
+            self.where.note((*path, "role"), f"role {msg['role']!r} is not one of Converse's (user, assistant): its content is read as input, not as a model turn")
         if msg["role"] == "assistant":
             self.steps.append([p for i, block in enumerate(content) for p in self.assistant_block(block, (*path, "content", i))])
             return

@@ -65,6 +65,7 @@ _OPENAI_CONTENT = re.compile(rb'"content"\s*:')
 # Part keys that modify a part rather than hold content of their own.
 _MODIFIERS = {"thought", "thoughtSignature", "thought_signature", "videoMetadata", "video_metadata", "mediaResolution", "media_resolution", "partMetadata", "part_metadata"}
 _MODEL_ROLES = ("model",)
+_OTHER_ROLES = ("user", "function", "tool", "system")  # Gemini's user; function / tool in older logs; a system turn in some
 _NOT_FOUND = "no Gemini conversation found (expected 'contents', a list of contents with 'parts', or request/response)"
 
 
@@ -133,6 +134,11 @@ class _Reader:
         parts = value.get("parts")
         if not isinstance(parts, list):
             raise self.error("content has no 'parts' list", (*path, "parts"))
+        model_only = any(isinstance(p, dict) and (p.get("thought") is True or "functionCall" in p or "function_call" in p) for p in parts)
+        if role not in (*_MODEL_ROLES, *_OTHER_ROLES) or (model_only and role not in _MODEL_ROLES):
+            # a model turn under another role (or none: the API's default is user) would be read as input: said
+            self.where.note((*path, "role"), f"role {value.get('role')!r} with {'model-only parts (thoughts, function calls)' if model_only else 'content'}: "
+                                             "read as input, not as a model turn (Gemini's roles: user, model)")
         if role in _MODEL_ROLES:
             self.open_calls = []
             self.steps.append([])
