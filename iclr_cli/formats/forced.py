@@ -51,7 +51,7 @@ class Reading:
             return f"{self.reasoning} reasoning part(s), where {name} reads {other.reasoning}"
         if self.unrecognised > other.unrecognised:
             theirs = f"only {other.unrecognised}" if other.unrecognised else "none"
-            return f"{self.unrecognised} assistant part(s) not read as reasoning or action, where {name} leaves {theirs} unread"
+            return f"{self.unrecognised} part(s) or field(s) left unread, where {name} leaves {theirs} unread"
         return f"{self.chars} characters of the conversation, where {name} reads {other.chars} (tool calls or results passed over)"
 
 
