@@ -199,3 +199,16 @@ def test_cli_real_files_convert_or_refuse(capsys, tmp_path, name, to, ok):
         adapter, doc = load_file(str(out), to)
         _, source = load_file(str(path))
         assert [len(t.steps) for t in doc.trajectories] == [len(t.steps) for t in source.trajectories]
+
+
+@pytest.mark.parametrize("sample", ["openai_chat.json", "claude_code_session.jsonl"])
+def test_a_lone_surrogate_converts_and_comes_back_as_its_escape(tmp_path, capsys, sample):
+    """A string cut inside an emoji (``\\ud83d`` alone) is not UTF-8: converting writes it as the
+    escape it was read from instead of failing."""
+    raw = (SAMPLES / sample).read_bytes()
+    key = b'"content": "' if b'"content": "' in raw else b'"content":"'
+    path = tmp_path / sample
+    path.write_bytes(raw.replace(key, key + b"\\ud83d", 1))
+    code, out, err = run_cli(capsys, "convert", str(path), "--to", "iclr")
+    assert code == 0, err
+    assert "\\ud83d" in out

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import orjson
 
 from iclr_cli.errors import UsageError
+from iclr_cli.jsonio import dumps_like
 from iclr_cli.formats.base import Document
 from iclr_cli.formats.writeback import Records
 from iclr_cli.formats.convert.anthropic import to_anthropic
@@ -52,7 +52,8 @@ def convert_trajectories(trajectories: Sequence[Trajectory], to: str) -> bytes:
     if to not in _BUILDERS:
         raise UsageError(f"--to must be one of {', '.join(TARGETS)}, not {to!r}")
     built = [_BUILDERS[to](t) for t in trajectories]
-    data = b"".join(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE) for record, _ in built)
+    # the jsonio writer: a lone surrogate (a string cut inside an emoji) goes back as the escape it was read from
+    data = b"".join(dumps_like(record, b"{}") + b"\n" for record, _ in built)
     back = registry.get(to).load(data, f"<{to} output>").trajectories if data else []
     if len(back) != len(built):
         raise UsageError(f"cannot convert to {to} without losing data: {len(built)} trajectories would read back as {len(back)}")

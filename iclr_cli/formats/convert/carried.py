@@ -34,7 +34,7 @@ from collections.abc import Hashable, Iterator, Sequence
 import orjson
 
 from iclr_cli.formats.writeback import field_name
-from iclr_cli.jsonio import objects_as
+from iclr_cli.jsonio import loads, objects_as
 
 _TEXT = re.compile(r"\S\s+\S")
 
@@ -106,7 +106,7 @@ class Output:
     objects and lists, for a text that is a JSON document (tool-call arguments)."""
 
     def __init__(self, data: bytes):
-        self._records = [orjson.loads(line) for line in data.splitlines() if line.strip()]
+        self._records = [loads(line) for line in data.splitlines() if line.strip()]
         leaves: list[str] = []
         for record in self._records:
             _strings(record, leaves)
