@@ -267,3 +267,15 @@ def test_usage_reads_both_conventions_of_candidates_token_count():
     gemini = _usage({"promptTokenCount": 5200, "candidatesTokenCount": 40, "thoughtsTokenCount": 160, "cachedContentTokenCount": 4096})
     assert (gemini.input_tokens, gemini.output_tokens, gemini.cache_read_tokens) == (5200, 200, 4096)
     assert _usage({"candidatesTokenCount": 3}) is None
+
+
+def test_messages_off_the_resumed_chain_are_said_with_their_lines():
+    """A record whose parentUuid is null mid-file starts the chain Qwen Code resumes: the turns
+    before it are not scored, and the warning names them instead of dropping them unseen."""
+    lines = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
+    at = max(i for i, r in enumerate(lines) if r.get("type") == "user" and "message" in r and i > 0)
+    lines[at]["parentUuid"] = None
+    doc = ADAPTER.load("".join(json.dumps(r) + "\n" for r in lines).encode(), "q.jsonl")
+    [said] = [w for w in doc.warnings if "off the conversation Qwen Code resumes" in w]
+    before = [i + 1 for i, r in enumerate(lines[:at]) if r.get("type") in ("user", "assistant", "tool_result") and "message" in r]
+    assert before and all(str(n) in said.rsplit(":", 1)[1] for n in before)

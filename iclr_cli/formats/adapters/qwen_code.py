@@ -24,7 +24,8 @@ records in the file. The conversation is what the CLI resumes (``prepareTranscri
 the chain from the last conversation record (any record but the artifact, sources and
 managed-session ``system`` records) back through ``parentUuid``; records sharing a ``uuid``
 are fragments of one message, read in file order. Records off the chain pass through byte
-for byte.
+for byte, and the message records among them are named in a warning (not scored: the CLI does
+not send them again).
 
 Trajectory (one per file, id ``sessionId``): ``user`` / ``tool_result`` parts before the
 first assistant record are P, after it observations of the latest step (``functionResponse``
@@ -299,6 +300,13 @@ class QwenCodeAdapter(WriteBackAdapter):
             first = records.values[chain[0]]
             warnings.append(f"{source}:{records.lines[chain[0]].number}: the conversation starts at a record whose parent "  # type: ignore[index]
                             f"{first['parentUuid']!r} is not in the file: earlier history is not read")
+        on_chain = set(chain)
+        off = [rec for rec, v in enumerate(records.values) if rec not in on_chain and isinstance(v, dict)
+               and v.get("type") in ("user", "assistant", "tool_result") and "message" in v]
+        if off:  # what the CLI does not resume is not scored, and is said (a new root, /rewind, a branch)
+            lines = ", ".join(str(records.lines[rec].number) for rec in off[:10]) + (f" and {len(off) - 10} more" if len(off) > 10 else "")  # type: ignore[index]
+            warnings.append(f"{source}: {len(off)} message record(s) off the conversation Qwen Code resumes (the chain back from the last "
+                            f"record through parentUuid) passed through unscored: line(s) {lines}")
         reader = _Reader(records, where)
         for rec in chain:
             reader.read(rec, records.values[rec])  # type: ignore[arg-type]
