@@ -230,3 +230,18 @@ def test_a_model_turn_under_an_unknown_role_is_reported(tmp_path, capsys, sample
     from format_helpers import summary_value
 
     assert summary_value(err, "unrecognised") == "1"
+
+
+def test_a_first_field_larger_than_the_sniffed_head_is_still_detected(tmp_path, capsys):
+    """The format is judged on the file's first 64 KiB, then on more of it: a 200 KB system
+    prompt before the messages no longer makes every format miss."""
+    doc = json.loads((SAMPLES / "anthropic_messages.json").read_text())
+    doc = {"system": "You are careful. " * 12_000, **{k: v for k, v in doc.items() if k != "system"}}
+    path = tmp_path / "big_system.json"
+    path.write_text(json.dumps(doc))
+    assert path.stat().st_size > 200_000
+    code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "-o", str(tmp_path / "p.json"))
+    assert code == 0, err
+    from iclr_cli.formats import registry
+
+    assert registry.detect(path.read_bytes(), str(path)).name == "anthropic"

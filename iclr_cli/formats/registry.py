@@ -119,9 +119,16 @@ def detect_why(data: bytes, source: str) -> Detection:
         raise InputError(source, f"not a text file (byte {at} is NUL: binary data, or compressed other than with gzip or zstd, which iclr reads); iclr reads trajectories as JSON or JSONL text")
     if (problem := _not_json(head)) is not None:
         raise InputError(source, f"not JSON or JSONL: {problem}; iclr reads trajectories as JSON or JSONL text")
-    parsed = Head.of(head)
     tried = adapters()
-    found = [(adapter, m) for adapter in tried if (m := _sniff(adapter, parsed))]
+    found: list = []
+    for size in _HEADS:
+        # a first record larger than the head (a 100 KB system prompt first) is judged again on a
+        # larger head before "no format matched" is said
+        bigger = data[:size][len(BOM):] if data.startswith(BOM) else data[:size]
+        parsed = Head.of(head if size == HEAD_BYTES else _parseable_head(bigger))
+        found = [(adapter, m) for adapter in tried if (m := _sniff(adapter, parsed))]
+        if found or len(data) <= size:
+            break
     if found:
         best = max(range(len(found)), key=lambda k: (found[k][1].score, -k))
         adapter, match = found[best]
@@ -134,6 +141,10 @@ def detect_why(data: bytes, source: str) -> Detection:
     width = max(len(a.name) for a in tried)
     listing = "\n".join(f"  {a.name:<{width}}  {a.description}" for a in tried)
     raise InputError(source, f"not a trajectory format iclr reads: none of the {len(tried)} formats tried matched:\n{listing}\nUse --format NAME to read it as one of them.")
+
+
+_HEADS = (HEAD_BYTES, 1 << 20, 16 << 20)
+"""Head sizes detection tries in turn: the first suffices unless a single field fills it."""
 
 
 def _sniff(adapter: FormatAdapter, head: Head):
