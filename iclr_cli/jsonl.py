@@ -89,6 +89,15 @@ def iter_jsonl(data: bytes, source: str, *, skip_bad_lines: bool = False, warnin
                 warnings.append(bad_line_warning(source, bad))
             yield bad
             continue
+        if value is None:  # a literal null: no format's record, and None stands for a blank line to every reader
+            problem = "line is JSON null, not a record"
+            if not skip_bad_lines:
+                raise InputError(source, problem + " (use --skip-bad-lines to skip such lines)", line=number)
+            bad = JsonLine(number, line, end, BAD_LINE, problem)
+            if warnings is not None:
+                warnings.append(bad_line_warning(source, bad))
+            yield bad
+            continue
         yield JsonLine(number, line, end, value)
 
 

@@ -245,3 +245,16 @@ def test_a_first_field_larger_than_the_sniffed_head_is_still_detected(tmp_path, 
     from iclr_cli.formats import registry
 
     assert registry.detect(path.read_bytes(), str(path)).name == "anthropic"
+
+
+def test_a_null_line_in_jsonl_is_a_bad_line_not_a_blank_one(tmp_path, capsys):
+    """Readers take a value of None for a blank line: a literal ``null`` line was passed over
+    unseen. It is a bad line: refused, or skipped and named with --skip-bad-lines."""
+    lines = (SAMPLES / "claude_code_session.jsonl").read_text().splitlines()
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join([*lines[:3], "null", *lines[3:]]) + "\n")
+    code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "-o", str(tmp_path / "p.jsonl"))
+    assert code == 2 and f"{path}:4: line is JSON null, not a record" in err
+    code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "--skip-bad-lines", "-o", str(tmp_path / "p.jsonl"))
+    assert code == 0 and f"{path}:4: skipped: line is JSON null, not a record" in err
+    assert (tmp_path / "p.jsonl").read_text().splitlines()[3] == "null"  # passed through as it was
