@@ -258,3 +258,14 @@ def test_a_null_line_in_jsonl_is_a_bad_line_not_a_blank_one(tmp_path, capsys):
     code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "--skip-bad-lines", "-o", str(tmp_path / "p.jsonl"))
     assert code == 0 and f"{path}:4: skipped: line is JSON null, not a record" in err
     assert (tmp_path / "p.jsonl").read_text().splitlines()[3] == "null"  # passed through as it was
+
+
+def test_a_gemini_cli_line_that_is_none_of_its_records_is_reported(tmp_path, capsys):
+    lines = (SAMPLES / "gemini_cli_session.jsonl").read_text().splitlines()
+    path = tmp_path / "g.jsonl"
+    path.write_text("\n".join([*lines[:2], "42", "{}", *lines[2:]]) + "\n")
+    code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "-o", str(tmp_path / "p.jsonl"))
+    assert code == 0 and f"{path}:3: line is not a Gemini CLI record" in err and f"{path}:4: line is not a Gemini CLI record" in err
+    from format_helpers import summary_value
+
+    assert summary_value(err, "unrecognised") == "2"

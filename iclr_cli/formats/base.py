@@ -48,9 +48,9 @@ class Unrecognised:
     what: str
 
     def describe(self, source: str) -> str:
-        """``FILE:LINE: field F: what`` for a warning."""
+        """``FILE:LINE: field F: what`` for a warning (no field part for a whole line)."""
         where = source if self.line is None else f"{source}:{self.line}"
-        return f"{where}: field {self.field!r}: {self.what}"
+        return f"{where}: field {self.field!r}: {self.what}" if self.field else f"{where}: {self.what}"
 
 
 @dataclass

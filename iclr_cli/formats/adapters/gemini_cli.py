@@ -91,7 +91,8 @@ class _Conversation:
         self.live[msg["id"]] = path  # an existing id keeps its place, as a JS Map does
         self.copies.setdefault(msg["id"], []).append(path)
 
-    def record(self, value: object, path: Path) -> None:
+    def record(self, value: object, path: Path) -> bool:
+        """Take one record; False when it is none the CLI writes (the caller reports it)."""
         if isinstance(value, dict) and isinstance(value.get("$rewindTo"), str):
             ids = list(self.live)
             at = ids.index(value["$rewindTo"]) if value["$rewindTo"] in ids else 0
@@ -108,6 +109,9 @@ class _Conversation:
             self.session = self.session or value["sessionId"]
             if isinstance(value.get("messages"), list):
                 self.batch(value["messages"], (*path, "messages"))
+        else:
+            return False
+        return True
 
     def batch(self, messages: list, path: Path) -> None:
         for i, msg in enumerate(messages):
@@ -309,13 +313,16 @@ class GeminiCliAdapter(WriteBackAdapter):
         else:
             records = read_lines(data, source, skip_bad_lines=skip_bad_lines, warnings=warnings)
         convo = _Conversation()
+        where = Where(source, line=None)
         for rec, value in enumerate(records.values):
             if value is None or value is BAD_LINE:
                 continue
-            convo.record(value, (rec,))
+            if not convo.record(value, (rec,)) and records.lines:  # a line of a JSONL recording that is none of its records
+                where.line = records.lines[rec].number
+                where.note("", "line is not a Gemini CLI record (a message with an id, $set, $rewindTo or the session's metadata): not read")
+        where.line = None
         if not convo.live and convo.session is None:
             raise InputError(source, "no Gemini CLI session record or message found")
-        where = Where(source, line=None)
         for msg_id, path in convo.live.items():
             msg = get(records.values, path)
             if not isinstance(msg.get("type"), str):
