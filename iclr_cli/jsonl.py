@@ -149,6 +149,9 @@ def unfinished_warning(source: str, number: int) -> str:
 def _describe_bad_line(body: bytes, exc: Exception) -> str:
     if body.strip(b"\x00") == b"":
         return "line holds only NUL bytes"
+    if isinstance(exc, UnicodeDecodeError):  # Python's codec text names its internals: said plainly
+        return (f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x}, the line's byte {exc.start + 1} "
+                "(save the file as UTF-8; iclr also reads UTF-16 and UTF-32 with a byte order mark)")
     msg = str(exc)
     if "Extra data" in msg:
         return f"two JSON values on one line ({msg})"

@@ -269,3 +269,16 @@ def test_a_gemini_cli_line_that_is_none_of_its_records_is_reported(tmp_path, cap
     from format_helpers import summary_value
 
     assert summary_value(err, "unrecognised") == "2"
+
+
+@pytest.mark.parametrize("at", [0, 2])
+def test_a_byte_that_is_not_utf8_names_its_jsonl_line(tmp_path, capsys, at):
+    """On the first line too: a complete record with one Latin-1 byte is a JSONL line, not a
+    document that failed to parse."""
+    lines = (SAMPLES / "codex_rollout.jsonl").read_bytes().splitlines()
+    lines[at] = lines[at].replace(b'Z"', b'Z\xe9"', 1)  # inside the record's timestamp string
+    assert b"\xe9" in lines[at]
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    code, _, err = run_cli(capsys, "prune", str(path), "--model", "fake", "-o", str(tmp_path / "p.jsonl"))
+    assert code == 2 and f"{path}:{at + 1}: not UTF-8 text: byte 0xe9, the line's byte" in err

@@ -176,9 +176,16 @@ def spread_document(data: bytes) -> bool:
     body = strip_bom(data)
     if body.lstrip()[:1] not in (b"[", b"{"):
         return False
+    first = _first_line(body)
     try:
-        loads(_first_line(body))
-    except (ValueError, UnicodeDecodeError):
+        loads(first)
+    except UnicodeDecodeError:  # a complete record with a byte that is not UTF-8: a JSONL line, named as such
+        try:
+            loads(first.decode("utf-8", errors="replace"))
+        except ValueError:
+            return True
+        return False
+    except ValueError:
         return True
     return False
 
