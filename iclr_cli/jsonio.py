@@ -334,6 +334,7 @@ def objects_as(hook: Callable[[list], dict]) -> Iterator[None]:
 # A number token of 20 digits or more (beyond 64 bits): orjson reads it as a float and loses
 # digits, so such text is parsed by the stdlib, whose ints are exact. A match inside a string
 # only sends that text down the slower exact path.
+TOO_DEEP = "nested deeper than the JSON parser follows (about 1,000 levels of lists and objects)"
 _LONG_INT = re.compile(rb"[:\[,]\s*-?\d{20,}")
 
 
@@ -368,7 +369,7 @@ def loads(data: bytes | memoryview | str):
     try:
         return json.loads(_text(data), object_pairs_hook=hook, parse_float=_finite)
     except RecursionError:
-        raise ValueError("nested deeper than the JSON parser follows (about 1,000 levels of lists and objects)") from None
+        raise ValueError(TOO_DEEP) from None
 
 
 def _text(data: bytes | memoryview | str) -> str:
@@ -381,7 +382,7 @@ def dumps_like(value, original: bytes) -> bytes:
     structure = _STRINGS.sub(b'""', original)  # a tool call's arguments hold '": ' of their own
     spaced = b'": ' in structure or b', "' in structure
     escaped = not _has_non_ascii(original) and b"\\u" in original
-    if not spaced and not escaped and _orjson_exact(value):
+    if not spaced and not escaped and _orjson_exact(original):
         try:
             return orjson.dumps(value)
         except TypeError:  # lone surrogates: orjson cannot encode them
@@ -393,20 +394,15 @@ def dumps_like(value, original: bytes) -> bytes:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _orjson_exact(value, depth: int = 0) -> bool:
-    """False when orjson would not write ``value`` back as it was read: a ``NaN`` or
-    ``Infinity`` (orjson writes ``null``) or an integer beyond 64 bits (orjson refuses it);
-    the stdlib writer keeps them. Values nested past 200 levels are left to the stdlib too."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, bool) or not isinstance(value, (int, list, dict)):
-        return True
-    if isinstance(value, int):
-        return -(1 << 63) <= value < (1 << 64)
-    if depth > 200:
-        return False
-    items = value.values() if isinstance(value, dict) else value
-    return all(_orjson_exact(v, depth + 1) for v in items)
+_NOT_JSON = re.compile(rb"NaN|Infinity")
+
+
+def _orjson_exact(original: bytes) -> bool:
+    """False when the text a value was read from may hold what orjson would not write back as
+    read: ``NaN`` or ``Infinity`` (orjson writes ``null``) or an integer beyond 64 bits (read
+    exactly by the stdlib: :func:`loads`); the stdlib writer then keeps them. A scan of the
+    bytes, not a walk of the value: a match inside a string only costs the slower writer."""
+    return not (_NOT_JSON.search(original) or _LONG_INT.search(original))
 
 
 def _utf8(text: str) -> bytes:

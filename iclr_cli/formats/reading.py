@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from iclr_cli.errors import InputError
 from iclr_cli.formats.base import Document, Unrecognised
 from iclr_cli.formats.writeback import Records, field_name
-from iclr_cli.jsonio import BOM, loads
+from iclr_cli.jsonio import BOM, TOO_DEEP, loads
 from iclr_cli.jsonl import BAD_LINE, JsonLine, bad_line_warning, iter_jsonl
 from iclr_cli.trajectory import Trajectory
 
@@ -86,8 +86,8 @@ def unexpected_shape(exc: BaseException, source: str, reader: str) -> InputError
 def _reason(exc: BaseException) -> str:
     """A parser's refusal in words (Python's own messages name its internals)."""
     text = str(exc)
-    if isinstance(exc, RecursionError) or "nested deeper" in text:
-        return "nested deeper than the JSON parser follows (about 1,000 levels of lists and objects)"
+    if isinstance(exc, RecursionError):
+        return TOO_DEEP
     if "integer string conversion" in text:
         return "an integer of more than 4,300 digits"
     return text

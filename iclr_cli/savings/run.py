@@ -29,7 +29,8 @@ from typing import NamedTuple
 import orjson
 
 from iclr_cli.compress import Settings, compress_trajectories
-from iclr_cli.errors import InputError, UsageError
+from iclr_cli.batch import require_jobs
+from iclr_cli.errors import InputError
 from iclr_cli.block_notes import block_counts
 from iclr_cli.formats import database, registry
 from iclr_cli.formats.reading import unfinished_line
@@ -169,13 +170,11 @@ class SavingsRun:
 
         Raises:
             InputError: for a path that does not exist.
-            UsageError: when there is no file to read (an empty folder is not a run that
+            UsageError: when there is no file to read (:func:`~iclr_cli.batch.require_jobs`: an empty folder is not a run that
                 succeeded, as for ``score`` and ``prune``).
         """
         candidates, skipped = discover(paths)
-        if not candidates:
-            left = f" ({len(skipped)} left out: {skipped[0].path}: {skipped[0].reason})" if skipped else ""
-            raise UsageError(f"no files to read in {', '.join(paths)}{left}")
+        require_jobs(candidates, skipped, paths)
         self.skipped.extend(skipped)
         self.candidates = len(candidates)
         return candidates
