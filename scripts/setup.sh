@@ -194,6 +194,6 @@ if ! "$VPY" -c "import llama_cpp.server" 2>/dev/null; then
   echo "setup: llama-cpp-python[server] was not built; the end-to-end replay/serve tests skip (bash scripts/setup.sh --with-llama-server builds it)" >&2
 fi
 if [ ! -x "$HOME/.cache/iclr/agent-clis/node_modules/.bin/opencode" ] && [ -z "${ICLR_AGENT_CLIS:-}" ]; then
-  echo "setup: the agent CLIs are not installed; their end-to-end serve tests skip, Claude Code and Codex install at first use (bash scripts/setup.sh --with-agent-clis installs all five)" >&2
+  echo "setup: the agent CLIs are not installed; their end-to-end serve tests skip, Claude Code and Codex install at first use (bash scripts/setup.sh --with-agent-clis installs them all: Claude Code, Codex, OpenCode, Kilo, Qwen Code, Goose and the AI SDK)" >&2
 fi
 echo "setup: activate with: . .venv/bin/activate" >&2
